@@ -1,0 +1,510 @@
+"""DAGDGP: a deep Gaussian process on a directed acyclic graph, as a Pyro model (digest-000 §1-2).
+
+Every non-root node ``w`` carries an independent sparse GP ``f_w`` over the concatenated values of its
+parents, with a node-wise fusion kernel (:mod:`pyro_dag.kernels`). Roots hold design matrices. Any
+non-root node may carry noisy, partially observed data with its own likelihood.
+"""
+import uuid
+from collections import namedtuple
+
+import networkx as nx
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.nn import PyroModule, PyroParam
+from torch import nn
+
+from . import graph as dag
+from .gp.conditional import cholesky_with_jitter, whitened_conditional
+from .gp.inducing import init_inducing_inputs
+from .gp.likelihoods import Gaussian, get_likelihood
+from .infer.context import current_estimator, suspended
+from .kernels import Concat, ParentSpec, RBF, as_fusion_kernel
+
+__all__ = ["DAGDGP", "DAGInputError", "NodePrediction"]
+
+
+class DAGInputError(ValueError):
+    """Bad inputs or data for a :class:`DAGDGP`; the message names the node and the fix."""
+
+
+NodePrediction = namedtuple("NodePrediction", ["samples", "mean", "variance", "loc", "var", "y_mean", "y_variance"])
+NodePrediction.__doc__ = """Posterior prediction for one node (see :meth:`DAGDGP.predict`).
+
+* ``samples`` ``[S, n, d]``: draws of the latent node values ``F_w``;
+* ``mean``, ``variance`` ``[n, d]``: their mean and variance (law of total variance over the S draws);
+* ``loc``, ``var`` ``[S, n, d]``: the Gaussian conditional of each draw given its sampled ancestors
+  (the predictive is the equally weighted mixture of these);
+* ``y_mean``, ``y_variance`` ``[n, d]``: moments of a new observation (likelihood noise added), or
+  ``None`` for nodes without a likelihood that has closed-form moments.
+"""
+
+
+def _concat_values(values):
+    """Concatenate ``[..., B, d_i]`` tensors along the last dim, broadcasting leading dims."""
+    if len(values) == 1:
+        return values[0]
+    batch = torch.broadcast_shapes(*[v.shape[:-1] for v in values])
+    return torch.cat([v.expand(batch + v.shape[-1:]) for v in values], dim=-1)
+
+
+class DAGDGP(PyroModule):
+    r"""A deep Gaussian process on a DAG (digest-000 §1.3, Eq. 2; §2.1).
+
+    ``F_w^{(i)} = f_w({F_p^{(i)}}_{p ∈ Pa(w)})`` with ``f_w ~ GP(0, K_w)`` for each non-root ``w``; roots
+    hold design matrices. Each GP is sparse, with ``M_w`` inducing inputs ``Z_w`` in the node's own input
+    space (the concatenated parent state, parents in declaration order) and whitened inducing outputs
+    ``V_w ~ N(0, I)`` of shape ``[d_w, M_w]`` (``U_w = L_w V_w``, ``L_w = chol K_w(Z_w, Z_w)``); vector-valued
+    nodes have independent outputs that share ``Z_w``.
+
+    Sample sites (each carries ``infer={"dag": {...}}`` metadata with its role, node and the graph):
+
+    * ``"{w}.u"`` -- whitened inducing outputs ``[d_w, M_w]``, prior ``N(0, I)``, outside any plate;
+    * ``"{w}.f"`` -- node values ``[B, d_w]`` in the ``"data"`` plate: a deterministic site by default
+      (values are drawn from ``p(F_w | F_Pa(w), U_w)`` by reparameterisation, the paper's
+      ``q(F, U) = q(U) p(F | U)``), or a real sample site with ``sample_f=True`` (for MCMC);
+    * ``"{w}.y"`` -- observations ``[B, d_w]`` in the ``"data"`` plate, masked where missing.
+
+    The ``"data"`` plate (dim -1) supports ``subsample_size`` (minibatching, likelihood scaled by n/B).
+
+    Under :class:`~pyro_dag.infer.DAGELBO` the same ``forward`` evaluates the paper's estimator
+    (marginal ancestral sampling, closed-form expected log-likelihood) instead.
+
+    **dtype and device** follow the module: call ``model.double()`` / ``model.to("cuda")``; inputs and data
+    are converted to the module's dtype and device.
+
+    **Inducing inputs** are initialised at the first call (or by :meth:`setup`) from the data: blocks of
+    roots and observed parents by k-means++ on the cases, blocks of latent parents by scrambled-Sobol
+    quantiles of the parent's prior marginal (:mod:`pyro_dag.gp.inducing`); pass ``inducing_inputs`` to
+    override.
+
+    :param networkx.DiGraph graph: the DAG; nodes are strings (no ``"."``).
+    :param dict kernels: ``{node: kernel}``; a base kernel acts on the concatenated parents
+        (:class:`~pyro_dag.kernels.Concat`), a fusion kernel is bound to the parents. Default: an ARD RBF.
+    :param num_inducing: ``M_w``, an int or ``{node: int}`` (default 16).
+    :param dict likelihoods: ``{node: Likelihood or name}``; default a Gaussian with learned noise.
+    :param dict output_dims: ``{node: d_w}`` (default: the node attribute ``"dim"`` or 1).
+    :param dict inducing_inputs: ``{node: [M_w, D_w] tensor}`` initial inducing inputs.
+    :param learn_inducing: ``True``, ``False`` or a collection of nodes whose inducing inputs are learned.
+    :param float jitter: relative jitter of ``K(Z, Z)`` (default 1e-8 in float64, 1e-5 in float32).
+    :param bool sample_f: make ``"{w}.f"`` real sample sites (Gaussian-likelihood leaves are then
+        collapsed, ``y ~ N(μ, r + τ²)``); use it for MCMC.
+    :param int seed: seed of the inducing-input initialisation.
+
+    Example::
+
+        g = nx.DiGraph([("x1", "w1"), ("x2", "w2"), ("w1", "w3"), ("w2", "w3")])
+        model = DAGDGP(g, kernels={"w3": kernels.SumInput(kernels.RBF())}, num_inducing=16).double()
+        guide = AutoStructuredGuide(model, structure="mean_field")
+        svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
+        svi.step(inputs, data)            # inputs = {"x1": X1, "x2": X2}, data = {"w3": Y}
+    """
+
+    def __init__(self, graph, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
+                 inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0):
+        super().__init__()
+        dag.validate_dag(graph)
+        self.graph = nx.DiGraph(graph)
+        self.root_nodes = dag.roots(graph)
+        self.gp_nodes = dag.non_roots(graph)
+        if not self.gp_nodes:
+            raise dag.DAGStructureError("the graph has no non-root node, so there is no GP to fit; add an edge "
+                                        "from an input root to a node")
+        gp_set = set(self.gp_nodes)
+        self.topo_nodes = [v for v in dag.topological_order(graph) if v in gp_set]
+        self.parents = {w: dag.parents(graph, w) for w in self.gp_nodes}
+        kernels = dict(kernels or {})
+        likelihoods = dict(likelihoods or {})
+        output_dims = dict(output_dims or {})
+        inducing_inputs = dict(inducing_inputs or {})
+        nums = dict(num_inducing) if isinstance(num_inducing, dict) else {}
+        for label, mapping in [("kernels", kernels), ("likelihoods", likelihoods), ("output_dims", output_dims),
+                               ("num_inducing", nums), ("inducing_inputs", inducing_inputs)]:
+            for key in mapping:
+                if key not in self.graph:
+                    raise DAGInputError(f"{label} names node {key!r}, which is not in the graph; check the name")
+                if key not in gp_set:
+                    raise DAGInputError(f"{label} names root {key!r}; roots are inputs without a GP, so they take no "
+                                        f"{label}: remove it")
+        self.output_dims = {w: int(output_dims.get(w, self.graph.nodes[w].get("dim", 1))) for w in self.gp_nodes}
+        self.num_inducing = {w: int(nums.get(w, num_inducing if isinstance(num_inducing, int) else 16))
+                             for w in self.gp_nodes}
+        self.kernels = PyroModule[nn.ModuleDict](
+            {w: as_fusion_kernel(kernels[w]) if w in kernels else Concat(RBF(ard=True)) for w in self.gp_nodes})
+        self.likelihoods = PyroModule[nn.ModuleDict](
+            {w: get_likelihood(likelihoods.get(w, "gaussian"), w) for w in self.gp_nodes})
+        self.inducing = PyroModule()
+        self._inducing_init = inducing_inputs
+        if learn_inducing is True or learn_inducing is False:
+            self._learn_inducing = set(self.gp_nodes) if learn_inducing else set()
+        else:
+            self._learn_inducing = set(learn_inducing)
+        self.jitter = jitter
+        self.sample_f = bool(sample_f)
+        self.seed = int(seed)
+        self.register_buffer("_anchor", torch.zeros(()), persistent=False)
+        self.input_dims = None
+        self.observed_nodes = None
+        self._key = uuid.uuid4().hex
+
+    # ------------------------------------------------------------------ validation
+    @property
+    def dtype(self):
+        return self._anchor.dtype
+
+    @property
+    def device(self):
+        return self._anchor.device
+
+    def _as_tensor(self, x):
+        return torch.as_tensor(x, dtype=self.dtype, device=self.device)
+
+    def _check_inputs(self, inputs):
+        if not isinstance(inputs, dict):
+            raise DAGInputError("inputs must be a dict {root: [n, d] design matrix}, got "
+                                f"{type(inputs).__name__}")
+        for key in inputs:
+            if key not in self.graph:
+                raise DAGInputError(f"inputs has node {key!r}, which is not in the graph; check the name "
+                                    f"(roots: {self.root_nodes})")
+            if key not in self.root_nodes:
+                raise DAGInputError(f"node {key!r} is not a root (its parents are {self.parents[key]}); only roots "
+                                    "take design matrices: remove it from inputs (put its observations in data)")
+        X, n, first = {}, None, None
+        for r in self.root_nodes:
+            if r not in inputs:
+                raise DAGInputError(f"root {r!r} has no design matrix; pass inputs[{r!r}] as an [n, d] tensor")
+            x = self._as_tensor(inputs[r])
+            if x.dim() == 1:
+                x = x.unsqueeze(-1)
+            if x.dim() != 2:
+                raise DAGInputError(f"inputs[{r!r}] must be an [n, d] matrix, got shape {tuple(x.shape)}")
+            if n is None:
+                n, first = x.shape[0], r
+            elif x.shape[0] != n:
+                raise DAGInputError(f"inputs[{r!r}] has {x.shape[0]} rows but inputs[{first!r}] has {n}; every root "
+                                    "needs one row per case")
+            if self.input_dims is not None and x.shape[1] != self.input_dims[r]:
+                raise DAGInputError(f"inputs[{r!r}] has {x.shape[1]} columns but the model was set up with "
+                                    f"{self.input_dims[r]}; pass the same columns as in training")
+            bad = ~torch.isfinite(x).all(-1)
+            if bool(bad.any()):
+                i = int(bad.nonzero()[0])
+                raise DAGInputError(f"inputs[{r!r}] contains NaN or inf (first at row {i}); roots are deterministic "
+                                    "inputs and must be finite: impute or drop those cases")
+            X[r] = x
+        return X, n
+
+    def _check_data(self, data, mask, n):
+        """Returns ``{node: (y_filled [n, d], mask [n, d] bool)}``."""
+        if data is None:
+            if mask:
+                raise DAGInputError("a mask was given without data; pass data={node: [n, d] tensor}")
+            return {}
+        if not isinstance(data, dict):
+            raise DAGInputError(f"data must be a dict {{node: [n, d] tensor}}, got {type(data).__name__}")
+        mask = dict(mask or {})
+        for key in list(data) + list(mask):
+            if key not in self.graph:
+                raise DAGInputError(f"data/mask has node {key!r}, which is not in the graph; check the name "
+                                    f"(GP nodes: {self.gp_nodes})")
+            if key in self.root_nodes:
+                raise DAGInputError(f"node {key!r} is a root (an input); pass its values in inputs, not data")
+            if key in mask and key not in data:
+                raise DAGInputError(f"mask[{key!r}] is given but data[{key!r}] is not; add the observations")
+        out = {}
+        for w in self.gp_nodes:
+            if w not in data:
+                continue
+            d = self.output_dims[w]
+            y = self._as_tensor(data[w])
+            if y.dim() == 1 and d == 1:
+                y = y.unsqueeze(-1)
+            if y.dim() != 2 or y.shape[0] != n:
+                raise DAGInputError(f"data[{w!r}] has shape {tuple(y.shape)} but the inputs have {n} cases; give "
+                                    f"an [n, d] tensor with one row per case and NaN for missing entries")
+            if y.shape[1] != d:
+                raise DAGInputError(f"data[{w!r}] has {y.shape[1]} columns but node {w!r} has output dimension {d}; "
+                                    f"set output_dims={{{w!r}: {y.shape[1]}}} in DAGDGP or fix the data")
+            if w in mask:
+                m = torch.as_tensor(mask[w], device=self.device)
+                if m.dim() == 1 and d == 1:
+                    m = m.unsqueeze(-1)
+                if m.shape != y.shape or m.dtype != torch.bool:
+                    raise DAGInputError(f"mask[{w!r}] must be a bool tensor of shape {tuple(y.shape)}, got "
+                                        f"{m.dtype} {tuple(m.shape)}")
+                if bool((m & ~torch.isfinite(y)).any()):
+                    raise DAGInputError(f"data[{w!r}] has NaN/inf at entries that mask[{w!r}] marks as observed; "
+                                        "fix the data or set those mask entries to False")
+            else:
+                if bool(torch.isinf(y).any()):
+                    raise DAGInputError(f"data[{w!r}] contains inf; mark missing entries with NaN (or pass a mask)")
+                m = ~torch.isnan(y)
+            if not bool(m.any()):
+                raise DAGInputError(f"data[{w!r}] has no observed entries; drop it from data (the node is then "
+                                    "latent)")
+            out[w] = (torch.where(m, y, torch.zeros_like(y)), m)
+        return out
+
+    # ------------------------------------------------------------------ set-up
+    @property
+    def is_setup(self):
+        return self.input_dims is not None
+
+    def _node_dim(self, v):
+        return self.input_dims[v] if v in self.input_dims else self.output_dims[v]
+
+    def setup(self, inputs, data=None, mask=None):
+        """Bind kernels to the parents and initialise inducing inputs from the data (done at the first call).
+
+        Also fixes which nodes are observed: :attr:`observed_nodes`.
+        """
+        X, n = self._check_inputs(inputs)
+        obs = self._check_data(data, mask, n)
+        self._setup(X, obs)
+        return self
+
+    def _setup(self, X, obs):
+        self.input_dims = {r: X[r].shape[1] for r in self.root_nodes}
+        self.observed_nodes = [w for w in self.gp_nodes if w in obs]
+        for w in self.topo_nodes:
+            specs = [ParentSpec(p, self._node_dim(p), p in self.input_dims) for p in self.parents[w]]
+            kernel = self.kernels[w]
+            kernel.bind_parents(specs, w)
+            kernel.to(dtype=self.dtype, device=self.device)
+        with torch.no_grad(), suspended():
+            for w in self.topo_nodes:
+                D = sum(self._node_dim(p) for p in self.parents[w])
+                M = self.num_inducing[w]
+                if w in self._inducing_init:
+                    Z = self._as_tensor(self._inducing_init[w]).clone()
+                else:
+                    blocks = []
+                    for p in self.parents[w]:
+                        if p in X:
+                            blocks.append(X[p])
+                        elif p in obs:
+                            y, m = obs[p]
+                            blocks.append(torch.where(m, y, torch.full_like(y, float("nan"))))
+                        else:
+                            Zp = self._inducing_Z(p)
+                            scale = self.kernels[p](Zp, diag=True).mean().sqrt().item()
+                            blocks.append((self.output_dims[p], scale))
+                    Z = init_inducing_inputs(blocks, M, seed=self.seed).to(dtype=self.dtype, device=self.device)
+                if Z.shape != (M, D):
+                    raise DAGInputError(f"inducing inputs of node {w!r} must have shape [M, D] = [{M}, {D}] "
+                                        f"(D = sum of its parents' dims {self.parents[w]}), got {tuple(Z.shape)}")
+                if w in self._learn_inducing:
+                    setattr(self.inducing, w, PyroParam(Z))
+                else:
+                    self.inducing.register_buffer(w, Z)
+        self._inducing_init = {}
+
+    def _inducing_Z(self, w):
+        return getattr(self.inducing, w)
+
+    # ------------------------------------------------------------------ the GP pieces
+    def inducing_inputs(self, w):
+        """``Z_w`` ``[M_w, D_w]`` (after set-up)."""
+        return self._inducing_Z(w)
+
+    def _node_cholesky(self, w):
+        kernel = self.kernels[w]
+        Z = self._inducing_Z(w)
+        return Z, cholesky_with_jitter(kernel(Z), node=w, jitter=self.jitter)
+
+    def node_conditional(self, w, parent_values, cache=None):
+        """Whitened conditional of node ``w`` (digest-000 Eq. 80).
+
+        :param dict parent_values: ``{parent: [..., B, d_p]}``.
+        :returns: ``(a [..., B, M_w], r [..., B])``.
+        """
+        if cache is not None and w in cache:
+            Z, L = cache[w]
+        else:
+            Z, L = self._node_cholesky(w)
+            if cache is not None:
+                cache[w] = (Z, L)
+        x = _concat_values([parent_values[p] for p in self.parents[w]])
+        return whitened_conditional(self.kernels[w], Z, L, x)
+
+    def _site_meta(self, w, role):
+        return {"dag": {"role": role, "node": w, "model_key": self._key, "graph": self.graph,
+                        "parents": tuple(self.parents[w]), "observed": tuple(self.observed_nodes or ()),
+                        "shape": (self.output_dims[w], self.num_inducing[w])}}
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, inputs, data=None, mask=None, subsample_size=None, subsample=None):
+        """Run the model.
+
+        :param dict inputs: ``{root: [n, d_r]}`` design matrices.
+        :param dict data: ``{node: [n, d_w]}`` observations, NaN = missing. ``None`` (e.g. under
+            ``Predictive``) samples new observations for the nodes observed at set-up.
+        :param dict mask: optional ``{node: bool [n, d_w]}``, True = observed (overrides NaN detection).
+        :param int subsample_size: minibatch size ``B`` of the ``"data"`` plate.
+        :param torch.Tensor subsample: explicit minibatch indices.
+        :returns: ``{node: [..., B, d]}`` values of every node for the (sub)sampled cases.
+        """
+        X, n = self._check_inputs(inputs)
+        obs = self._check_data(data, mask, n)
+        if not self.is_setup:
+            self._setup(X, obs)
+        estimator = current_estimator()
+        plate = pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1)
+        if estimator is not None:
+            return self._forward_marginal(estimator, X, obs, plate, generate=data is None)
+        return self._forward_generative(X, obs, plate, generate=data is None)
+
+    def _observation_nodes(self, obs, generate):
+        if generate:
+            return [w for w in self.gp_nodes if w in (self.observed_nodes or ())]
+        return [w for w in self.gp_nodes if w in obs]
+
+    def _collapsed(self, w):
+        """Gaussian-likelihood leaves are integrated out analytically in ``sample_f`` mode."""
+        return (self.sample_f and self.graph.out_degree(w) == 0 and isinstance(self.likelihoods[w], Gaussian))
+
+    def _forward_generative(self, X, obs, plate, generate):
+        us = {}
+        for w in self.topo_nodes:
+            shape = (self.output_dims[w], self.num_inducing[w])
+            prior = dist.Normal(torch.zeros(shape, dtype=self.dtype, device=self.device), 1.0).to_event(2)
+            u = pyro.sample(f"{w}.u", prior, infer=self._site_meta(w, "inducing"))
+            # Sample plates outside the data plate leave a size-1 dim where the data plate sits (dim -1
+            # of the batch shape); drop it so that u's batch dims line up with the cases' batch dims.
+            us[w] = u.squeeze(-3) if u.dim() > 2 and u.shape[-3] == 1 else u
+        observed = self._observation_nodes(obs, generate)
+        cache = {}
+        with plate as idx:
+            values = {r: X[r][idx] for r in self.root_nodes}
+            for w in self.topo_nodes:
+                a, r = self.node_conditional(w, values, cache)
+                u = us[w]
+                loc = a @ u.transpose(-1, -2)
+                scale = r.sqrt().unsqueeze(-1)
+                lik = self.likelihoods[w]
+                if self._collapsed(w):
+                    f = None
+                    y_dist = dist.Normal(loc, (r.unsqueeze(-1) + lik.variance).sqrt())
+                elif self.sample_f:
+                    f = pyro.sample(f"{w}.f", dist.Normal(loc, scale.expand_as(loc)).to_event(1),
+                                    infer=self._site_meta(w, "value"))
+                else:
+                    f = loc + scale * torch.randn_like(loc)
+                    pyro.deterministic(f"{w}.f", f, event_dim=1)
+                if f is not None:
+                    values[w] = f
+                    y_dist = lik.dist(f) if w in observed else None
+                else:
+                    values[w] = loc
+                if w in observed:
+                    if generate:
+                        pyro.sample(f"{w}.y", y_dist.to_event(1), infer=self._site_meta(w, "observation"))
+                    else:
+                        y, m = obs[w]
+                        pyro.sample(f"{w}.y", y_dist.mask(m[idx]).to_event(1), obs=y[idx],
+                                    infer=self._site_meta(w, "observation"))
+        return values
+
+    def marginal_pass(self, posterior, X, num_samples, idx=None, nodes=None):
+        """Marginal ancestral sampling (digest-000 Prop. 9, Algorithms 1-3) through the whole DAG.
+
+        :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
+        :param dict X: root design matrices ``{root: [n, d_r]}`` (already checked).
+        :param int num_samples: ``S``.
+        :param idx: optional case indices ``[B]``.
+        :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
+            marginal variances of the Gaussian each draw came from.
+        """
+        state = posterior.ancestral_state()
+        values = {r: (X[r] if idx is None else X[r][idx]) for r in self.root_nodes}
+        out = {}
+        cache = {}
+        for w in self.topo_nodes:
+            a, r = self.node_conditional(w, values, cache)
+            loc, cov = state.predict(w, a, r)
+            batch = (num_samples,) + loc.shape[-2:]
+            eps = torch.randn(batch, dtype=loc.dtype, device=loc.device)
+            if cov.shape[-1] == 1:
+                var = cov[..., 0]
+                f = loc + var.clamp_min(0).sqrt() * eps
+            else:
+                var = cov.diagonal(dim1=-2, dim2=-1)
+                f = loc + (torch.linalg.cholesky(cov) @ eps.unsqueeze(-1)).squeeze(-1)
+            state.update(w, a, r, f)
+            values[w] = f
+            out[w] = (f, loc.expand(batch), var.expand(batch))
+        return out
+
+    def _forward_marginal(self, estimator, X, obs, plate, generate):
+        posterior = estimator.posterior(self._key, self.topo_nodes[0])
+        observed = self._observation_nodes(obs, generate=False)
+        with plate as idx:
+            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx)
+            for w in observed:
+                _, loc, var = passes[w]
+                y, m = obs[w]
+                ell = self.likelihoods[w].expected_log_prob(y[idx], loc, var)
+                ell = torch.where(m[idx], ell, torch.zeros_like(ell)).sum(-1).mean(0)
+                pyro.factor(f"{w}.y", ell)
+        return {w: passes[w][0] for w in self.topo_nodes}
+
+    # ------------------------------------------------------------------ prediction
+    @torch.no_grad()
+    def predict(self, guide, inputs, nodes=None, num_samples=200):
+        """Posterior predictive of node values at new inputs, also for nodes that are never observed.
+
+        With an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` this runs marginal ancestral
+        sampling against its ``q(U)`` (exact samples from the induced ``q(F)``, digest-000 §2.12); with any
+        other guide it draws ``U`` from the guide and propagates (plain ancestral sampling).
+
+        :param guide: a trained guide. :param dict inputs: ``{root: [n, d_r]}``.
+        :param list nodes: nodes to return (default: all GP nodes).
+        :param int num_samples: ``S``.
+        :returns: ``{node: NodePrediction}`` with samples ``[S, n, d_w]``.
+        """
+        X, n = self._check_inputs(inputs)
+        if not self.is_setup:
+            raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+        nodes = list(self.gp_nodes) if nodes is None else list(nodes)
+        for w in nodes:
+            if w not in self.gp_nodes:
+                raise DAGInputError(f"cannot predict node {w!r}: it is not a GP node of the graph "
+                                    f"(GP nodes: {self.gp_nodes})")
+        posterior = guide.inducing_posterior() if hasattr(guide, "inducing_posterior") else None
+        with suspended():
+            if posterior is not None:
+                passes = self.marginal_pass(posterior, X, num_samples)
+            else:
+                passes = self._predict_by_guide_samples(guide, inputs, num_samples)
+        out = {}
+        for w in nodes:
+            f, loc, var = passes[w]
+            mean = loc.mean(0)
+            variance = var.mean(0) + loc.var(0, unbiased=False)
+            moments = self.likelihoods[w].predictive_moments(loc, var)
+            if moments is not None:
+                ym, yv = moments
+                y_mean, y_var = ym.mean(0), yv.mean(0) + ym.var(0, unbiased=False)
+            else:
+                y_mean = y_var = None
+            out[w] = NodePrediction(f, mean, variance, loc, var, y_mean, y_var)
+        return out
+
+    def _predict_by_guide_samples(self, guide, inputs, num_samples):
+        draws = {w: ([], [], []) for w in self.topo_nodes}
+        X, _ = self._check_inputs(inputs)
+        for _ in range(num_samples):
+            guide_trace = pyro.poutine.trace(guide).get_trace(inputs)
+            us = {w: guide_trace.nodes[f"{w}.u"]["value"] for w in self.topo_nodes}
+            values = {r: X[r] for r in self.root_nodes}
+            cache = {}
+            for w in self.topo_nodes:
+                a, r = self.node_conditional(w, values, cache)
+                loc = a @ us[w].transpose(-1, -2)
+                var = r.unsqueeze(-1).expand_as(loc)
+                f = loc + var.sqrt() * torch.randn_like(loc)
+                values[w] = f
+                for store, v in zip(draws[w], (f, loc, var)):
+                    store.append(v)
+        return {w: tuple(torch.stack(s) for s in draws[w]) for w in self.topo_nodes}

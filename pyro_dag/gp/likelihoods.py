@@ -1,0 +1,125 @@
+"""Per-node likelihoods ``p_w(Y_w | F_w)`` (digest-000 §1.5).
+
+Each likelihood provides
+
+* :meth:`Likelihood.dist` -- the elementwise observation distribution given node values ``F`` of shape
+  ``[..., B, d]`` (used by the generative model, ``Trace_ELBO``, ``Predictive`` and MCMC);
+* :meth:`Likelihood.expected_log_prob` -- ``E_{f ~ N(μ, σ²)}[log p(y | f)]`` elementwise, the
+  Rao-Blackwellised term of :class:`~pyro_dag.infer.DAGELBO` (digest-000 §2.5): closed form for
+  :class:`Gaussian` and :class:`Poisson`, Gauss-Hermite quadrature otherwise.
+"""
+import numpy as np
+import pyro.distributions as dist
+import torch
+from pyro.nn import PyroModule, PyroParam
+from torch.distributions import constraints
+
+__all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "get_likelihood"]
+
+
+class Likelihood(PyroModule):
+    """Base class of node likelihoods. Subclasses implement :meth:`dist` and may override
+    :meth:`expected_log_prob` with a closed form.
+
+    :param int num_quadrature: Gauss-Hermite points for the default :meth:`expected_log_prob`.
+    """
+
+    def __init__(self, num_quadrature=20):
+        super().__init__()
+        x, w = np.polynomial.hermite.hermgauss(num_quadrature)
+        # Buffers follow .to()/.double(); no numpy in forward.
+        self.register_buffer("_gh_x", torch.tensor(x, dtype=torch.get_default_dtype()), persistent=False)
+        self.register_buffer("_gh_w", torch.tensor(w / np.sqrt(np.pi), dtype=torch.get_default_dtype()),
+                             persistent=False)
+
+    def dist(self, f):
+        """Observation distribution with batch shape ``f.shape`` (elementwise)."""
+        raise NotImplementedError
+
+    def expected_log_prob(self, y, loc, var):
+        """``E_{f ~ N(loc, var)}[log p(y | f)]`` elementwise; shapes broadcast to ``[..., B, d]``."""
+        x = self._gh_x.to(loc)
+        w = self._gh_w.to(loc)
+        f = loc.unsqueeze(-1) + (2 * var).clamp_min(0).sqrt().unsqueeze(-1) * x
+        return (self.dist(f).log_prob(y.unsqueeze(-1)) * w).sum(-1)
+
+    def predictive_moments(self, loc, var):
+        """Mean and variance of ``y`` when ``f ~ N(loc, var)``, or ``None`` if there is no closed form."""
+        return None
+
+
+class Gaussian(Likelihood):
+    """Gaussian likelihood ``y ~ N(f, τ²)`` with learnable noise variance ``τ²``.
+
+    :param float variance: initial ``τ²`` (scalar or ``[d]`` for one variance per output).
+    """
+
+    def __init__(self, variance=0.1):
+        super().__init__(num_quadrature=1)
+        self.variance = PyroParam(torch.as_tensor(variance, dtype=torch.get_default_dtype()).clone(),
+                                  constraints.positive)
+
+    def dist(self, f):
+        return dist.Normal(f, self.variance.sqrt())
+
+    def expected_log_prob(self, y, loc, var):
+        # E log N(y; f, τ²) = log N(y; μ, τ²) - σ²/(2τ²)   (digest-000 §2.5)
+        tau2 = self.variance
+        return dist.Normal(loc, tau2.sqrt()).log_prob(y) - var / (2 * tau2)
+
+    def predictive_moments(self, loc, var):
+        return loc, var + self.variance
+
+
+class Bernoulli(Likelihood):
+    """Bernoulli likelihood with a logit link, ``y ~ Bernoulli(sigmoid(f))``."""
+
+    def dist(self, f):
+        return dist.Bernoulli(logits=f)
+
+
+class Poisson(Likelihood):
+    """Poisson likelihood with a log link, ``y ~ Poisson(exp(f))``.
+
+    The expected log-likelihood is exact: ``y μ - exp(μ + σ²/2) - log y!``.
+    """
+
+    def dist(self, f):
+        return dist.Poisson(f.exp())
+
+    def expected_log_prob(self, y, loc, var):
+        return y * loc - torch.exp(loc + var / 2) - torch.lgamma(y + 1)
+
+    def predictive_moments(self, loc, var):
+        mean = torch.exp(loc + var / 2)
+        return mean, mean + (torch.exp(var) - 1) * mean.pow(2)
+
+
+class StudentT(Likelihood):
+    """Student-t likelihood ``y ~ StudentT(ν, f, s)`` with learnable scale ``s`` (and fixed ``ν``).
+
+    :param float df: degrees of freedom ``ν``. :param float scale: initial scale ``s``.
+    """
+
+    def __init__(self, df=4.0, scale=0.1, num_quadrature=20):
+        super().__init__(num_quadrature)
+        self.register_buffer("df", torch.as_tensor(df, dtype=torch.get_default_dtype()))
+        self.scale = PyroParam(torch.as_tensor(scale, dtype=torch.get_default_dtype()).clone(), constraints.positive)
+
+    def dist(self, f):
+        return dist.StudentT(self.df.to(f), f, self.scale)
+
+
+_LIKELIHOODS = {"gaussian": Gaussian, "bernoulli": Bernoulli, "poisson": Poisson, "studentt": StudentT,
+                "student_t": StudentT}
+
+
+def get_likelihood(spec, node="?"):
+    """A :class:`Likelihood` from an instance or a name (``"gaussian"``, ``"bernoulli"``, ``"poisson"``,
+    ``"studentt"``)."""
+    if isinstance(spec, Likelihood):
+        return spec
+    if isinstance(spec, str) and spec.lower() in _LIKELIHOODS:
+        return _LIKELIHOODS[spec.lower()]()
+    raise ValueError(f"unknown likelihood {spec!r} for node {node!r}; use one of {sorted(_LIKELIHOODS)} or a "
+                     "pyro_dag.gp.Likelihood instance")

@@ -1,0 +1,161 @@
+"""Gaussian posteriors over the whitened inducing outputs of all GP nodes (digest-000 §2.2).
+
+The inducing outputs of node ``w`` form a block ``V_w`` of shape ``[d_w, M_w]``, flattened row-major
+into ``P_w = d_w M_w`` coordinates; the blocks of all nodes are concatenated in the guide's block order
+into one vector of length ``P = Σ_w P_w``. The prior is ``N(0, I_P)``.
+
+A posterior offers
+
+* :meth:`InducingPosterior.kl` -- the analytic ``KL(q(V) || N(0, I))`` (digest-000 Eq. 92);
+* :meth:`InducingPosterior.rsample` / :meth:`InducingPosterior.log_prob` -- joint samples, used by the
+  guide under ``Trace_ELBO`` and ``Predictive``;
+* :meth:`InducingPosterior.ancestral_state` -- a sampler state for marginal ancestral sampling
+  (digest-000 §2.6-2.9): for each node in topological order, ``predict`` gives the Gaussian of the
+  node's values given the values already drawn for its predecessors (same sample, same case) and
+  ``update`` conditions on the drawn values.
+
+:class:`MeanFieldPosterior` is DAG-VI (Algorithm 3). The structured (chordal/full) posteriors follow
+the same interface.
+"""
+import math
+
+import torch
+
+__all__ = ["Block", "InducingPosterior", "MeanFieldPosterior", "MeanFieldState", "gaussian_kl_standard"]
+
+
+class Block:
+    """Layout of one node's inducing block: node name, output dim ``d``, inducing count ``M``, offset."""
+
+    __slots__ = ("node", "dim", "num_inducing", "offset")
+
+    def __init__(self, node, dim, num_inducing, offset):
+        self.node, self.dim, self.num_inducing, self.offset = node, int(dim), int(num_inducing), int(offset)
+
+    @property
+    def size(self):
+        return self.dim * self.num_inducing
+
+    @property
+    def slice(self):
+        return slice(self.offset, self.offset + self.size)
+
+    def __repr__(self):
+        return f"Block({self.node!r}, d={self.dim}, M={self.num_inducing}, offset={self.offset})"
+
+
+def gaussian_kl_standard(loc, scale_tril):
+    """``KL(N(loc, L Lᵀ) || N(0, I))`` for a lower-triangular ``L`` with positive diagonal.
+
+    ``½ (tr(LLᵀ) + locᵀloc - P) - Σ log diag L``.
+    """
+    p = loc.shape[-1]
+    return 0.5 * (scale_tril.pow(2).sum((-1, -2)) + loc.pow(2).sum(-1) - p) - \
+        scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+
+
+class InducingPosterior:
+    """Base class: a Gaussian over the concatenated whitened inducing outputs.
+
+    :param list blocks: :class:`Block` layout, in the guide's block order.
+    """
+
+    def __init__(self, blocks):
+        self.blocks = list(blocks)
+        self.block_of = {b.node: b for b in self.blocks}
+        self.size = sum(b.size for b in self.blocks)
+
+    def kl(self):
+        """Analytic ``KL(q || N(0, I))``: a scalar tensor."""
+        raise NotImplementedError
+
+    def rsample(self, sample_shape=torch.Size()):
+        """Reparameterised joint samples ``[*sample_shape, P]``."""
+        raise NotImplementedError
+
+    def log_prob(self, value):
+        """Log density of ``[..., P]`` values."""
+        raise NotImplementedError
+
+    def ancestral_state(self):
+        """A fresh sampler state for one marginal ancestral pass."""
+        raise NotImplementedError
+
+    def split(self, value):
+        """Split ``[..., P]`` into ``{node: [..., d_w, M_w]}``."""
+        return {b.node: value[..., b.slice].reshape(value.shape[:-1] + (b.dim, b.num_inducing))
+                for b in self.blocks}
+
+    def mean_blocks(self):
+        """``{node: [d_w, M_w]}`` posterior means."""
+        raise NotImplementedError
+
+
+class MeanFieldPosterior(InducingPosterior):
+    """DAG-VI: independent full-covariance Gaussians per node, ``q(V) = Π_w N(m_w, L_w L_wᵀ)`` (digest-000 Eq. 77).
+
+    :param list blocks: layout. :param list locs: ``[P_w]`` means. :param list scale_trils: ``[P_w, P_w]``
+        lower-triangular factors with positive diagonals.
+    """
+
+    def __init__(self, blocks, locs, scale_trils):
+        super().__init__(blocks)
+        self.locs = {b.node: m for b, m in zip(self.blocks, locs)}
+        self.scale_trils = {b.node: L for b, L in zip(self.blocks, scale_trils)}
+
+    def kl(self):
+        return sum(gaussian_kl_standard(self.locs[b.node], self.scale_trils[b.node]) for b in self.blocks)
+
+    def rsample(self, sample_shape=torch.Size()):
+        parts = []
+        for b in self.blocks:
+            m, L = self.locs[b.node], self.scale_trils[b.node]
+            eps = torch.randn(tuple(sample_shape) + (b.size,), dtype=m.dtype, device=m.device)
+            parts.append(m + (L @ eps.unsqueeze(-1)).squeeze(-1))
+        return torch.cat(parts, -1)
+
+    def log_prob(self, value):
+        out = 0.0
+        for b in self.blocks:
+            m, L = self.locs[b.node], self.scale_trils[b.node]
+            diff = (value[..., b.slice] - m).unsqueeze(-1)
+            z = torch.linalg.solve_triangular(L, diff, upper=False).squeeze(-1)
+            out = out - 0.5 * z.pow(2).sum(-1) - L.diagonal().log().sum() - 0.5 * b.size * math.log(2 * math.pi)
+        return out
+
+    def mean_blocks(self):
+        return {b.node: self.locs[b.node].reshape(b.dim, b.num_inducing) for b in self.blocks}
+
+    def covariance_block(self, node):
+        L = self.scale_trils[node]
+        return L @ L.T
+
+    def ancestral_state(self):
+        return MeanFieldState(self)
+
+
+class MeanFieldState:
+    """Algorithm 3 of digest-000 (§2.9): no conditioning between nodes, so the state is trivial.
+
+    For node ``w`` with ``F_w = (I_d ⊗ a_bᵀ) vec(V_w) + noise``:
+    ``μ = (I_d ⊗ aᵀ) m_w`` and ``Σ_F = (I_d ⊗ aᵀ) S_w (I_d ⊗ a) + r I_d`` (digest-000 Eq. 93).
+    """
+
+    def __init__(self, posterior):
+        self.posterior = posterior
+
+    def predict(self, node, a, r):
+        """:param a: ``[..., B, M]``. :param r: ``[..., B]``.
+        :returns: ``(loc [..., B, d], cov [..., B, d, d])``."""
+        post = self.posterior
+        b = post.block_of[node]
+        m = post.locs[node].reshape(b.dim, b.num_inducing)
+        L = post.scale_trils[node].reshape(b.dim, b.num_inducing, b.size)
+        loc = a @ m.T
+        AL = torch.einsum("...m,jmp->...jp", a, L)
+        cov = AL @ AL.transpose(-1, -2)
+        cov = cov + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
+        return loc, cov
+
+    def update(self, node, a, r, f):
+        """Nothing to condition on under mean field."""

@@ -1,0 +1,158 @@
+"""Base kernels: RBF (ARD), Matérn 1/2, 3/2, 5/2, rational quadratic, linear, white and constant.
+
+All are batched (inputs ``[..., N, D]``, see :mod:`pyro_dag.kernels.base`). The stationary kernels are
+the per-parent building blocks of the fusion rules of digest-000 §1.4.
+"""
+import math
+
+import torch
+from pyro.nn import PyroParam
+from torch.distributions import constraints
+
+from .base import Kernel, positive_param
+
+__all__ = ["Stationary", "RBF", "Matern12", "Matern32", "Matern52", "RationalQuadratic", "Linear", "White",
+           "Constant"]
+
+
+def _sqdist(X, Z):
+    """Squared Euclidean distances ``[..., N, M]`` via the expansion (matmul; clamped at 0)."""
+    x2 = X.pow(2).sum(-1, keepdim=True)
+    z2 = Z.pow(2).sum(-1, keepdim=True)
+    r2 = x2 - 2 * X @ Z.transpose(-1, -2) + z2.transpose(-1, -2)
+    return r2.clamp_min(0)
+
+
+class Stationary(Kernel):
+    """Base of stationary kernels ``k(x, z) = σ² κ(||x - z||_ℓ)`` with (optionally ARD) length-scales.
+
+    :param float variance: ``σ²``. :param lengthscale: float or ``[D]`` tensor (``[D]`` implies ARD).
+    :param bool ard: one length-scale per input dimension, created when the kernel is bound.
+    """
+
+    def __init__(self, variance=1.0, lengthscale=1.0, ard=False):
+        super().__init__()
+        self.variance = positive_param(variance, "variance")
+        self.lengthscale = positive_param(lengthscale, "lengthscale")
+        self.ard = bool(ard) or torch.as_tensor(lengthscale).numel() > 1
+
+    def bind(self, input_dim):
+        super().bind(input_dim)
+        if "lengthscale" in self.__dict__.get("_pyro_params", {}):  # learnable, not a PyroSample prior
+            ls = self.lengthscale.detach()
+            if self.ard and ls.numel() == 1 and input_dim > 1:
+                self.lengthscale = PyroParam(ls.reshape(()).expand(input_dim).clone(), constraints.positive)
+            elif ls.numel() not in (1, input_dim):
+                raise ValueError(f"{type(self).__name__} has {ls.numel()} length-scales but its input has "
+                                 f"{input_dim} dimensions; pass a scalar or one length-scale per dimension")
+        return self
+
+    def scaled_sqdist(self, X, Z):
+        ls = self.lengthscale
+        return _sqdist(X / ls, Z / ls)
+
+    def forward(self, X, Z=None, diag=False):
+        self._check_dim(X)
+        if diag:
+            return self.variance.expand(X.shape[:-1])
+        Z = X if Z is None else Z
+        return self.variance * self.profile(self.scaled_sqdist(X, Z))
+
+    def profile(self, r2):
+        """``κ`` as a function of the scaled squared distance."""
+        raise NotImplementedError
+
+
+class RBF(Stationary):
+    """Squared-exponential kernel ``σ² exp(-r²/2)``, ``r² = Σ_d (x_d - z_d)²/ℓ_d²`` (digest-000 §1.4)."""
+
+    def profile(self, r2):
+        return torch.exp(-0.5 * r2)
+
+
+class Matern12(Stationary):
+    """Matérn ν=1/2 (exponential) kernel ``σ² exp(-r)``."""
+
+    def profile(self, r2):
+        return torch.exp(-r2.clamp_min(1e-30).sqrt())
+
+
+class Matern32(Stationary):
+    """Matérn ν=3/2 kernel ``σ² (1 + √3 r) exp(-√3 r)``."""
+
+    def profile(self, r2):
+        r = math.sqrt(3) * r2.clamp_min(1e-30).sqrt()
+        return (1 + r) * torch.exp(-r)
+
+
+class Matern52(Stationary):
+    """Matérn ν=5/2 kernel ``σ² (1 + √5 r + 5r²/3) exp(-√5 r)``."""
+
+    def profile(self, r2):
+        r = math.sqrt(5) * r2.clamp_min(1e-30).sqrt()
+        return (1 + r + r.pow(2) / 3) * torch.exp(-r)
+
+
+class RationalQuadratic(Stationary):
+    """Rational quadratic kernel ``σ² (1 + r²/(2α))^{-α}`` (a scale mixture of RBFs, digest-000 §1.4 item 9)."""
+
+    def __init__(self, variance=1.0, lengthscale=1.0, scale_mixture=1.0, ard=False):
+        super().__init__(variance, lengthscale, ard)
+        self.scale_mixture = positive_param(scale_mixture, "scale_mixture")
+
+    def profile(self, r2):
+        alpha = self.scale_mixture
+        return (1 + 0.5 * r2 / alpha).pow(-alpha)
+
+
+class Linear(Kernel):
+    """Linear kernel ``σ² xᵀz`` (the ``k_lin`` factor of the multi-fidelity kernel, digest-000 §1.4 item 8)."""
+
+    def __init__(self, variance=1.0):
+        super().__init__()
+        self.variance = positive_param(variance, "variance")
+
+    def forward(self, X, Z=None, diag=False):
+        self._check_dim(X)
+        if diag:
+            return self.variance * X.pow(2).sum(-1)
+        Z = X if Z is None else Z
+        return self.variance * (X @ Z.transpose(-1, -2))
+
+
+class White(Kernel):
+    """White-noise kernel ``σ² 1{x and z are the same input}``.
+
+    With ``Z=None`` (the same inputs) it returns ``σ² I``; across two input sets it returns zeros. Adding it
+    to a node's kernel absorbs an additive Gaussian innovation into ``K_w`` (digest-000 §1.3).
+    """
+
+    def __init__(self, variance=1.0):
+        super().__init__()
+        self.variance = positive_param(variance, "variance")
+
+    def forward(self, X, Z=None, diag=False):
+        self._check_dim(X)
+        if diag:
+            return self.variance.expand(X.shape[:-1])
+        if Z is None:
+            eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+            return self.variance * eye.expand(X.shape[:-2] + eye.shape)
+        batch = torch.broadcast_shapes(X.shape[:-2], Z.shape[:-2])
+        return X.new_zeros(batch + (X.shape[-2], Z.shape[-2]))
+
+
+class Constant(Kernel):
+    """Constant kernel ``σ²`` (a random offset)."""
+
+    def __init__(self, variance=1.0):
+        super().__init__()
+        self.variance = positive_param(variance, "variance")
+
+    def forward(self, X, Z=None, diag=False):
+        self._check_dim(X)
+        if diag:
+            return self.variance.expand(X.shape[:-1])
+        Z = X if Z is None else Z
+        batch = torch.broadcast_shapes(X.shape[:-2], Z.shape[:-2])
+        return self.variance.expand(batch + (X.shape[-2], Z.shape[-2]))

@@ -1,0 +1,28 @@
+"""Small utilities shared across pyro_dag."""
+import torch
+
+__all__ = ["freeze"]
+
+
+def freeze(module, names=None):
+    """Turn learnable :class:`~pyro.nn.PyroParam` hyperparameters of ``module`` (recursively) into fixed buffers.
+
+    Used to hold kernel hyperparameters, likelihood noise or inducing inputs fixed, as in the paper's
+    collider protocol (digest-000 §4.1). A fixed value follows ``.to()`` / ``.double()`` like any buffer.
+
+    :param torch.nn.Module module: e.g. ``model.kernels`` or ``model.likelihoods["w3"]``.
+    :param names: optional collection of parameter names (e.g. ``{"lengthscale"}``); default all.
+    :returns: the list of frozen ``"path.name"`` strings.
+    """
+    frozen = []
+    for path, sub in module.named_modules():
+        params = list(sub.__dict__.get("_pyro_params", {}))
+        for name in params:
+            if names is not None and name not in names:
+                continue
+            with torch.no_grad():
+                value = getattr(sub, name).detach().clone()
+            delattr(sub, name)
+            sub.register_buffer(name, value)
+            frozen.append(f"{path}.{name}" if path else name)
+    return frozen
