@@ -149,13 +149,13 @@ def synthetic_sem(adjacency, n, mechanism="linear", noise_scale=1.0, weight_rang
                   lengthscale=1.0, num_features=1000, standardize=False, seed=None, dtype=None):
     """Sample ``n`` rows from an additive-noise SEM on a given DAG (digest-001 §7.1b).
 
-    ``x_j = f_j(x_pa(j)) + noise_scale * ε_j``, ``ε_j ~ N(0, 1)``, in topological order; the mechanisms are
+    ``x_j = f_j(x_pa(j)) + noise_scale_j * ε_j``, ``ε_j ~ N(0, 1)``, in topological order; the mechanisms are
     described in the module docstring.
 
     :param adjacency: ``[p, p]`` DAG, ``A[i, j] = 1`` means ``i -> j``.
     :param int n: number of samples.
     :param str mechanism: ``"linear"``, ``"mlp"`` or ``"gp"``.
-    :param float noise_scale: standard deviation of the additive noise.
+    :param noise_scale: standard deviation of the additive noise, a float or one per node (``[p]``).
     :param tuple weight_range: ``(low, high)`` range of ``|W|`` for the linear and MLP weights.
     :param int hidden: hidden units of the MLP mechanism.
     :param float lengthscale: RBF length-scale of the GP mechanism. :param int num_features: its random features.
@@ -168,8 +168,10 @@ def synthetic_sem(adjacency, n, mechanism="linear", noise_scale=1.0, weight_rang
         raise ValueError(f"mechanism must be 'linear', 'mlp' or 'gp'; got {mechanism!r}")
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive int; got {n!r}")
-    if noise_scale <= 0:
-        raise ValueError(f"noise_scale must be > 0; got {noise_scale}")
+    noise = np.asarray(noise_scale, dtype=np.float64).reshape(-1)
+    if np.ndim(noise_scale) > 1 or noise.size not in (1, a.shape[0]) or np.any(noise <= 0):
+        raise ValueError(f"noise_scale must be a positive float or p = {a.shape[0]} positive floats; got {noise_scale!r}")
+    noise = np.broadcast_to(noise, (a.shape[0],))
     lo, hi = weight_range
     if not 0 <= lo <= hi:
         raise ValueError(f"weight_range must be (low, high) with 0 <= low <= high; got {weight_range}")
@@ -179,7 +181,7 @@ def synthetic_sem(adjacency, n, mechanism="linear", noise_scale=1.0, weight_rang
     weights = _signed_uniform(rng, (p, p), lo, hi) * a if mechanism == "linear" else None
     for j in _topological_order(a):
         pa = np.nonzero(a[:, j])[0]
-        eps = noise_scale * rng.standard_normal(n)
+        eps = noise[j] * rng.standard_normal(n)
         if len(pa) == 0:
             x[:, j] = eps
             continue
@@ -200,7 +202,7 @@ def synthetic_sem(adjacency, n, mechanism="linear", noise_scale=1.0, weight_rang
     if standardize:
         x = (x - x.mean(0)) / x.std(0)
     dtype = dtype or torch.get_default_dtype()
-    info = {"noise_scale": noise_scale, "weight_range": tuple(weight_range), "standardize": standardize}
+    info = {"noise_scale": noise.tolist() if np.ndim(noise_scale) else float(noise_scale), "weight_range": tuple(weight_range), "standardize": standardize}
     if mechanism == "mlp":
         info["hidden"] = hidden
     if mechanism == "gp":
