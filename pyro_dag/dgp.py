@@ -350,10 +350,17 @@ class DAGDGP(PyroModule):
         if not self.is_setup:
             self._setup(X, obs)
         estimator = current_estimator()
+        # Factorise every K(Z, Z) before entering the data plate: hyperparameters with priors (PyroSample)
+        # are then sampled once, outside the plate, and reused by the per-case computations.
+        cache = self.cholesky_cache()
         plate = pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1)
         if estimator is not None:
-            return self._forward_marginal(estimator, X, obs, plate, generate=data is None)
-        return self._forward_generative(X, obs, plate, generate=data is None)
+            return self._forward_marginal(estimator, X, obs, plate, cache)
+        return self._forward_generative(X, obs, plate, data is None, cache)
+
+    def cholesky_cache(self):
+        """``{node: (Z_w, chol K_w(Z_w, Z_w))}`` for every GP node."""
+        return {w: self._node_cholesky(w) for w in self.topo_nodes}
 
     def _observation_nodes(self, obs, generate):
         if generate:
@@ -364,7 +371,7 @@ class DAGDGP(PyroModule):
         """Gaussian-likelihood leaves are integrated out analytically in ``sample_f`` mode."""
         return (self.sample_f and self.graph.out_degree(w) == 0 and isinstance(self.likelihoods[w], Gaussian))
 
-    def _forward_generative(self, X, obs, plate, generate):
+    def _forward_generative(self, X, obs, plate, generate, cache):
         us = {}
         for w in self.topo_nodes:
             shape = (self.output_dims[w], self.num_inducing[w])
@@ -374,7 +381,6 @@ class DAGDGP(PyroModule):
             # of the batch shape); drop it so that u's batch dims line up with the cases' batch dims.
             us[w] = u.squeeze(-3) if u.dim() > 2 and u.shape[-3] == 1 else u
         observed = self._observation_nodes(obs, generate)
-        cache = {}
         with plate as idx:
             values = {r: X[r][idx] for r in self.root_nodes}
             for w in self.topo_nodes:
@@ -406,20 +412,21 @@ class DAGDGP(PyroModule):
                                     infer=self._site_meta(w, "observation"))
         return values
 
-    def marginal_pass(self, posterior, X, num_samples, idx=None, nodes=None):
+    def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None):
         """Marginal ancestral sampling (digest-000 Prop. 9, Algorithms 1-3) through the whole DAG.
 
         :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
         :param dict X: root design matrices ``{root: [n, d_r]}`` (already checked).
         :param int num_samples: ``S``.
         :param idx: optional case indices ``[B]``.
+        :param dict cache: optional :meth:`cholesky_cache`.
         :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
             marginal variances of the Gaussian each draw came from.
         """
         state = posterior.ancestral_state()
         values = {r: (X[r] if idx is None else X[r][idx]) for r in self.root_nodes}
         out = {}
-        cache = {}
+        cache = self.cholesky_cache() if cache is None else cache
         for w in self.topo_nodes:
             a, r = self.node_conditional(w, values, cache)
             loc, cov = state.predict(w, a, r)
@@ -436,11 +443,11 @@ class DAGDGP(PyroModule):
             out[w] = (f, loc.expand(batch), var.expand(batch))
         return out
 
-    def _forward_marginal(self, estimator, X, obs, plate, generate):
+    def _forward_marginal(self, estimator, X, obs, plate, cache):
         posterior = estimator.posterior(self._key, self.topo_nodes[0])
         observed = self._observation_nodes(obs, generate=False)
         with plate as idx:
-            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx)
+            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache)
             for w in observed:
                 _, loc, var = passes[w]
                 y, m = obs[w]
@@ -498,7 +505,7 @@ class DAGDGP(PyroModule):
             guide_trace = pyro.poutine.trace(guide).get_trace(inputs)
             us = {w: guide_trace.nodes[f"{w}.u"]["value"] for w in self.topo_nodes}
             values = {r: X[r] for r in self.root_nodes}
-            cache = {}
+            cache = self.cholesky_cache()
             for w in self.topo_nodes:
                 a, r = self.node_conditional(w, values, cache)
                 loc = a @ us[w].transpose(-1, -2)

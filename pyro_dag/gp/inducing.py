@@ -25,7 +25,7 @@ def kmeans(X, num_centers, num_iters=25, seed=0):
 
     :param torch.Tensor X: ``[n, D]`` points (finite).
     :param int num_centers: ``M``. If there are at most ``M`` distinct rows, all of them are returned first
-        and the remaining centres are drawn from the data with a small deterministic perturbation.
+        and the remaining centres are scrambled-Sobol points in the data's bounding box.
     :returns: ``[M, D]`` centres.
     """
     g = torch.Generator().manual_seed(seed)
@@ -35,10 +35,12 @@ def kmeans(X, num_centers, num_iters=25, seed=0):
         extra = num_centers - uniq.shape[0]
         if extra == 0:
             return uniq.to(X)
-        idx = torch.randint(uniq.shape[0], (extra,), generator=g)
-        spread = Xc.std(0).clamp_min(1e-3) if Xc.shape[0] > 1 else torch.ones(Xc.shape[1], dtype=Xc.dtype)
-        noise = 0.05 * spread * torch.randn(extra, Xc.shape[1], generator=g, dtype=Xc.dtype)
-        return torch.cat([uniq, uniq[idx] + noise]).to(X)
+        # Fewer distinct rows than centres: keep them all and fill the rest with scrambled-Sobol points in
+        # the data's bounding box (duplicates would make K(Z, Z) singular).
+        lo, hi = Xc.min(0).values, Xc.max(0).values
+        hi = torch.where(hi > lo, hi, lo + 1.0)
+        u = torch.quasirandom.SobolEngine(Xc.shape[1], scramble=True, seed=seed).draw(extra, dtype=torch.float64)
+        return torch.cat([uniq, lo + u * (hi - lo)]).to(X)
     centers = [uniq[torch.randint(uniq.shape[0], (1,), generator=g)].squeeze(0)]
     d2 = (uniq - centers[0]).pow(2).sum(-1)
     for _ in range(1, num_centers):

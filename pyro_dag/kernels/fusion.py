@@ -95,7 +95,10 @@ class FusionKernel(Kernel):
         offsets = list(itertools.accumulate([0] + [p.dim for p in parents]))
         self._slices = {p.name: (offsets[i], p.dim) for i, p in enumerate(parents)}
         super().bind(offsets[-1])
+        ref = next(iter(self.parameters()), None)
         self._build()
+        if ref is not None:  # kernels created while binding follow the existing dtype and device
+            self.to(dtype=ref.dtype, device=ref.device)
         return self
 
     def bind(self, input_dim):
@@ -176,7 +179,7 @@ class Concat(FusionKernel):
 class _PerParent(FusionKernel):
     def __init__(self, base=None):
         super().__init__()
-        self._template = base
+        self._template = RBF() if base is None else base
 
     def _build(self):
         self.parent_kernels = self._per_parent(self._template)

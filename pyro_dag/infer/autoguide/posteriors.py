@@ -159,3 +159,130 @@ class MeanFieldState:
 
     def update(self, node, a, r, f):
         """Nothing to condition on under mean field."""
+
+
+class DenseGaussianPosterior(InducingPosterior):
+    """DAG-SVI, dense backend: ``q(V) = N(m, Λ⁻¹)`` with ``Λ = L Lᵀ`` materialised (digest-000 §2.2, §2.7).
+
+    :param list blocks: layout; the order of the blocks is the order of rows/columns of ``L``.
+    :param torch.Tensor loc: ``[P]`` mean ``m``.
+    :param torch.Tensor precision_tril: ``[P, P]`` lower-triangular ``L`` with positive diagonal.
+    """
+
+    def __init__(self, blocks, loc, precision_tril):
+        super().__init__(blocks)
+        self.loc = loc
+        self.precision_tril = precision_tril
+        eye = torch.eye(self.size, dtype=loc.dtype, device=loc.device)
+        self._tril_inv = torch.linalg.solve_triangular(precision_tril, eye, upper=False)  # L⁻¹
+
+    @property
+    def covariance(self):
+        """``Σ = Λ⁻¹ = L⁻ᵀ L⁻¹`` ``[P, P]``."""
+        if not hasattr(self, "_cov"):
+            self._cov = self._tril_inv.T @ self._tril_inv
+        return self._cov
+
+    def log_det_precision(self):
+        return 2 * self.precision_tril.diagonal().log().sum()
+
+    def kl(self):
+        # ½ (tr Σ + mᵀm - P + log|Λ|)   (digest-000 Eq. 92)
+        return 0.5 * (self._tril_inv.pow(2).sum() + self.loc.pow(2).sum() - self.size + self.log_det_precision())
+
+    def rsample(self, sample_shape=torch.Size()):
+        eps = torch.randn(tuple(sample_shape) + (self.size,), dtype=self.loc.dtype, device=self.loc.device)
+        return self.loc + eps @ self._tril_inv  # (L⁻ᵀ ε)ᵀ = εᵀ L⁻¹
+
+    def log_prob(self, value):
+        z = (value - self.loc) @ self.precision_tril  # (Lᵀ (x - m))ᵀ
+        return (-0.5 * z.pow(2).sum(-1) + 0.5 * self.log_det_precision()
+                - 0.5 * self.size * math.log(2 * math.pi))
+
+    def mean_blocks(self):
+        return {b.node: self.loc[b.slice].reshape(b.dim, b.num_inducing) for b in self.blocks}
+
+    def covariance_block(self, node, other=None):
+        b = self.block_of[node]
+        c = self.block_of[other or node]
+        return self.covariance[b.slice, c.slice]
+
+    def ancestral_state(self):
+        return DenseAncestralState(self)
+
+
+class DenseAncestralState:
+    """Algorithm 1 of digest-000 (§2.7): exact Gaussian conditioning on the values already drawn.
+
+    For node ``w`` with ``G_w = I_d ⊗ a_bᵀ`` (per sample and case ``b``), the base moments are
+    ``v⁰_uv = G_u Σ_uv G_vᵀ + 1{u=v} r_u I`` and ``μ⁰_u = G_u m_u`` (Eqs. 81-82), and the conditional is
+    ``μ_w = μ⁰_w + v⁰_{w,<w} (v⁰_{<w,<w})⁻¹ (F̂_{<w} - μ⁰_{<w})``, ``σ²_w = v⁰_ww - v⁰_{w,<w} (v⁰_{<w,<w})⁻¹ v⁰_{<w,w}``
+    (Eqs. 83-84). The state keeps the interpolation vectors of every drawn node, a running Cholesky factor ``C``
+    of ``v⁰_{<w,<w}`` and the whitened residuals ``e = C⁻¹ (F̂_{<w} - μ⁰_{<w})``, so that
+    ``μ_w = μ⁰_w + cᵀ e`` and ``σ²_w = v⁰_ww - cᵀ c`` with ``c = C⁻¹ v⁰_{<w,w}``.
+    """
+
+    def __init__(self, posterior):
+        self.posterior = posterior
+        self.sigma = posterior.covariance
+        self.drawn = []     # (node, a_u [..., B, M_u]) in drawing order
+        self.chol = None    # C  [..., K, K]
+        self.white = None   # e  [..., K]
+        self._pending = None
+
+    def _sigma_g(self, node, a):
+        """``Σ_{:,w} G_wᵀ`` ``[..., P, d]`` for ``a`` of shape ``[..., M]``."""
+        b = self.posterior.block_of[node]
+        cols = self.sigma[:, b.slice].reshape(self.posterior.size, b.dim, b.num_inducing)
+        return torch.einsum("...m,pjm->...pj", a, cols)
+
+    def predict(self, node, a, r):
+        post = self.posterior
+        b = post.block_of[node]
+        sg = self._sigma_g(node, a)                                  # [..., P, d]
+        blk = sg[..., b.slice, :].reshape(sg.shape[:-2] + (b.dim, b.num_inducing, b.dim))
+        v_ww = torch.einsum("...m,...jmk->...jk", a, blk)            # G_w Σ_ww G_wᵀ
+        v_ww = v_ww + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
+        loc = a @ post.loc[b.slice].reshape(b.dim, b.num_inducing).T  # μ⁰_w
+        if self.drawn:
+            # v⁰_{u,w} = G_u Σ_uw G_wᵀ, for every drawn node u, stacked: [..., K, d]
+            parts = []
+            for u, a_u in self.drawn:
+                bu = post.block_of[u]
+                rows = sg[..., bu.slice, :].reshape(sg.shape[:-2] + (bu.dim, bu.num_inducing, b.dim))
+                parts.append(torch.einsum("...m,...jmk->...jk", a_u, rows))
+            v_prev = torch.cat(parts, dim=-2)
+            batch = torch.broadcast_shapes(self.chol.shape[:-2], v_prev.shape[:-2])
+            c = torch.linalg.solve_triangular(self.chol.expand(batch + self.chol.shape[-2:]),
+                                              v_prev.expand(batch + v_prev.shape[-2:]), upper=False)
+            loc = loc + (c.transpose(-1, -2) @ self.white.unsqueeze(-1)).squeeze(-1)
+            cov = v_ww - c.transpose(-1, -2) @ c
+        else:
+            c = None
+            cov = v_ww
+        self._pending = (node, loc, cov, c)
+        return loc, cov
+
+    def update(self, node, a, r, f):
+        pnode, loc, cov, c = self._pending
+        if pnode != node:
+            raise RuntimeError(f"update({node!r}) must follow predict({node!r})")
+        d = cov.shape[-1]
+        if d == 1:
+            D = cov.clamp_min(torch.finfo(cov.dtype).tiny).sqrt()
+            e = (f - loc) / D[..., 0]
+        else:
+            D = torch.linalg.cholesky(cov)
+            e = torch.linalg.solve_triangular(D, (f - loc).unsqueeze(-1), upper=False).squeeze(-1)
+        batch = f.shape[:-1]
+        if self.chol is None:
+            self.chol = D.expand(batch + (d, d))
+            self.white = e
+        else:
+            K = self.chol.shape[-1]
+            top = torch.cat([self.chol.expand(batch + (K, K)), f.new_zeros(batch + (K, d))], dim=-1)
+            bottom = torch.cat([c.transpose(-1, -2).expand(batch + (d, K)), D.expand(batch + (d, d))], dim=-1)
+            self.chol = torch.cat([top, bottom], dim=-2)
+            self.white = torch.cat([self.white.expand(batch + (K,)), e], dim=-1)
+        self.drawn.append((node, a))
+        self._pending = None

@@ -53,7 +53,8 @@ class AutoStructuredGuide(AutoGuide):
     :param callable model: a :class:`~pyro_dag.DAGDGP` (or a model that calls exactly one).
     :param str structure: ``"mean_field"`` (DAG-VI), ``"chordal"`` or ``"full"`` (DAG-SVI).
     :param str backend: ``"dense"``, ``"sparse"`` or ``"auto"`` (structured families only).
-    :param float init_scale: initial posterior standard deviation of every whitened inducing output.
+    :param init_scale: initial posterior standard deviation of the whitened inducing outputs: a number, or
+        ``{node: number}`` (nodes not named get 1.0, the prior's).
     :param callable create_plates: as in Pyro's autoguides.
 
     Example::
@@ -63,11 +64,12 @@ class AutoStructuredGuide(AutoGuide):
     """
 
     def __init__(self, model, structure="chordal", backend="auto", init_scale=1.0, create_plates=None):
-        if not (isinstance(init_scale, (int, float)) and init_scale > 0):
-            raise ValueError(f"init_scale must be a positive number, got {init_scale!r}")
+        scales = init_scale.values() if isinstance(init_scale, dict) else [init_scale]
+        if not all(isinstance(v, (int, float)) and v > 0 for v in scales):
+            raise ValueError(f"init_scale must be a positive number or a dict {{node: number}}, got {init_scale!r}")
         self.structure = structure
         self.backend = backend
-        self.init_scale = float(init_scale)
+        self.init_scale = init_scale
         make_family(structure, backend, None, None, check_only=True)
         super().__init__(model, create_plates=create_plates)
         self.family = None
@@ -111,6 +113,12 @@ class AutoStructuredGuide(AutoGuide):
             with suspended():
                 self.other_guide._setup_prototype(*args, **kwargs)
 
+    def _check_prototype(self, part_trace):
+        # Called by the inner AutoNormal (as by AutoGuideList): it must not guide inducing sites.
+        for name, site in part_trace.iter_stochastic_nodes():
+            if site["infer"].get("dag", {}).get("role") == "inducing":
+                raise RuntimeError(f"inducing site {name!r} is guided twice")
+
     @property
     def blocks(self):
         """The block layout (:class:`~pyro_dag.infer.autoguide.posteriors.Block` per GP node)."""
@@ -126,6 +134,7 @@ class AutoStructuredGuide(AutoGuide):
         """Sample the inducing sites (or, under DAGELBO, publish ``q(U)``) and any other latent sites."""
         if self.prototype_trace is None:
             self._setup_prototype(*args, **kwargs)
+        self._create_plates(*args, **kwargs)  # shared with the inner AutoNormal, as in AutoGuideList
         posterior = self.family.posterior()
         estimator = current_estimator()
         result = {}

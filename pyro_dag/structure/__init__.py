@@ -1,0 +1,58 @@
+"""Bayesian DAG structure learning as Pyro primitives (digest-001: SVI-DAG; digest-004 §5: evaluation).
+
+Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upstream.
+
+* distributions: :class:`LogisticBeta`, :func:`edge_belief_prior`, :func:`sparsity_prior`, :class:`OrderedDAG`,
+  :class:`RelaxedOrderedDAG`, :func:`hard_order_mask`, :func:`soft_order_mask`, :func:`log_sinkhorn`,
+  :func:`offdiag`, :func:`fill_offdiag`, :func:`is_acyclic`, the :data:`dag` constraint;
+* mechanisms (SEM likelihoods): :class:`Mechanism`, :class:`LinearGaussianSEM`, :class:`MLPSEM`,
+  :class:`NodeHyperNet`;
+* guides: :class:`AutoEdgeFlowGuide`, :class:`ConditionalSplineCoupling`, :func:`edge_flow`;
+* inference: :class:`~pyro_dag.infer.svgd.OrderSVGD`, :class:`~pyro_dag.infer.svgd.OrderMaskKernel`;
+* one call: :func:`fit` -> :class:`StructurePosterior`; :func:`structure_model`.
+"""
+from .distributions import (
+    LogisticBeta,
+    OrderedDAG,
+    RelaxedOrderedDAG,
+    dag,
+    edge_belief_prior,
+    fill_offdiag,
+    hard_order_mask,
+    is_acyclic,
+    log_sinkhorn,
+    offdiag,
+    soft_order_mask,
+    sparsity_prior,
+)
+from .models import LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
+from .guides import AutoEdgeFlowGuide, ConditionalSplineCoupling, edge_flow
+from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (after the modules it imports lazily)
+from .fit import StructurePosterior, fit, structure_model
+
+__all__ = [
+    "AutoEdgeFlowGuide",
+    "ConditionalSplineCoupling",
+    "LinearGaussianSEM",
+    "LogisticBeta",
+    "MLPSEM",
+    "Mechanism",
+    "NodeHyperNet",
+    "OrderMaskKernel",
+    "OrderSVGD",
+    "OrderedDAG",
+    "RelaxedOrderedDAG",
+    "StructurePosterior",
+    "dag",
+    "edge_belief_prior",
+    "edge_flow",
+    "fill_offdiag",
+    "fit",
+    "hard_order_mask",
+    "is_acyclic",
+    "log_sinkhorn",
+    "offdiag",
+    "soft_order_mask",
+    "sparsity_prior",
+    "structure_model",
+]

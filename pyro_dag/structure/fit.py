@@ -1,0 +1,375 @@
+"""One-call Bayesian structure learning: :func:`fit` -> :class:`StructurePosterior` (digest-001 §5).
+
+:func:`fit` assembles the standard SVI-DAG model from the primitives of this package (see :func:`structure_model`),
+the :class:`~pyro_dag.structure.guides.AutoEdgeFlowGuide` and :class:`~pyro_dag.infer.svgd.OrderSVGD`, trains them
+and returns the posterior. Everything it builds is an ordinary Pyro object, returned on the posterior.
+"""
+import math
+import numbers
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.infer import TraceMeanField_ELBO
+
+from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD
+
+from .distributions import LogisticBeta, OrderedDAG, edge_belief_prior, fill_offdiag, offdiag, sparsity_prior
+from .guides import AutoEdgeFlowGuide
+from .models import LinearGaussianSEM, Mechanism, MLPSEM
+
+__all__ = ["StructureModel", "StructurePosterior", "fit", "structure_model"]
+
+
+class StructureModel:
+    r"""The SVI-DAG generative model as a Pyro model callable ``model(X)`` (digest-001 §2, A.2).
+
+    .. math::
+        r \sim N(0, \sigma_r^2 I), \quad \gamma_{ij} \sim \mathrm{LogisticBeta}(\alpha_{ij}, \beta_{ij}), \quad
+        A \sim \mathrm{OrderedDAG}(r, \gamma), \quad X \sim p(X \mid A, \theta)\, p(\theta)
+
+    Sites: ``"r"`` ``[p]``, ``"gamma"`` ``[p (p - 1)]`` (flat off-diagonal), ``"A"`` ``[p, p]`` and the mechanism's.
+
+    :param Mechanism mechanism: the SEM likelihood.
+    :param alpha, beta: ``[p, p]`` Beta parameters of the edge prior (:func:`edge_belief_prior`,
+        :func:`sparsity_prior`).
+    :param float potential_scale: ``sigma_r`` (paper: 1).
+    """
+
+    def __init__(self, mechanism, alpha, beta, potential_scale=1.0):
+        if not isinstance(mechanism, Mechanism):
+            raise TypeError(f"mechanism must be a pyro_dag.structure.Mechanism; got {type(mechanism).__name__}")
+        p = mechanism.num_nodes
+        if tuple(alpha.shape) != (p, p) or tuple(beta.shape) != (p, p):
+            raise ValueError(f"alpha and beta must be [{p}, {p}]; got {tuple(alpha.shape)} and {tuple(beta.shape)}")
+        self.mechanism = mechanism
+        self.num_nodes = p
+        self.alpha_offdiag = offdiag(alpha)
+        self.beta_offdiag = offdiag(beta)
+        self.potential_scale = float(potential_scale)
+
+    def edge_prior(self, like):
+        """The ``LogisticBeta(...).to_event(1)`` prior of the flat edge logits (dtype/device of ``like``)."""
+        return LogisticBeta(self.alpha_offdiag.to(like), self.beta_offdiag.to(like)).to_event(1)
+
+    def __call__(self, X):
+        p = self.num_nodes
+        r = pyro.sample("r", dist.Normal(X.new_zeros(p), self.potential_scale).to_event(1))
+        gamma = pyro.sample("gamma", self.edge_prior(X))
+        A = pyro.sample("A", OrderedDAG(r, fill_offdiag(gamma, p)))
+        self.mechanism(X, A)
+        return A
+
+
+def structure_model(mechanism, alpha, beta, potential_scale=1.0):
+    """Build a :class:`StructureModel` (see there); a function for symmetry with Pyro's model factories."""
+    return StructureModel(mechanism, alpha, beta, potential_scale)
+
+
+def _to_tensor(data, dtype, device):
+    names = None
+    if hasattr(data, "columns") and hasattr(data, "to_numpy"):  # pandas DataFrame
+        names = [str(c) for c in data.columns]
+        data = data.to_numpy(dtype=float)
+    if torch.is_tensor(data):
+        X = data.detach().to(dtype=dtype, device=device)
+    else:
+        try:
+            X = torch.as_tensor(np.asarray(data, dtype=float), dtype=dtype, device=device)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"data must be a [N, p] tensor, array or DataFrame of numbers; got {type(data).__name__}") from e
+    if X.dim() != 2:
+        raise ValueError(f"data must be 2-D [N, p] (rows = samples, columns = variables); got shape {tuple(X.shape)}")
+    N, p = X.shape
+    if p < 2:
+        raise ValueError(f"structure learning needs at least 2 variables (columns); got {p}")
+    if N < 2:
+        raise ValueError(f"need at least 2 rows of data; got {N}")
+    if not torch.isfinite(X).all():
+        bad = (~torch.isfinite(X)).any(0).nonzero().flatten().tolist()
+        raise ValueError(f"data contain NaN or inf in columns {bad}; impute or drop those rows first")
+    return X, names
+
+
+def _prior(p, edge_beliefs, expected_parents, prior_concentration, belief_strength, dtype, device):
+    edge_prob = None
+    if expected_parents is not None:
+        if not isinstance(expected_parents, numbers.Real) or expected_parents <= 0:
+            raise ValueError(f"expected_parents must be a positive number or None; got {expected_parents!r}")
+        edge_prob = min(0.5, expected_parents / (p - 1))
+    if edge_beliefs is None:
+        if edge_prob is None:
+            beliefs = torch.full((p, p), 0.5, dtype=dtype, device=device)
+            return edge_belief_prior(beliefs, strength=belief_strength)
+        if edge_prob == 0.5:
+            return edge_belief_prior(torch.full((p, p), 0.5, dtype=dtype, device=device), strength=belief_strength)
+        return sparsity_prior(p, edge_prob, prior_concentration, dtype=dtype, device=device)
+    beliefs = torch.as_tensor(np.asarray(edge_beliefs, dtype=float) if not torch.is_tensor(edge_beliefs) else edge_beliefs)
+    beliefs = beliefs.to(dtype=dtype, device=device)
+    if tuple(beliefs.shape) != (p, p):
+        raise ValueError(f"edge_beliefs must be [p, p] = [{p}, {p}] (beliefs[i, j] = belief in i -> j); got {tuple(beliefs.shape)}")
+    alpha, beta = edge_belief_prior(beliefs, strength=belief_strength)
+    if edge_prob is not None and edge_prob != 0.5:
+        # "no opinion" entries get the graph-agnostic sparsity prior (digest-001 §2.2)
+        sa, sb = sparsity_prior(p, edge_prob, prior_concentration, dtype=dtype, device=device)
+        none = (beliefs == 0.5) & ~torch.eye(p, dtype=torch.bool, device=device)
+        alpha = torch.where(none, sa, alpha)
+        beta = torch.where(none, sb, beta)
+    return alpha, beta
+
+
+class StructurePosterior:
+    """Result of :func:`fit`: a posterior over DAGs with the fitted Pyro objects (digest-001 §5.3).
+
+    Attributes: ``model`` (:class:`StructureModel`), ``guide`` (:class:`AutoEdgeFlowGuide`), ``svgd``
+    (:class:`OrderSVGD`), ``mechanism``, ``data`` (the standardised ``[N, p]`` tensor used for fitting),
+    ``node_names``, ``losses`` (one float per step), ``param_state`` (the Pyro param-store scope holding the fitted
+    parameters), ``settings`` and ``wall_time`` (seconds).
+
+    Posterior draws follow the paper: pick a particle ``r_k`` uniformly, ``gamma ~ q_phi(gamma | r_k)``,
+    ``B_ij ~ Bernoulli(sigmoid(gamma_ij))``, ``A = B * M(r_k)``; every sample is a DAG.
+    """
+
+    def __init__(self, model, guide, svgd, data, node_names, param_state, losses, settings, wall_time):
+        self.model = model
+        self.guide = guide
+        self.svgd = svgd
+        self.mechanism = model.mechanism
+        self.data = data
+        self.node_names = node_names
+        self.param_state = param_state
+        self.losses = losses
+        self.settings = settings
+        self.wall_time = wall_time
+
+    @property
+    def num_nodes(self):
+        return self.model.num_nodes
+
+    @property
+    def particles(self):
+        """``[K, p]`` potential particles (higher = upstream)."""
+        with pyro.get_param_store().scope(self.param_state):
+            return self.svgd.particles.clone()
+
+    def _generator_scope(self, seed):
+        return pyro.get_param_store().scope(self.param_state), (torch.random.fork_rng() if seed is not None else _Null())
+
+    def edge_probs(self, num_samples=1000, seed=None):
+        """``[p, p]`` posterior edge probabilities ``P(i -> j)`` (Rao-Blackwellised over the Bernoulli edges).
+
+        ``E[sigmoid(gamma_ij) M_ij(r)]`` averaged over the particles and ``ceil(num_samples / K)`` flow draws each.
+        """
+        store_scope, rng = self._generator_scope(seed)
+        with store_scope, rng:
+            if seed is not None:
+                torch.manual_seed(seed)
+            r = self.svgd.particles
+            per = max(1, math.ceil(num_samples / r.shape[0]))
+            return self.guide.edge_probs(r, per).mean(0)
+
+    def sample(self, num_samples=1000, seed=None):
+        """``[num_samples, p, p]`` hard DAG samples (every one acyclic)."""
+        if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
+            raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+        store_scope, rng = self._generator_scope(seed)
+        with store_scope, rng, torch.no_grad():
+            if seed is not None:
+                torch.manual_seed(seed)
+            r = self.svgd.particles
+            idx = torch.randint(r.shape[0], (num_samples,), device=r.device)
+            return self.guide.sample_dags(r[idx], 1)[0]
+
+    def order_probs(self):
+        """``[p, p]`` fraction of particles with ``r_i > r_j`` (``i`` upstream of ``j``)."""
+        r = self.particles
+        return (r.unsqueeze(-1) > r.unsqueeze(-2)).to(r.dtype).mean(0)
+
+    def to_networkx(self, threshold=0.5, num_samples=1000):
+        """Posterior-mean graph: edges with ``P(i -> j) > threshold``, attribute ``prob`` (may contain cycles)."""
+        import networkx as nx
+
+        P = self.edge_probs(num_samples).cpu()
+        names = self.node_names or [str(i) for i in range(self.num_nodes)]
+        g = nx.DiGraph()
+        g.add_nodes_from(names)
+        for i in range(self.num_nodes):
+            for j in range(self.num_nodes):
+                if i != j and P[i, j] > threshold:
+                    g.add_edge(names[i], names[j], prob=float(P[i, j]))
+        return g
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+_LIKELIHOODS = ("linear", "linear-sites", "mlp")
+
+
+def fit(
+    data,
+    likelihood="linear",
+    edge_beliefs=None,
+    *,
+    num_particles=20,
+    num_steps=None,
+    seed=0,
+    progress=True,
+    expected_parents=1.5,
+    prior_concentration=20.0,
+    belief_strength=500.0,
+    standardize=True,
+    lr=3e-3,
+    particle_lr=0.05,
+    batch_size=256,
+    order_temperature=(1.0, 0.1),
+    sinkhorn_iters=50,
+    edge_temperature=0.3,
+    flow_hidden=(64, 64),
+    flow_blocks=5,
+    mlp_hidden=(32, 32),
+    repulsion_cap=1.0,
+    node_names=None,
+    dtype=torch.float32,
+    device=None,
+    callback=None,
+):
+    r"""Fit a posterior over DAGs to data with SVI-DAG (flow guide + SVGD over order potentials; digest-001 §5).
+
+    :param data: ``[N, p]`` tensor, array or ``pandas.DataFrame`` (column names become node names).
+    :param str likelihood: ``"linear"`` (linear-Gaussian SEM with the parameters integrated out exactly,
+        :class:`LinearGaussianSEM` ``marginalize=True``), ``"linear-sites"`` (the same SEM with weight and noise
+        sample sites and a hypernetwork guide) or ``"mlp"`` (:class:`MLPSEM`, one tanh MLP per node).
+    :param edge_beliefs: optional ``[p, p]`` prior beliefs ``P(i -> j)`` in ``(0, 1)``; 0.5 = no opinion
+        (:func:`edge_belief_prior`, strength ``belief_strength``). "No opinion" entries, and all entries when
+        ``edge_beliefs`` is None, get the sparsity prior with ``p0 = expected_parents / (p - 1)`` and concentration
+        ``prior_concentration`` (digest-001 §2.2; ``expected_parents=None`` disables it).
+    :param int num_particles: SVGD particles ``K`` (paper: 20).
+    :param int num_steps: optimisation steps (default 1000 for linear, 2000 for mlp).
+    :param int seed: seeds Pyro/torch.
+    :param bool progress: show a tqdm progress bar.
+    :param bool standardize: centre and scale each column (recommended; the SEMs assume centred data).
+    :param float lr: Adam learning rate of the guide parameters (paper: 3e-3).
+    :param float particle_lr: Adam learning rate of the particles.
+    :param int batch_size: rows per step for ``"mlp"`` / ``"linear-sites"`` (``None``: all rows).
+    :param order_temperature: Sinkhorn ``tau``, a float or ``(start, end)`` annealed linearly over the run.
+    :param int sinkhorn_iters: ``K_S``.
+    :param float edge_temperature: Concrete temperature of the edges (paper: 0.3).
+    :param tuple flow_hidden: flow conditioner widths; ``flow_blocks``: coupling blocks.
+    :param tuple mlp_hidden: node MLP widths (``"mlp"``).
+    :param float repulsion_cap: SVGD repulsion cap (``None``: off).
+    :param list node_names: names of the columns.
+    :param dtype: float dtype (float32 or float64); ``device``: torch device (default: the data's, else CPU).
+    :param callable callback: ``callback(step, posterior_svgd, loss)`` after every step.
+    :returns: :class:`StructurePosterior`.
+
+    Example::
+
+        post = pyro_dag.structure.fit(X, likelihood="linear", num_steps=500)
+        P = post.edge_probs()          # [p, p], P[i, j] = P(i -> j)
+        dags = post.sample(1000)       # [1000, p, p], all acyclic
+    """
+    import time
+
+    from tqdm.auto import tqdm
+
+    if likelihood not in _LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {_LIKELIHOODS}; got {likelihood!r}")
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64; got {dtype}")
+    if device is None:
+        device = data.device if torch.is_tensor(data) else torch.device("cpu")
+    X, names = _to_tensor(data, dtype, device)
+    N, p = X.shape
+    if node_names is not None:
+        if len(node_names) != p:
+            raise ValueError(f"node_names has {len(node_names)} names but the data have {p} columns")
+        names = [str(n) for n in node_names]
+    if standardize:
+        sd = X.std(0)
+        if (sd == 0).any():
+            raise ValueError(f"columns {(sd == 0).nonzero().flatten().tolist()} are constant; drop them before fitting")
+        X = (X - X.mean(0)) / sd
+    if num_steps is None:
+        num_steps = 1000 if likelihood == "linear" else 2000
+    if not isinstance(num_steps, numbers.Integral) or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer; got {num_steps!r}")
+    if isinstance(order_temperature, numbers.Real):
+        tau0 = tau1 = float(order_temperature)
+    else:
+        tau0, tau1 = (float(t) for t in order_temperature)
+    if not (tau0 > 0 and tau1 > 0):
+        raise ValueError(f"order_temperature must be positive; got {order_temperature!r}")
+    if batch_size is not None and batch_size >= N:
+        batch_size = None
+
+    alpha, beta = _prior(p, edge_beliefs, expected_parents, prior_concentration, belief_strength, dtype, device)
+    pyro.set_rng_seed(seed)
+    store = pyro.get_param_store()
+    t0 = time.perf_counter()
+    losses = []
+    with store.scope() as state:
+        if likelihood == "linear":
+            mech = LinearGaussianSEM(p, marginalize=True)
+        elif likelihood == "linear-sites":
+            mech = LinearGaussianSEM(p, marginalize=False, subsample_size=batch_size)
+        else:
+            mech = MLPSEM(p, hidden=mlp_hidden, subsample_size=batch_size)
+        mech = mech.to(dtype=dtype, device=device)
+        model = StructureModel(mech, alpha, beta)
+        guide = AutoEdgeFlowGuide(
+            model,
+            mechanism=mech,
+            hidden_dims=flow_hidden,
+            num_blocks=flow_blocks,
+            temperature=edge_temperature,
+            order_temperature=tau0,
+            sinkhorn_iters=sinkhorn_iters,
+        )
+        kernel = OrderMaskKernel(temperature=tau0, sinkhorn_iters=sinkhorn_iters)
+        svgd_ref = {}
+
+        def optim_args(name):
+            if name == svgd_ref["svgd"].particle_name:
+                return {"lr": particle_lr, "clip_norm": 10.0}
+            return {"lr": lr, "clip_norm": 10.0}
+
+        optim = pyro.optim.ClippedAdam(optim_args)
+        svgd = OrderSVGD(
+            model,
+            guide,
+            optim,
+            num_particles=num_particles,
+            max_plate_nesting=1,
+            kernel=kernel,
+            loss=TraceMeanField_ELBO(),
+            repulsion_cap=repulsion_cap,
+        )
+        svgd_ref["svgd"] = svgd
+        bar = tqdm(range(num_steps), disable=not progress, desc="pyro_dag.fit", leave=False)
+        for step in bar:
+            frac = step / max(1, num_steps - 1)
+            tau = tau0 + (tau1 - tau0) * frac
+            guide.order_temperature = tau
+            kernel.temperature = tau
+            loss = svgd.step(X)
+            losses.append(loss)
+            if callback is not None:
+                callback(step, svgd, loss)
+            if progress and (step % 25 == 0 or step == num_steps - 1):
+                bar.set_postfix(loss=f"{loss:.4g}", tau=f"{tau:.3g}")
+        bar.close()
+    wall = time.perf_counter() - t0
+    settings = dict(
+        likelihood=likelihood, num_particles=num_particles, num_steps=num_steps, seed=seed,
+        expected_parents=expected_parents, prior_concentration=prior_concentration, lr=lr, particle_lr=particle_lr,
+        batch_size=batch_size, order_temperature=(tau0, tau1), sinkhorn_iters=sinkhorn_iters,
+        edge_temperature=edge_temperature, repulsion_cap=repulsion_cap, standardize=standardize,
+    )
+    return StructurePosterior(model, guide, svgd, X, names, state, losses, settings, wall)

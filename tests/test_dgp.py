@@ -1,0 +1,270 @@
+import networkx as nx
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from pyro.infer import MCMC, NUTS, SVI, Predictive, Trace_ELBO
+from pyro.infer.autoguide import AutoMultivariateNormal, AutoNormal
+
+from helpers import chain_problem, collider_problem, setup_guide
+from pyro_dag import DAGDGP, DAGInputError, DAGStructureError, kernels
+from pyro_dag.gp import NotPositiveDefiniteError
+from pyro_dag.gp.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
+from pyro_dag.infer import DAGELBO
+from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+COLLIDER = nx.DiGraph([("x1", "w1"), ("x2", "w2"), ("w1", "w3"), ("w2", "w3")])
+
+
+def collider_inputs(n=6):
+    return {"x1": torch.randn(n, 1), "x2": torch.randn(n, 1)}
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_cyclic_graph():
+    with pytest.raises(DAGStructureError, match="cycle"):
+        DAGDGP(nx.DiGraph([("x", "a"), ("a", "b"), ("b", "a")]))
+
+
+def test_root_without_design_matrix():
+    model = DAGDGP(COLLIDER)
+    with pytest.raises(DAGInputError, match=r"root 'x2' has no design matrix.*inputs\['x2'\]"):
+        model({"x1": torch.randn(5, 1)}, {"w3": torch.randn(5, 1)})
+
+
+def test_rows_mismatch():
+    model = DAGDGP(COLLIDER)
+    with pytest.raises(DAGInputError, match=r"inputs\['x2'\] has 4 rows.*one row per case"):
+        model({"x1": torch.randn(5, 1), "x2": torch.randn(4, 1)})
+    with pytest.raises(DAGInputError, match=r"data\['w3'\].*5 cases"):
+        model(collider_inputs(5), {"w3": torch.randn(7, 1)})
+
+
+def test_columns_mismatch():
+    model = DAGDGP(COLLIDER)
+    with pytest.raises(DAGInputError, match=r"data\['w3'\] has 2 columns.*output_dims=\{'w3': 2\}"):
+        model(collider_inputs(5), {"w3": torch.randn(5, 2)})
+    model(collider_inputs(5), {"w3": torch.randn(5, 1)})
+    with pytest.raises(DAGInputError, match=r"inputs\['x1'\] has 3 columns.*set up with 1"):
+        model({"x1": torch.randn(5, 3), "x2": torch.randn(5, 1)})
+
+
+def test_nan_or_inf_in_root_input():
+    model = DAGDGP(COLLIDER)
+    x = collider_inputs(5)
+    x["x1"][2, 0] = float("nan")
+    with pytest.raises(DAGInputError, match=r"inputs\['x1'\] contains NaN or inf \(first at row 2\)"):
+        model(x)
+    x["x1"][2, 0] = float("inf")
+    with pytest.raises(DAGInputError, match="'x1'"):
+        model(x)
+
+
+def test_unknown_node_names():
+    model = DAGDGP(COLLIDER)
+    with pytest.raises(DAGInputError, match="'zz'.*not in the graph"):
+        model({**collider_inputs(5), "zz": torch.randn(5, 1)})
+    with pytest.raises(DAGInputError, match="'zz'.*not in the graph"):
+        model(collider_inputs(5), {"zz": torch.randn(5, 1)})
+    with pytest.raises(DAGInputError, match="'zz'"):
+        DAGDGP(COLLIDER, kernels={"zz": kernels.RBF()})
+
+
+def test_non_root_in_inputs():
+    model = DAGDGP(COLLIDER)
+    with pytest.raises(DAGInputError, match="node 'w1' is not a root.*remove it from inputs"):
+        model({**collider_inputs(5), "w1": torch.randn(5, 1)})
+
+
+def test_root_in_data_and_kernel_for_root():
+    model = DAGDGP(COLLIDER)
+    with pytest.raises(DAGInputError, match="'x1' is a root"):
+        model(collider_inputs(5), {"x1": torch.randn(5, 1)})
+    with pytest.raises(DAGInputError, match="root 'x1'"):
+        DAGDGP(COLLIDER, likelihoods={"x1": "gaussian"})
+
+
+def test_inf_in_data_and_empty_observations():
+    model = DAGDGP(COLLIDER)
+    y = torch.randn(5, 1)
+    y[1] = float("inf")
+    with pytest.raises(DAGInputError, match=r"data\['w3'\] contains inf"):
+        model(collider_inputs(5), {"w3": y})
+    with pytest.raises(DAGInputError, match=r"data\['w3'\] has no observed entries"):
+        model(collider_inputs(5), {"w3": torch.full((5, 1), float("nan"))})
+
+
+def test_mask_inconsistent_with_data():
+    model = DAGDGP(COLLIDER)
+    y = torch.randn(5, 1)
+    y[0] = float("nan")
+    with pytest.raises(DAGInputError, match=r"mask\['w3'\]"):
+        model(collider_inputs(5), {"w3": y}, mask={"w3": torch.ones(5, 1, dtype=torch.bool)})
+
+
+class NegatedRBF(kernels.RBF):
+    """Not a valid kernel: its Gram matrices are negative definite."""
+
+    def forward(self, X, Z=None, diag=False):
+        return -super().forward(X, Z, diag)
+
+
+def test_gram_not_positive_definite_after_jitter_ladder():
+    model = DAGDGP(nx.DiGraph([("x", "a")]), kernels={"a": NegatedRBF()}, num_inducing=4).double()
+    with pytest.raises(NotPositiveDefiniteError, match="node 'a'.*inducing"):
+        model({"x": torch.randn(5, 1)}, {"a": torch.randn(5, 1)})
+
+
+def test_bad_inducing_shape():
+    model = DAGDGP(nx.DiGraph([("x", "a")]), num_inducing=4, inducing_inputs={"a": torch.zeros(3, 1)})
+    with pytest.raises(DAGInputError, match=r"node 'a'.*\[4, 1\]"):
+        model({"x": torch.randn(5, 1)})
+
+
+# ----------------------------------------------------------------------------- forward & Pyro interop
+def test_sites_shapes_and_metadata():
+    model, inputs, data = collider_problem()
+    tr = pyro.poutine.trace(model).get_trace(inputs, data)
+    for w in ["w1", "w2", "w3"]:
+        site = tr.nodes[f"{w}.u"]
+        assert site["value"].shape == (1, 4)
+        assert site["infer"]["dag"]["node"] == w and site["infer"]["dag"]["role"] == "inducing"
+        assert tr.nodes[f"{w}.f"]["value"].shape == (12, 1)
+    assert tr.nodes["w3.y"]["is_observed"]
+    assert model.observed_nodes == ["w3"]
+    assert model.inducing_inputs("w3").shape == (4, 2)
+
+
+def test_inducing_initialisation_spans_latent_parent_range():
+    model, inputs, data = collider_problem(M=8)
+    model.setup(inputs, data)
+    Z = model.inducing_inputs("w3")
+    # latent parents with prior variance 1: spread over several standard deviations, few duplicates of sums
+    assert Z.std(0).min() > 0.5
+    assert torch.unique(Z.sum(-1).round(decimals=6)).numel() == 8
+    # root-only parents use the data
+    Zw1 = model.inducing_inputs("w1")
+    assert Zw1.min() >= inputs["x1"].min() - 1e-9 and Zw1.max() <= inputs["x1"].max() + 1e-9
+
+
+def test_dtype_and_device_follow_the_module(device):
+    model, inputs, data = chain_problem()
+    model = model.float().to(device)
+    out = model(inputs, data)  # float64 CPU inputs are converted
+    assert out["b"].dtype == torch.float32 and out["b"].device.type == device.type
+    model.double()
+    assert model(inputs, data)["b"].dtype == torch.float64
+
+
+def test_trace_elbo_with_pyro_autoguides():
+    for guide_cls in [AutoNormal, AutoMultivariateNormal]:
+        pyro.clear_param_store()
+        model, inputs, data = collider_problem()
+        guide = guide_cls(model)
+        svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), Trace_ELBO(num_particles=4,
+                                                                          vectorize_particles=True))
+        losses = [svi.step(inputs, data) for _ in range(60)]
+        assert losses[-1] < losses[0]
+        pred = model.predict(guide, inputs, num_samples=20)
+        assert pred["w3"].samples.shape == (20, 12, 1)
+
+
+def test_predictive_returns_node_values_and_observations():
+    model, inputs, data = collider_problem()
+    guide = setup_guide(model, inputs, data)
+    pred = Predictive(model, guide=guide, num_samples=7)(inputs)
+    assert pred["w3.y"].shape == (7, 12, 1)
+    assert pred["w1.f"].shape == (7, 12, 1)
+    vec = Predictive(model, guide=guide, num_samples=7, parallel=True)(inputs)
+    assert vec["w3.y"].shape[-2:] == (12, 1) and vec["w3.y"].shape[0] == 7
+
+
+def test_predict_unobserved_nodes_and_moments():
+    model, inputs, data = collider_problem()
+    guide = setup_guide(model, inputs, data)
+    new = {"x1": torch.linspace(-1, 1, 5).unsqueeze(-1), "x2": torch.zeros(5, 1)}
+    pred = model.predict(guide, new, num_samples=400)
+    assert set(pred) == {"w1", "w2", "w3"}
+    p = pred["w1"]
+    assert p.samples.shape == (400, 5, 1) and p.mean.shape == (5, 1)
+    assert torch.allclose(p.mean, p.samples.mean(0), atol=4 * p.variance.max().sqrt() / 20)
+    assert pred["w3"].y_variance is not None and bool((pred["w3"].y_variance > pred["w3"].variance).all())
+    with pytest.raises(DAGInputError, match="'x1'"):
+        model.predict(guide, new, nodes=["x1"])
+
+
+def test_vector_valued_nodes_and_masks():
+    g = nx.DiGraph([("x", "h"), ("h", "y")])
+    model = DAGDGP(g, output_dims={"h": 2, "y": 3}, num_inducing=5).double()
+    n = 10
+    y = torch.randn(n, 3, dtype=torch.float64)
+    y[0, 1] = float("nan")
+    mask = {"y": ~torch.isnan(y)}
+    inputs = {"x": torch.randn(n, 1, dtype=torch.float64)}
+    for structure in ["mean_field", "full"]:
+        pyro.clear_param_store()
+        guide = AutoStructuredGuide(model, structure=structure)
+        svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=3))
+        assert torch.isfinite(torch.tensor(svi.step(inputs, {"y": y}, mask)))
+        pred = model.predict(guide, inputs, num_samples=5)
+        assert pred["h"].samples.shape == (5, n, 2) and pred["y"].samples.shape == (5, n, 3)
+    assert model.inducing_inputs("y").shape == (5, 2)
+
+
+@pytest.mark.parametrize("likelihood,ydata", [
+    (Bernoulli(), lambda f: (f > 0).double()),
+    (Poisson(), lambda f: torch.poisson(f.exp())),
+    (StudentT(), lambda f: f + 0.1 * torch.randn_like(f)),
+])
+def test_non_gaussian_likelihoods_train(likelihood, ydata):
+    g = nx.DiGraph([("x", "a"), ("a", "b")])
+    model = DAGDGP(g, likelihoods={"b": likelihood}, num_inducing=6).double()
+    x = torch.linspace(-2, 2, 30, dtype=torch.float64).unsqueeze(-1)
+    y = ydata(torch.sin(2 * x))
+    guide = AutoStructuredGuide(model, structure="mean_field")
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.03}), DAGELBO(num_particles=4))
+    losses = [svi.step({"x": x}, {"b": y}) for _ in range(150)]
+    assert sum(losses[-10:]) < sum(losses[:10])
+    # Trace_ELBO also runs on the same model (the likelihood's own distribution)
+    assert torch.isfinite(torch.tensor(Trace_ELBO().loss(model, guide, {"x": x}, {"b": y})))
+
+
+def test_observation_at_internal_node():
+    g = nx.DiGraph([("x", "a"), ("a", "b")])
+    model = DAGDGP(g, num_inducing=5).double()
+    x = torch.randn(8, 1, dtype=torch.float64)
+    data = {"a": torch.randn(8, 1, dtype=torch.float64), "b": torch.randn(8, 1, dtype=torch.float64)}
+    data["a"][:4] = float("nan")
+    guide = AutoStructuredGuide(model)
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=2))
+    svi.step({"x": x}, data)
+    tr = pyro.poutine.trace(model).get_trace({"x": x}, data)
+    assert tr.nodes["a.y"]["is_observed"] and tr.nodes["b.y"]["is_observed"]
+    # the internal observed node's data initialise the child's inducing inputs
+    assert model.inducing_inputs("b").abs().max() <= data["a"][4:].abs().max() + 1e-9
+
+
+def test_mcmc_with_sample_f_sites():
+    g = nx.DiGraph([("x", "a")])
+    x = torch.linspace(-1, 1, 6, dtype=torch.float64).unsqueeze(-1)
+    y = torch.sin(3 * x)
+    model = DAGDGP(g, num_inducing=3, sample_f=True, likelihoods={"a": Gaussian(0.05)}).double()
+    model.setup({"x": x}, {"a": y})
+    kernel = NUTS(model, max_tree_depth=4)
+    mcmc = MCMC(kernel, num_samples=30, warmup_steps=30, disable_progbar=True)
+    mcmc.run({"x": x}, {"a": y})
+    samples = mcmc.get_samples()
+    assert samples["a.u"].shape == (30, 1, 3)
+    assert torch.isfinite(samples["a.u"]).all()
+
+
+def test_hyperparameter_priors_are_guided():
+    model, inputs, data = chain_problem()
+    model.setup(inputs, data)
+    model.kernels["b"].base.variance = pyro.nn.PyroSample(
+        dist.LogNormal(torch.tensor(0.0, dtype=torch.float64), 0.5))
+    guide = AutoStructuredGuide(model, structure="mean_field")
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=2))
+    svi.step(inputs, data)
+    assert guide.other_guide is not None
+    assert any("variance" in k for k in pyro.get_param_store().keys() if "locs" in k)
