@@ -36,7 +36,7 @@ class MarginalEstimator:
     def posterior(self, model_key, node_name="?"):
         """Called by the model: the inducing posterior for ``model_key``."""
         if model_key not in self.posteriors:
-            raise RuntimeError(
+            raise ValueError(
                 "DAGELBO found no inducing posterior for this DAGDGP: its guide must be a "
                 "pyro_dag.infer.autoguide.AutoStructuredGuide built for this model (node "
                 f"{node_name!r}). With other guides (AutoNormal, AutoMultivariateNormal, ...) use Trace_ELBO.")

@@ -60,11 +60,16 @@ class OrderMaskKernel(SteinKernel):
         self.bandwidth_factor = float(bandwidth_factor)
 
     def features(self, particles):
-        """``psi(r)``: ``[K, p]`` potentials -> ``[K, p * p]`` flattened relaxed order masks."""
+        """``psi(r)``: ``[K, p]`` potentials -> ``[K, p * p]`` flattened relaxed order masks (differentiable)."""
         from pyro_dag.structure.distributions import soft_order_mask
 
         M = soft_order_mask(particles, self.temperature, self.sinkhorn_iters, self.scale_normalize)
         return M.flatten(-2)
+
+    def kernel(self, x, y, bandwidth):
+        """Differentiable ``k(x_n, y_m)`` ``[N, M]`` for potentials ``x`` ``[N, p]``, ``y`` ``[M, p]`` and a bandwidth."""
+        fx, fy = self.features(x), self.features(y)
+        return torch.exp(-(fx.unsqueeze(1) - fy.unsqueeze(0)).pow(2).sum(-1) / bandwidth)
 
     def _bandwidth(self, sqdist):
         if self.bandwidth is not None:
@@ -74,16 +79,20 @@ class OrderMaskKernel(SteinKernel):
         return h.clamp_min(1e-6)
 
     def _parts(self, particles):
+        from pyro_dag.structure.distributions import soft_order_mask_jacobian
+
         if particles.dim() != 2:
             raise ValueError(f"particles must be [K, p]; got {tuple(particles.shape)}")
-        particles = particles.detach()
-        feats = self.features(particles)
-        jac = torch.func.vmap(torch.func.jacfwd(self.features))(particles)  # [K, F, p]
+        K, p = particles.shape
+        M, J = soft_order_mask_jacobian(particles.detach(), self.temperature, self.sinkhorn_iters, self.scale_normalize)
+        feats = M.reshape(K, p * p)
+        jac = J.reshape(K, p * p, p)  # [K, F, p]
         diff = feats.unsqueeze(1) - feats.unsqueeze(0)  # diff[n, m] = psi_n - psi_m
         sqdist = diff.pow(2).sum(-1)
         h = self._bandwidth(sqdist)
         # d/dx_m of -||psi_n - psi(x_m)||^2 / h = (2 / h) J_m^T (psi_n - psi_m)
         grad_log = torch.einsum("nmf,mfd->nmd", diff, jac) * (2.0 / h)
+        self.last_bandwidth = h.detach()
         return sqdist, h, grad_log
 
     def kernel_and_grad(self, particles):

@@ -56,6 +56,8 @@ class AutoStructuredGuide(AutoGuide):
     :param init_scale: initial posterior standard deviation of the whitened inducing outputs: a number, or
         ``{node: number}`` (nodes not named get 1.0, the prior's).
     :param callable create_plates: as in Pyro's autoguides.
+    :param str name: prefix of the guide's parameters in Pyro's parameter store (default the class name;
+        give distinct names to guides that coexist in one parameter store).
 
     Example::
 
@@ -63,7 +65,7 @@ class AutoStructuredGuide(AutoGuide):
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
     """
 
-    def __init__(self, model, structure="chordal", backend="auto", init_scale=1.0, create_plates=None):
+    def __init__(self, model, structure="chordal", backend="auto", init_scale=1.0, create_plates=None, name=None):
         scales = init_scale.values() if isinstance(init_scale, dict) else [init_scale]
         if not all(isinstance(v, (int, float)) and v > 0 for v in scales):
             raise ValueError(f"init_scale must be a positive number or a dict {{node: number}}, got {init_scale!r}")
@@ -72,6 +74,8 @@ class AutoStructuredGuide(AutoGuide):
         self.init_scale = init_scale
         make_family(structure, backend, None, None, check_only=True)
         super().__init__(model, create_plates=create_plates)
+        if name is not None:  # parameter-store prefix; two guides with one name would share parameters
+            self._pyro_name = name
         self.family = None
         self.other_guide = None
 
