@@ -570,6 +570,9 @@ class RelaxedOrderedDAG(TorchDistribution):
     :param int sinkhorn_iters: ``K_S`` (paper 100).
     :param bool scale_normalize: RMS-normalise potentials inside the Sinkhorn relaxation (digest-001 §11.2).
     :param bool straight_through: return ``A_ST`` (default) or the soft ``A~``.
+    :param str edge_relaxation: ``"concrete"`` (the paper's Gumbel-sigmoid ``B~``, Eq. 1) or ``"mean"``
+        (``B~ = sigmoid(gamma)``, the original straight-through estimator of Bengio et al. 2013: the backward pass
+        uses the edge probability instead of a noisy Concrete sample; lower variance, same forward value).
     """
 
     arg_constraints = {"potentials": constraints.real_vector, "edge_logits": constraints.independent(constraints.real, 2)}
@@ -584,9 +587,12 @@ class RelaxedOrderedDAG(TorchDistribution):
         sinkhorn_iters=100,
         scale_normalize=True,
         straight_through=True,
+        edge_relaxation="concrete",
         validate_args=None,
     ):
         batch_shape, p = _dag_batch(potentials, edge_logits)
+        if edge_relaxation not in ("concrete", "mean"):
+            raise ValueError(f"edge_relaxation must be 'concrete' or 'mean'; got {edge_relaxation!r}")
         for name, v in (("temperature", temperature), ("order_temperature", order_temperature)):
             if not isinstance(v, numbers.Real) or v <= 0:
                 raise ValueError(f"{name} must be a positive number; got {v!r}")
@@ -599,6 +605,7 @@ class RelaxedOrderedDAG(TorchDistribution):
         self.sinkhorn_iters = int(sinkhorn_iters)
         self.scale_normalize = bool(scale_normalize)
         self.straight_through = bool(straight_through)
+        self.edge_relaxation = edge_relaxation
         super().__init__(batch_shape, torch.Size((p, p)), validate_args=validate_args)
 
     def _kwargs(self):
@@ -608,6 +615,7 @@ class RelaxedOrderedDAG(TorchDistribution):
             sinkhorn_iters=self.sinkhorn_iters,
             scale_normalize=self.scale_normalize,
             straight_through=self.straight_through,
+            edge_relaxation=self.edge_relaxation,
         )
 
     def expand(self, batch_shape, _instance=None):
@@ -640,7 +648,10 @@ class RelaxedOrderedDAG(TorchDistribution):
         u = torch.rand(shape, dtype=gamma.dtype, device=gamma.device).clamp(eps, 1 - eps)
         z = gamma + (u.log() - torch.log1p(-u))
         hard = (z > 0).to(gamma.dtype) * hard_order_mask(self.potentials)
-        soft = torch.sigmoid(z / self.temperature) * self.soft_mask()
+        if self.edge_relaxation == "concrete":
+            soft = torch.sigmoid(z / self.temperature) * self.soft_mask()
+        else:
+            soft = torch.sigmoid(gamma) * self.soft_mask()
         return hard, soft
 
     def rsample(self, sample_shape=torch.Size()):

@@ -253,6 +253,8 @@ class AutoEdgeFlowGuide(AutoGuide):
     :param float order_temperature: Sinkhorn temperature ``tau``; an attribute, anneal it during training.
     :param int sinkhorn_iters: ``K_S`` (paper: 100).
     :param bool scale_normalize: RMS-normalise potentials in the Sinkhorn relaxation.
+    :param str edge_relaxation: backward path of the edges, ``"concrete"`` (paper) or ``"mean"``
+        (see :class:`RelaxedOrderedDAG`).
     :param float init_scale: initial scale of ``q(r)`` (its location starts at a ``N(0, 1)`` draw).
 
     Example::
@@ -277,6 +279,7 @@ class AutoEdgeFlowGuide(AutoGuide):
         order_temperature=0.1,
         sinkhorn_iters=100,
         scale_normalize=True,
+        edge_relaxation="concrete",
         init_scale=1.0,
     ):
         if mechanism is not None and not isinstance(mechanism, Mechanism):
@@ -290,6 +293,7 @@ class AutoEdgeFlowGuide(AutoGuide):
         self.order_temperature = order_temperature
         self.sinkhorn_iters = sinkhorn_iters
         self.scale_normalize = scale_normalize
+        self.edge_relaxation = edge_relaxation
         if not init_scale > 0:
             raise ValueError(f"init_scale must be positive; got {init_scale!r}")
         self.init_scale = float(init_scale)
@@ -366,6 +370,7 @@ class AutoEdgeFlowGuide(AutoGuide):
             order_temperature=self.order_temperature,
             sinkhorn_iters=self.sinkhorn_iters,
             scale_normalize=self.scale_normalize,
+            edge_relaxation=self.edge_relaxation,
         )
 
     def forward(self, *args, **kwargs):

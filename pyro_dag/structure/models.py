@@ -317,23 +317,22 @@ class LinearGaussianSEM(Mechanism):
             return self.observation_dist(X, A, params).log_prob(X)
         return self.collapsed_log_likelihood(X.transpose(-1, -2) @ X, X.shape[0], A)
 
-    def collapsed_log_likelihood(self, gram, num_rows, A):
-        """Exact evidence ``sum_j log p(x_j | parents)`` from ``gram = X^T X`` ``[p, p]``; returns ``[batch...]``."""
+    def _node_evidence(self, G, num_rows, a):
+        """Evidence of node ``j`` given parent masks ``a`` ``[..., j, V, p]`` (``V`` variants): ``[..., j, V]``."""
         p = self.num_nodes
-        G = gram.to(A.dtype)
         s2 = self.weight_scale**2
-        a = A.transpose(-1, -2)  # [..., j, i] = A[i, j], node j's parent vector
-        eye = torch.eye(p, dtype=A.dtype, device=A.device)
-        prec = eye / s2 + a.unsqueeze(-1) * a.unsqueeze(-2) * G  # [..., j, p, p]
-        c = a * G.transpose(-1, -2)  # [..., j, i] = a_ji G[i, j]
+        eye = torch.eye(p, dtype=a.dtype, device=a.device)
+        prec = eye / s2 + a.unsqueeze(-1) * a.unsqueeze(-2) * G  # [..., j, V, p, p]
+        Gcol = G.transpose(-1, -2).unsqueeze(-2)  # [j, 1, i] = G[i, j]
+        c = a * Gcol
         L = torch.linalg.cholesky(prec)
         sol = torch.cholesky_solve(c.unsqueeze(-1), L).squeeze(-1)
         quad = (c * sol).sum(-1)
         logdet_prec = 2 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         a0, b0 = self.noise_concentration, self.noise_rate
         aN = a0 + 0.5 * num_rows
-        bN = b0 + 0.5 * (G.diagonal() - quad).clamp_min(0.0)
-        ll = (
+        bN = b0 + 0.5 * (G.diagonal().unsqueeze(-1) - quad).clamp_min(0.0)
+        return (
             -0.5 * num_rows * math.log(2 * math.pi)
             - 0.5 * logdet_prec
             - p * math.log(self.weight_scale)
@@ -342,7 +341,38 @@ class LinearGaussianSEM(Mechanism):
             + math.lgamma(aN)
             - math.lgamma(a0)
         )
-        return ll.sum(-1)
+
+    def collapsed_log_likelihood(self, gram, num_rows, A):
+        r"""Exact evidence ``sum_j log p(x_j | parents)`` from ``gram = X^T X`` ``[p, p]``; returns ``[batch...]``.
+
+        The value is computed at the (hard) forward value of ``A``. When ``A`` carries gradients (a
+        straight-through adjacency), its gradient is the exact *edge-flip difference*
+        ``dL / dA_ij = L(A with i -> j) - L(A without i -> j)`` instead of the derivative of a soft mask: the evidence
+        of a masked regression is flat in the mask value at 0 and 1 (the weights rescale), so the plain
+        straight-through derivative carries almost no signal. With Concrete edges this gives, in expectation,
+        ``d/d gamma_ij E_B[L] = sigmoid'(gamma_ij) (L(B + e_ij) - L(B - e_ij))``, the local-expectation gradient.
+        """
+        G = gram.to(A.dtype)
+        hard = A.detach()
+        a = hard.transpose(-1, -2)  # [..., j, i] = A[i, j]: node j's parent vector
+        base = self._node_evidence(G, num_rows, a.unsqueeze(-2)).squeeze(-1)  # [..., j]
+        total = base.sum(-1)
+        if not A.requires_grad:
+            return total
+        p = self.num_nodes
+        eye = torch.eye(p, dtype=A.dtype, device=A.device)
+        with torch.no_grad():
+            # variant v of node j: parent v toggled (v == j: unchanged)
+            toggle = eye * (1 - eye.unsqueeze(-2).diagonal(dim1=-2, dim2=-1).unsqueeze(-1))  # identity, zero rows j==v below
+            variants = a.unsqueeze(-2) + (1 - 2 * a.unsqueeze(-2)) * eye  # [..., j, v, i]
+            self_ = eye.bool().unsqueeze(-1).expand(p, p, p)  # [j, v, i] True where v == j
+            variants = torch.where(self_, a.unsqueeze(-2).expand_as(variants), variants)
+            Lv = self._node_evidence(G, num_rows, variants)  # [..., j, v]
+            has = a > 0.5  # [..., j, v]: v is a parent of j
+            delta = torch.where(has, base.unsqueeze(-1) - Lv, Lv - base.unsqueeze(-1))
+            delta = delta * (1 - eye)
+            del toggle
+        return total + ((A - hard) * delta.transpose(-1, -2)).sum((-1, -2))
 
 
 class MLPSEM(Mechanism):

@@ -1,0 +1,1 @@
+"""Reproducible experiments behind the CLI, the tutorials and the benchmarks."""
