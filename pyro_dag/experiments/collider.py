@@ -84,7 +84,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
 
 @torch.no_grad()
 def collider_metrics(model, guide, ds, inputs, num_samples=500):
-    """Child RMSE / CRPS (train and held-out), NLPD, |corr(w1, w2)| and parent variances (see module doc)."""
+    """Child RMSE / CRPS (train and held-out), NLPD, mean absolute corr(w1, w2) and parent variances."""
     pred = model.predict(guide, inputs, num_samples=num_samples)
     truth = ds.truth["w3"].to(pred["w3"].mean)
     train = ds.train_mask.to(truth.device)
