@@ -52,9 +52,8 @@ def whitened_conditional(kernel, Z, L, X):
     :param torch.Tensor X: ``[..., B, D]`` node inputs (concatenated parent values).
     :returns: ``(a, r)`` with ``a`` of shape ``[..., B, M]`` and ``r`` of shape ``[..., B]`` (clamped at 0).
     """
-    Kzx = kernel(Z, X)  # [..., M, B]
-    if Kzx.dim() == 2 and X.dim() > 2:
-        Kzx = Kzx.expand(X.shape[:-2] + Kzx.shape)
-    a = torch.linalg.solve_triangular(L, Kzx, upper=False).transpose(-1, -2)
+    Kxz = kernel(X, Z)  # [..., B, M]
+    # aᵀ = K_xz L⁻ᵀ: a right-sided triangular solve keeps the [..., B, M] layout (no transposed copies).
+    a = torch.linalg.solve_triangular(L.transpose(-1, -2), Kxz, upper=True, left=False)
     r = (kernel(X, diag=True) - a.pow(2).sum(-1)).clamp_min(0)
     return a, r

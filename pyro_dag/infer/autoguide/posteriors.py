@@ -152,8 +152,12 @@ class MeanFieldState:
         m = post.locs[node].reshape(b.dim, b.num_inducing)
         L = post.scale_trils[node].reshape(b.dim, b.num_inducing, b.size)
         loc = a @ m.T
-        AL = torch.einsum("...m,jmp->...jp", a, L)
-        cov = AL @ AL.transpose(-1, -2)
+        if b.dim == 1:
+            # One matmul over all (sample, case) pairs; avoids a batched [1, P] @ [P, 1] product per case.
+            var = (a @ L[0]).pow(2).sum(-1) + r
+            return loc, var[..., None, None]
+        AL = torch.stack([a @ L[j] for j in range(b.dim)], dim=-2)  # [..., d, P]
+        cov = torch.einsum("...jp,...kp->...jk", AL, AL)
         cov = cov + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
         return loc, cov
 
