@@ -79,12 +79,13 @@ class OrderMaskKernel(SteinKernel):
         return h.clamp_min(1e-6)
 
     def _parts(self, particles):
-        from pyro_dag.structure.distributions import soft_order_mask_jacobian
+        from pyro_dag.structure.distributions import _cached_mask_and_jacobian
 
         if particles.dim() != 2:
             raise ValueError(f"particles must be [K, p]; got {tuple(particles.shape)}")
         K, p = particles.shape
-        M, J = soft_order_mask_jacobian(particles.detach(), self.temperature, self.sinkhorn_iters, self.scale_normalize)
+        M, J = _cached_mask_and_jacobian(particles.detach(), self.temperature, self.sinkhorn_iters,
+                                         self.scale_normalize, True)
         feats = M.reshape(K, p * p)
         jac = J.reshape(K, p * p, p)  # [K, F, p]
         diff = feats.unsqueeze(1) - feats.unsqueeze(0)  # diff[n, m] = psi_n - psi_m

@@ -28,7 +28,7 @@ from .distributions import (
 from .models import LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
 from .guides import AutoEdgeFlowGuide, ConditionalSplineCoupling, edge_flow
 from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (after the modules it imports lazily)
-from .fit import StructurePosterior, fit, structure_model
+from .fitting import StructureModel, StructurePosterior, fit, structure_model
 
 __all__ = [
     "AutoEdgeFlowGuide",
@@ -42,6 +42,7 @@ __all__ = [
     "OrderSVGD",
     "OrderedDAG",
     "RelaxedOrderedDAG",
+    "StructureModel",
     "StructurePosterior",
     "dag",
     "edge_belief_prior",

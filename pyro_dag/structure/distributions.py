@@ -321,7 +321,7 @@ def _normalise_potentials(potentials, scale_normalize, eps=1e-6):
 
 
 def soft_order_mask(potentials, temperature=0.1, num_iters=100, scale_normalize=True, return_perm=False,
-                    eps_scaling=True):
+                    eps_scaling=True, backward="jacobian"):
     r"""Sinkhorn relaxation ``M_tau(r)`` of the order mask (digest-001 §3.2, U-12; §11.1-2).
 
     ``S_0 = r o^T`` with ``o = (p, p - 1, ..., 1)``, ``P_tau = Sinkhorn(exp(S_0 / tau))`` (log space, ``num_iters``
@@ -339,11 +339,20 @@ def soft_order_mask(potentials, temperature=0.1, num_iters=100, scale_normalize=
         columns = positions, position 0 first).
     :param bool eps_scaling: anneal the Sinkhorn temperature from ``p / tau`` (see :func:`log_sinkhorn`); same limit,
         much faster convergence at small ``tau``.
+    :param str backward: how gradients reach the potentials: ``"jacobian"`` (default; the exact Jacobian of the
+        iterates from :func:`soft_order_mask_jacobian`, computed in the forward pass and shared with the SVGD kernel
+        evaluated at the same potentials) or ``"autograd"`` (reverse mode through every Sinkhorn sweep). Both give
+        the same gradient.
     :returns: ``[..., p, p]`` (and ``P_tau``).
     """
     _check_potentials(potentials)
     if not isinstance(temperature, numbers.Real) or temperature <= 0:
         raise ValueError(f"temperature must be a positive number; got {temperature!r}")
+    if backward not in ("jacobian", "autograd"):
+        raise ValueError(f"backward must be 'jacobian' or 'autograd'; got {backward!r}")
+    if backward == "jacobian" and not return_perm and potentials.requires_grad and torch.is_grad_enabled():
+        return _SoftOrderMaskFn.apply(potentials, float(temperature), int(num_iters), bool(scale_normalize),
+                                      bool(eps_scaling))
     p = potentials.shape[-1]
     rc = _normalise_potentials(potentials, scale_normalize)
     o = torch.arange(p, 0, -1, dtype=potentials.dtype, device=potentials.device)
@@ -409,6 +418,42 @@ def soft_order_mask_jacobian(potentials, temperature=0.1, num_iters=100, scale_n
     M = before @ P.transpose(-1, -2)
     dM = dbefore @ P.transpose(-1, -2).unsqueeze(-3) + before.unsqueeze(-3) @ dP.transpose(-1, -2)
     return M, dM.movedim(-3, -1)
+
+
+_JACOBIAN_MEMO = {}
+
+
+def _cached_mask_and_jacobian(potentials, temperature, num_iters, scale_normalize, eps_scaling):
+    """``soft_order_mask_jacobian`` with a one-entry memo keyed on the exact potential values and settings.
+
+    One OrderSVGD step needs ``(M, J)`` at the same particles twice (the guide's straight-through relaxation and the
+    kernel); the memo computes them once.
+    """
+    p = potentials.shape[-1]
+    flat = potentials.detach().reshape(-1, p)
+    key = (float(temperature), int(num_iters), bool(scale_normalize), bool(eps_scaling), flat.dtype, flat.device,
+           tuple(flat.shape))
+    hit = _JACOBIAN_MEMO.get("key") == key and torch.equal(_JACOBIAN_MEMO["r"], flat)
+    if not hit:
+        M, J = soft_order_mask_jacobian(flat, temperature, num_iters, scale_normalize, eps_scaling)
+        _JACOBIAN_MEMO.clear()
+        _JACOBIAN_MEMO.update(key=key, r=flat.clone(), M=M, J=J)
+    M, J = _JACOBIAN_MEMO["M"], _JACOBIAN_MEMO["J"]
+    batch = potentials.shape[:-1]
+    return M.reshape(batch + (p, p)), J.reshape(batch + (p, p, p))
+
+
+class _SoftOrderMaskFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, potentials, temperature, num_iters, scale_normalize, eps_scaling):
+        M, J = _cached_mask_and_jacobian(potentials, temperature, num_iters, scale_normalize, eps_scaling)
+        ctx.save_for_backward(J)
+        return M.clone()
+
+    @staticmethod
+    def backward(ctx, grad_M):
+        (J,) = ctx.saved_tensors
+        return (grad_M.unsqueeze(-1) * J).sum((-2, -3)), None, None, None, None
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -184,6 +184,18 @@ class Mechanism(PyroModule):
         return self.model(X, A)
 
 
+def _rows_last(out):
+    """``[*batch, N, p]`` -> ``[*batch[:-1], N, p]``: put the rows on the data plate's batch dim (``-1``)."""
+    if out.dim() > 2:
+        if out.shape[-3] != 1:
+            raise ValueError(
+                "the last batch dim of A / the parameters is the data plate's dim and must have size 1; got shape "
+                f"{tuple(out.shape[:-2])}"
+            )
+        out = out.squeeze(-3)
+    return out
+
+
 def _noise_args(noise, noise_prior):
     if noise is not None:
         _check_pos(noise, "noise")
@@ -304,9 +316,9 @@ class LinearGaussianSEM(Mechanism):
             return None
         W = params["weights"]
         # x [.., N, p] @ (A * W) [.., p, p]: rows broadcast against the last batch dim.
-        mean = (X.unsqueeze(-2) @ (A * W)).squeeze(-2)
+        mean = _rows_last(X @ (A * W))
         if self.noise is None:
-            sigma = params["log_noise"].exp().unsqueeze(-2).expand_as(mean)
+            sigma = params["log_noise"].exp().expand_as(mean)
         else:
             sigma = torch.full_like(mean, self.noise)
         return dist.Normal(mean, sigma).to_event(1)
@@ -317,30 +329,74 @@ class LinearGaussianSEM(Mechanism):
             return self.observation_dist(X, A, params).log_prob(X)
         return self.collapsed_log_likelihood(X.transpose(-1, -2) @ X, X.shape[0], A)
 
-    def _node_evidence(self, G, num_rows, a):
-        """Evidence of node ``j`` given parent masks ``a`` ``[..., j, V, p]`` (``V`` variants): ``[..., j, V]``."""
+    def _evidence_terms(self, G, num_rows, logdet_prec, quad):
         p = self.num_nodes
-        s2 = self.weight_scale**2
-        eye = torch.eye(p, dtype=a.dtype, device=a.device)
-        prec = eye / s2 + a.unsqueeze(-1) * a.unsqueeze(-2) * G  # [..., j, V, p, p]
-        Gcol = G.transpose(-1, -2).unsqueeze(-2)  # [j, 1, i] = G[i, j]
-        c = a * Gcol
-        L = torch.linalg.cholesky(prec)
-        sol = torch.cholesky_solve(c.unsqueeze(-1), L).squeeze(-1)
-        quad = (c * sol).sum(-1)
-        logdet_prec = 2 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         a0, b0 = self.noise_concentration, self.noise_rate
         aN = a0 + 0.5 * num_rows
-        bN = b0 + 0.5 * (G.diagonal().unsqueeze(-1) - quad).clamp_min(0.0)
-        return (
+        bN = b0 + 0.5 * (G.diagonal() - quad).clamp_min(1e-12 * (1.0 + G.diagonal()))
+        const = (
             -0.5 * num_rows * math.log(2 * math.pi)
-            - 0.5 * logdet_prec
             - p * math.log(self.weight_scale)
             + a0 * math.log(b0)
-            - aN * bN.log()
             + math.lgamma(aN)
             - math.lgamma(a0)
         )
+        return const - 0.5 * logdet_prec - aN * bN.log()
+
+    def node_evidence(self, gram, num_rows, A, flips=False):
+        r"""Per-node evidence ``log p(x_j | x_pa(j))`` ``[..., p]`` for binary ``A`` ``[..., p, p]``.
+
+        With ``flips=True`` also returns ``[..., p(j), p(v)]``: the evidence of node ``j`` with parent ``v`` toggled
+        (added if absent, removed if present; ``v = j`` unchanged), from one Cholesky factor per node and rank-one
+        Schur-complement updates: adding ``v`` multiplies the determinant by ``s^2 delta``,
+        ``delta = 1/s^2 + G_vv - u^T Lambda^{-1} u`` and adds ``(G_vj - u^T Lambda^{-1} c)^2 / delta`` to the
+        quadratic form; removing ``v`` divides by ``s^2 / (Lambda^{-1})_vv`` and subtracts
+        ``(Lambda^{-1} c)_v^2 / (Lambda^{-1})_vv``.
+        """
+        p = self.num_nodes
+        G = gram.to(A.dtype)
+        s2 = self.weight_scale**2
+        eye = torch.eye(p, dtype=A.dtype, device=A.device)
+        a = A.transpose(-1, -2)  # [..., j, i] = A[i, j]: node j's parent vector
+        prec = eye / s2 + a.unsqueeze(-1) * a.unsqueeze(-2) * G  # [..., j, p, p]
+        c = a * G.transpose(-1, -2)  # c[..., j, i] = a_ji G[i, j]
+        L = torch.linalg.cholesky(prec)
+        w = torch.cholesky_solve(c.unsqueeze(-1), L).squeeze(-1)  # Lambda^{-1} c
+        quad = (c * w).sum(-1)
+        logdet = 2 * L.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        base = self._evidence_terms(G, num_rows, logdet, quad)
+        if not flips:
+            return base
+        inv = torch.cholesky_inverse(L)  # [..., j, p, p]
+        # adding v (a_jv = 0): u = a_j * G[:, v]
+        U = a.unsqueeze(-2) * G.unsqueeze(-3)  # [..., j, v, i] = a_ji G[v, i]
+        Z = U @ inv  # [..., j, v, i] = (Lambda^{-1} u_v)_i
+        delta_add = 1.0 / s2 + G.diagonal() - (Z * U).sum(-1)  # [..., j, v]
+        e_add = G.transpose(-1, -2) - (U * w.unsqueeze(-2)).sum(-1)  # [j, v] = G[v, j] - u_v^T w
+        delta_add = delta_add.clamp_min(1e-12 / s2)
+        quad_add = quad.unsqueeze(-1) + e_add.pow(2) / delta_add
+        logdet_add = logdet.unsqueeze(-1) + torch.log(s2 * delta_add)
+        # removing v (a_jv = 1)
+        dinv = inv.diagonal(dim1=-2, dim2=-1)  # [..., j, v]
+        quad_rem = quad.unsqueeze(-1) - w.pow(2) / dinv
+        logdet_rem = logdet.unsqueeze(-1) - torch.log(s2 / dinv)
+        has = a > 0.5
+        quad_v = torch.where(has, quad_rem, quad_add)
+        logdet_v = torch.where(has, logdet_rem, logdet_add)
+        Gd = G.diagonal().unsqueeze(-1)
+        a0, b0 = self.noise_concentration, self.noise_rate
+        aN = a0 + 0.5 * num_rows
+        bN = b0 + 0.5 * (Gd - quad_v).clamp_min(1e-12 * (1.0 + Gd))
+        const = (
+            -0.5 * num_rows * math.log(2 * math.pi)
+            - p * math.log(self.weight_scale)
+            + a0 * math.log(b0)
+            + math.lgamma(aN)
+            - math.lgamma(a0)
+        )
+        flipped = const - 0.5 * logdet_v - aN * bN.log()
+        flipped = torch.where(eye.bool(), base.unsqueeze(-1).expand_as(flipped), flipped)
+        return base, flipped
 
     def collapsed_log_likelihood(self, gram, num_rows, A):
         r"""Exact evidence ``sum_j log p(x_j | parents)`` from ``gram = X^T X`` ``[p, p]``; returns ``[batch...]``.
@@ -349,30 +405,18 @@ class LinearGaussianSEM(Mechanism):
         straight-through adjacency), its gradient is the exact *edge-flip difference*
         ``dL / dA_ij = L(A with i -> j) - L(A without i -> j)`` instead of the derivative of a soft mask: the evidence
         of a masked regression is flat in the mask value at 0 and 1 (the weights rescale), so the plain
-        straight-through derivative carries almost no signal. With Concrete edges this gives, in expectation,
-        ``d/d gamma_ij E_B[L] = sigmoid'(gamma_ij) (L(B + e_ij) - L(B - e_ij))``, the local-expectation gradient.
+        straight-through derivative carries almost no signal. With straight-through edges this gives, in
+        expectation, ``d/d gamma_ij E_B[L] = sigmoid'(gamma_ij) (L(B + e_ij) - L(B - e_ij))``, the local-expectation
+        gradient (Titsias & Lazaro-Gredilla 2015).
         """
-        G = gram.to(A.dtype)
         hard = A.detach()
-        a = hard.transpose(-1, -2)  # [..., j, i] = A[i, j]: node j's parent vector
-        base = self._node_evidence(G, num_rows, a.unsqueeze(-2)).squeeze(-1)  # [..., j]
-        total = base.sum(-1)
         if not A.requires_grad:
-            return total
-        p = self.num_nodes
-        eye = torch.eye(p, dtype=A.dtype, device=A.device)
+            return self.node_evidence(gram, num_rows, hard).sum(-1)
         with torch.no_grad():
-            # variant v of node j: parent v toggled (v == j: unchanged)
-            toggle = eye * (1 - eye.unsqueeze(-2).diagonal(dim1=-2, dim2=-1).unsqueeze(-1))  # identity, zero rows j==v below
-            variants = a.unsqueeze(-2) + (1 - 2 * a.unsqueeze(-2)) * eye  # [..., j, v, i]
-            self_ = eye.bool().unsqueeze(-1).expand(p, p, p)  # [j, v, i] True where v == j
-            variants = torch.where(self_, a.unsqueeze(-2).expand_as(variants), variants)
-            Lv = self._node_evidence(G, num_rows, variants)  # [..., j, v]
-            has = a > 0.5  # [..., j, v]: v is a parent of j
-            delta = torch.where(has, base.unsqueeze(-1) - Lv, Lv - base.unsqueeze(-1))
-            delta = delta * (1 - eye)
-            del toggle
-        return total + ((A - hard) * delta.transpose(-1, -2)).sum((-1, -2))
+            base, flipped = self.node_evidence(gram, num_rows, hard, flips=True)
+            has = hard.transpose(-1, -2) > 0.5  # [..., j, v]
+            delta = torch.where(has, base.unsqueeze(-1) - flipped, flipped - base.unsqueeze(-1))
+        return base.sum(-1) + ((A - hard) * delta.transpose(-1, -2)).sum((-1, -2))
 
 
 class MLPSEM(Mechanism):
@@ -463,28 +507,24 @@ class MLPSEM(Mechanism):
     def predict(self, X, A, weights):
         """Node means ``f_j(A[:, j] * x)``: ``X`` ``[N, p]``, ``A`` ``batch + [p, p]``, weights ``batch + [p, D]``.
 
-        :returns: ``[batch..., N, p]`` with ``N`` broadcast against the last batch dim.
+        :returns: ``[batch..., N, p]`` with ``N`` broadcast against the last batch dim (which must be 1 if present).
         """
-        p = self.num_nodes
-        # inputs of node j: x * A[:, j]  -> [..., N, j, i]
-        h = X.unsqueeze(-2) * A.transpose(-1, -2)  # [..., N, j, i]; rows broadcast against the last batch dim
-        h = h.unsqueeze(-2)  # [..., N, j, 1, i]
-        w = weights  # [..., j, D]
+        h = X.unsqueeze(-3) * A.transpose(-1, -2).unsqueeze(-2)  # [..., j, N, i]: inputs of node j
         offset = 0
         for k, (i, o) in enumerate(self._layer_dims):
-            W = w[..., offset: offset + o * i].reshape(w.shape[:-1] + (o, i))
+            W = weights[..., offset: offset + o * i].reshape(weights.shape[:-1] + (o, i))
             offset += o * i
-            b = w[..., offset: offset + o]
+            b = weights[..., offset: offset + o]
             offset += o
-            h = (h @ W.transpose(-1, -2)) + b.unsqueeze(-2)
+            h = h @ W.transpose(-1, -2) + b.unsqueeze(-2)  # [..., j, N, o]
             if k < len(self._layer_dims) - 1:
                 h = torch.tanh(h)
-        return h.squeeze(-1).squeeze(-1).reshape(h.shape[:-3] + (p,))
+        return _rows_last(h.squeeze(-1).transpose(-1, -2))  # [..., N, j]
 
     def observation_dist(self, X, A, params):
         mean = self.predict(X, A, params["weights"])
         if self.noise is None:
-            sigma = params["log_noise"].exp().unsqueeze(-2).expand_as(mean)
+            sigma = params["log_noise"].exp().expand_as(mean)
         else:
             sigma = torch.full_like(mean, self.noise)
         return dist.Normal(mean, sigma).to_event(1)

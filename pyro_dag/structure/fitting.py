@@ -231,6 +231,7 @@ def fit(
     order_temperature=(1.0, 0.1),
     sinkhorn_iters=50,
     edge_temperature=0.3,
+    edge_relaxation="mean",
     flow_hidden=(64, 64),
     flow_blocks=5,
     mlp_hidden=(32, 32),
@@ -261,6 +262,8 @@ def fit(
     :param order_temperature: Sinkhorn ``tau``, a float or ``(start, end)`` annealed linearly over the run.
     :param int sinkhorn_iters: ``K_S``.
     :param float edge_temperature: Concrete temperature of the edges (paper: 0.3).
+    :param str edge_relaxation: ``"mean"`` (straight-through through the edge probabilities, lower variance) or
+        ``"concrete"`` (the paper's Gumbel-sigmoid); see :class:`RelaxedOrderedDAG`.
     :param tuple flow_hidden: flow conditioner widths; ``flow_blocks``: coupling blocks.
     :param tuple mlp_hidden: node MLP widths (``"mlp"``).
     :param float repulsion_cap: SVGD repulsion cap (``None``: off).
@@ -329,6 +332,7 @@ def fit(
             hidden_dims=flow_hidden,
             num_blocks=flow_blocks,
             temperature=edge_temperature,
+            edge_relaxation=edge_relaxation,
             order_temperature=tau0,
             sinkhorn_iters=sinkhorn_iters,
         )
@@ -370,6 +374,6 @@ def fit(
         likelihood=likelihood, num_particles=num_particles, num_steps=num_steps, seed=seed,
         expected_parents=expected_parents, prior_concentration=prior_concentration, lr=lr, particle_lr=particle_lr,
         batch_size=batch_size, order_temperature=(tau0, tau1), sinkhorn_iters=sinkhorn_iters,
-        edge_temperature=edge_temperature, repulsion_cap=repulsion_cap, standardize=standardize,
+        edge_temperature=edge_temperature, edge_relaxation=edge_relaxation, repulsion_cap=repulsion_cap, standardize=standardize,
     )
     return StructurePosterior(model, guide, svgd, X, names, state, losses, settings, wall)
