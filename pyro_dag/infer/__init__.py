@@ -4,3 +4,5 @@ from .context import current_estimator
 from .elbo import DAGELBO
 
 __all__ = ["DAGELBO", "autoguide", "current_estimator"]
+from .svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (structure learning, digest-001 §4.5)
+__all__ += ["OrderMaskKernel", "OrderSVGD"]
