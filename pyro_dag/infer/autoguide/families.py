@@ -10,7 +10,7 @@ from torch.distributions import transform_to
 from pyro.distributions import constraints
 
 from ...graph import ChordalStructure
-from .posteriors import Block, DenseGaussianPosterior, MeanFieldPosterior
+from .posteriors import Block, DenseGaussianPosterior, MeanFieldPosterior, SparseChordalPosterior
 
 __all__ = ["MeanFieldFamily", "StructuredFamily", "make_family", "STRUCTURES", "BACKENDS"]
 
@@ -158,12 +158,17 @@ class StructuredFamily(PyroModule):
             s_w = precision_tril[self.block_of[w].slice, self.block_of[w].slice].diagonal().reciprocal()
             _assign(self.offdiag, f"e{k}", precision_tril[self.block_of[v].slice, self.block_of[w].slice] * s_w)
 
+    #: ``backend="auto"`` uses the sparse backend above this total inducing dimension.
+    AUTO_SPARSE_SIZE = 1000
+
     def resolved_backend(self):
         if self.backend != "auto":
             return self.backend
-        return "dense"
+        return "sparse" if self.size > self.AUTO_SPARSE_SIZE else "dense"
 
     def posterior(self):
+        if self.resolved_backend() == "sparse":
+            return SparseChordalPosterior(self.blocks, self.loc(), self.factor_blocks())
         return DenseGaussianPosterior(self.blocks, self.loc(), self.dense_tril())
 
 

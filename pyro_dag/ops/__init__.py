@@ -1,0 +1,4 @@
+"""Numerical building blocks: block-sparse Cholesky algebra on chordal patterns (:mod:`pyro_dag.ops.chordal`)."""
+from .chordal import ChordalFactor, SparseConditioningState
+
+__all__ = ["ChordalFactor", "SparseConditioningState"]
