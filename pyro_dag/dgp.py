@@ -54,7 +54,8 @@ class DAGDGP(PyroModule):
     ``F_w^{(i)} = f_w({F_p^{(i)}}_{p ∈ Pa(w)})`` with ``f_w ~ GP(0, K_w)`` for each non-root ``w``; roots
     hold design matrices. Each GP is sparse, with ``M_w`` inducing inputs ``Z_w`` in the node's own input
     space (the concatenated parent state, parents in declaration order) and whitened inducing outputs
-    ``V_w ~ N(0, I)`` of shape ``[d_w, M_w]`` (``U_w = L_w V_w``, ``L_w = chol K_w(Z_w, Z_w)``); vector-valued
+    ``V_w ~ N(0, I)`` of shape ``[d_w, M_w]`` (``U_w = R_w V_w`` with ``R_w`` the upper-triangular Cholesky
+    factor of ``K_w(Z_w, Z_w)``, see :mod:`pyro_dag.gp.conditional`); vector-valued
     nodes have independent outputs that share ``Z_w``.
 
     Sample sites (each carries ``infer={"dag": {...}}`` metadata with its role, node and the graph):
@@ -311,7 +312,8 @@ class DAGDGP(PyroModule):
     def _node_cholesky(self, w):
         kernel = self.kernels[w]
         Z = self._inducing_Z(w)
-        return Z, cholesky_with_jitter(kernel(Z), node=w, jitter=self.jitter)
+        # Upper-triangular whitening: see pyro_dag.gp.conditional for why.
+        return Z, cholesky_with_jitter(kernel(Z), node=w, jitter=self.jitter, upper=True)
 
     def node_conditional(self, w, parent_values, cache=None):
         """Whitened conditional of node ``w`` (digest-000 Eq. 80).
@@ -326,7 +328,7 @@ class DAGDGP(PyroModule):
             if cache is not None:
                 cache[w] = (Z, L)
         x = _concat_values([parent_values[p] for p in self.parents[w]])
-        return whitened_conditional(self.kernels[w], Z, L, x)
+        return whitened_conditional(self.kernels[w], Z, L, x, upper=True)
 
     def _site_meta(self, w, role):
         return {"dag": {"role": role, "node": w, "model_key": self._key, "graph": self.graph,

@@ -36,9 +36,10 @@ def test_one_node_reproduces_exact_gp_regression(structure):
     guide(inputs, data)
     k = model.kernels["f"]
     K = k(x)
-    Lk = torch.linalg.cholesky(K + 1e-8 * K.diagonal().mean() * torch.eye(len(x), dtype=torch.float64))
-    # Optimal whitened posterior (Titsias): Λ = I + AᵀA/σ², m = Λ⁻¹ Aᵀ y/σ², A = rows a_i = L⁻¹ k(Z, x_i) = Lᵀ
-    A = Lk
+    # Optimal whitened posterior (Titsias): Λ = I + AᵀA/σ², m = Λ⁻¹ Aᵀ y/σ². With Z = X and the model's
+    # whitening factor R (K = R Rᵀ), the rows of A are a_i = R⁻¹ k(Z, x_i), i.e. A = (R⁻¹ K)ᵀ = R.
+    _, A = model._node_cholesky("f")
+    A = A.detach()
     prec = torch.eye(len(x), dtype=torch.float64) + A.T @ A / noise
     cov = torch.linalg.inv(prec)
     m = cov @ A.T @ y.squeeze(-1) / noise

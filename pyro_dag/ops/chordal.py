@@ -13,7 +13,7 @@ block and touches only the blocks of ``L``; nothing of size ``P × P`` is formed
 * :meth:`ChordalFactor.solve_lower`, :meth:`ChordalFactor.solve_upper` and :meth:`ChordalFactor.matvec_upper`
   -- block triangular solves / products with ``L`` and ``Lᵀ``;
 * :class:`SparseConditioningState` -- Algorithm 2 of the paper: ancestral sampling with Gaussian sites on
-  diagonal blocks, a block QR (orthogonal) rank-``d`` update of the factor along the elimination-tree path,
+  diagonal blocks, a rank-``d`` block update of the factor along the elimination-tree path,
   and readouts through forward solves along that path only.
 """
 import torch
@@ -144,32 +144,26 @@ class ChordalFactor:
         return out
 
 
-def _qr_update(Ljj, W_j, rows):
+def _block_update(Ljj, W_j, rows):
     """One block column of a rank-``d`` Cholesky update ``L̃L̃ᵀ = LLᵀ + WWᵀ`` (differentiable).
 
-    With the reduced QR ``[L_jj, W_j]ᵀ = Q₁ R``: ``L̃_jj = Rᵀ`` (signs fixed so the diagonal is positive) and
-    ``L̃_ij = [L_ij, W_i] Q₁``. The update left for the rows below is ``W̃_i = [L_ij, W_i] Q₂`` with ``Q₂`` an
-    orthonormal basis of the null space of ``[L_jj, W_j]``: ``Q₂ = [-V; I] C⁻ᵀ``, ``V = L_jj⁻¹ W_j``,
-    ``C = chol(I + VᵀV)``, i.e. ``W̃_i = (W_i - L_ij V) C⁻ᵀ``.
+    ``L̃_jj = chol(L_jj L_jjᵀ + W_j W_jᵀ)`` and ``L̃_ij = (L_ij L_jjᵀ + W_i W_jᵀ) L̃_jj⁻ᵀ``. The update left for
+    the rows below is ``W̃_i = (W_i - L_ij V) C⁻ᵀ`` with ``V = L_jj⁻¹ W_j`` and ``C = chol(I + VᵀV)``: the
+    columns ``[L_ij, W_i] Q₂`` for ``Q₂ = [-V; I] C⁻ᵀ``, an orthonormal basis of the null space of
+    ``[L_jj, W_j]`` (so that ``[L_ij, W_i][L_kj, W_k]ᵀ = L̃_ij L̃_kjᵀ + W̃_i W̃_kᵀ``).
 
     :param rows: list of ``(L_ij, W_i)``. :returns: ``(L̃_jj, [(L̃_ij, W̃_i)])``.
     """
-    p, d = Ljj.shape[-1], W_j.shape[-1]
-    batch = torch.broadcast_shapes(Ljj.shape[:-2], W_j.shape[:-2])
-    top = torch.cat([Ljj.expand(batch + Ljj.shape[-2:]), W_j.expand(batch + W_j.shape[-2:])], dim=-1)
-    Q1, R = torch.linalg.qr(top.transpose(-1, -2), mode="reduced")
-    sign = torch.sign(R.diagonal(dim1=-2, dim2=-1))
-    sign = torch.where(sign == 0, torch.ones_like(sign), sign)
-    Lnew = R.transpose(-1, -2) * sign.unsqueeze(-2)
-    Q1 = Q1 * sign.unsqueeze(-2)
+    d = W_j.shape[-1]
+    Wt = W_j.transpose(-1, -2)
+    Lnew = torch.linalg.cholesky(Ljj @ Ljj.transpose(-1, -2) + W_j @ Wt)
     V = _solve_tril(Ljj, W_j)
     eye = torch.eye(d, dtype=V.dtype, device=V.device)
     C = torch.linalg.cholesky(eye + V.transpose(-1, -2) @ V)
     out = []
     for Lij, Wi in rows:
-        b = torch.broadcast_shapes(batch, Lij.shape[:-2], Wi.shape[:-2])
-        row = torch.cat([Lij.expand(b + Lij.shape[-2:]), Wi.expand(b + Wi.shape[-2:])], dim=-1)
-        Lij_new = row @ Q1
+        rhs = Lij @ Ljj.transpose(-1, -2) + Wi @ Wt                      # [..., P_i, P_j]
+        Lij_new = torch.linalg.solve_triangular(Lnew, rhs.transpose(-1, -2), upper=False).transpose(-1, -2)
         Wi_new = torch.linalg.solve_triangular(C, (Wi - Lij @ V).transpose(-1, -2), upper=False).transpose(-1, -2)
         out.append((Lij_new, Wi_new))
     return Lnew, out
@@ -181,7 +175,7 @@ class SparseConditioningState:
     The drawn values act as Gaussian sites on diagonal blocks: after ``F̂_v`` is drawn, the precision
     becomes ``Λ̃ = Λ + G_vᵀ G_v / r_v`` (Eq. 86) and the canonical shift ``c = Δh - ΔΛ m`` gains
     ``G_vᵀ (F̂_v - G_v m_v) / r_v`` (Eqs. 87-88). With ``L̃`` the factor of ``Λ̃`` (updated along the
-    elimination-tree path of ``v`` by an orthogonal block update) and ``y = L̃⁻¹ c`` (maintained along the same
+    elimination-tree path of ``v`` by a block rank-``d`` update) and ``y = L̃⁻¹ c`` (maintained along the same
     path), the readouts for node ``w`` need one forward solve along the path of ``w``:
     ``Ỹ = L̃⁻¹ G_wᵀ`` and ``μ_w = G_w m_w + Ỹᵀ y``, ``Σ_w = r_w I + Ỹᵀ Ỹ`` (Eqs. 89-91).
 
@@ -257,7 +251,7 @@ class SparseConditioningState:
                 if Wi is None:
                     Wi = Wj.new_zeros(Wj.shape[:-2] + (fac.sizes[i], Wj.shape[-1]))
                 rows.append((self.blocks[(i, j)], Wi))
-            Lnew, new_rows = _qr_update(self.blocks[(j, j)], Wj, rows)
+            Lnew, new_rows = _block_update(self.blocks[(j, j)], Wj, rows)
             self.blocks[(j, j)] = Lnew
             for i, (Lij, Wi) in zip(nbrs, new_rows):
                 self.blocks[(i, j)] = Lij

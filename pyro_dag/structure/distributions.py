@@ -329,7 +329,9 @@ def soft_order_mask(potentials, temperature=0.1, num_iters=100, scale_normalize=
     before ``j``. The potentials are centred and, by default, scaled to unit RMS so that the effective
     temperature does not drift with the spread of ``r`` (digest-001 §11.2). ``M_tau -> hard_order_mask(r)`` as
     ``tau -> 0`` for distinct potentials. The result has a non-zero diagonal and is generally "cyclic"; multiply
-    by ``1 - I`` before using it as an adjacency relaxation.
+    by ``1 - I`` before using it as an adjacency relaxation. After the Sinkhorn sweeps the rows of ``P_tau`` are
+    normalised once more, so that every node has a distribution over positions and ``M_tau`` lies in ``[0, 1]``
+    even before convergence.
 
     :param torch.Tensor potentials: ``[..., p]``.
     :param float temperature: ``tau > 0``.
@@ -358,6 +360,8 @@ def soft_order_mask(potentials, temperature=0.1, num_iters=100, scale_normalize=
     o = torch.arange(p, 0, -1, dtype=potentials.dtype, device=potentials.device)
     eps = max(1.0, p / temperature) if eps_scaling else 1.0
     logP = log_sinkhorn(rc.unsqueeze(-1) * o / temperature, num_iters, eps_scaling=eps)
+    # a final row normalisation: every node gets a distribution over positions, so M lies in [0, 1]
+    logP = logP - torch.logsumexp(logP, -1, keepdim=True)
     P = logP.exp()
     # (P U)[i, l] = sum_{k < l} P[i, k]: an exclusive cumulative sum over positions.
     before = torch.cumsum(P, -1) - P
@@ -411,8 +415,12 @@ def soft_order_mask_jacobian(potentials, temperature=0.1, num_iters=100, scale_n
         g = -t * lse2
         T = torch.exp(B - lse2).unsqueeze(-3)
         dg = -(T * (dC + df)).sum(-2, keepdim=True)
-    P = torch.exp(C + f + g)
-    dP = P.unsqueeze(-3) * (dC + df + dg)  # [..., d, n, n]
+    logP = C + f + g
+    lse = torch.logsumexp(logP, -1, keepdim=True)  # final row normalisation (as in soft_order_mask)
+    P = torch.exp(logP - lse)
+    dlogP = dC + df + dg
+    dlogP = dlogP - (P.unsqueeze(-3) * dlogP).sum(-1, keepdim=True)
+    dP = P.unsqueeze(-3) * dlogP  # [..., d, n, n]
     before = torch.cumsum(P, -1) - P
     dbefore = torch.cumsum(dP, -1) - dP
     M = before @ P.transpose(-1, -2)

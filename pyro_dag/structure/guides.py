@@ -98,7 +98,8 @@ class ConditionalSplineCoupling(ConditionalTransformModule):
     where ``g`` is an elementwise monotonic rational-quadratic spline on ``[-bound, bound]`` (identity outside) whose
     bin widths, heights and interior knot derivatives come from a :class:`~pyro.nn.ConditionalDenseNN` of the
     untouched half ``x_{1:s}`` and the context ``c``. The conditioner's last layer starts at zero weights with
-    biases that make the spline the identity, so the layer is the identity map at initialisation.
+    biases that make every knot derivative 1 - 1e-3 (the value Pyro pads the boundary knots with), so the layer
+    is the identity map up to ~1e-4 at initialisation.
 
     :param int input_dim: ``D``.
     :param int context_dim: length of the context vector.

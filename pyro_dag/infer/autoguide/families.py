@@ -143,6 +143,19 @@ class StructuredFamily(PyroModule):
             rows.append(torch.cat(row, dim=-1))
         return torch.cat(rows, dim=-2)
 
+    def set_node(self, node, loc, precision_tril):
+        """Set one node's mean ``[P_w]`` and diagonal precision-factor block ``[P_w, P_w]``."""
+        s = precision_tril.diagonal().reciprocal()
+        _assign(self.locs, node, loc)
+        _assign(self.scales, node, s)
+        _assign(self.unit_trils, node, precision_tril * s)
+
+    def zero_offdiagonal(self):
+        """Remove all coupling between blocks (the mean-field special case)."""
+        for k in range(len(self.edges)):
+            p = getattr(self.offdiag, f"e{k}")
+            _assign(self.offdiag, f"e{k}", torch.zeros_like(p))
+
     def set_precision_tril(self, loc, precision_tril):
         """Set ``m`` ``[P]`` and the precision factor ``L`` ``[P, P]`` (in this family's block order).
 

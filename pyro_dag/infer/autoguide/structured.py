@@ -154,6 +154,36 @@ class AutoStructuredGuide(AutoGuide):
         return result
 
     @torch.no_grad()
+    def warm_start(self, source, reset_latent_scale=1.0):
+        """Initialise this guide from a trained guide (the paper's recipe: mean field first, digest-000 §2.13).
+
+        Means are copied for every node. Observed nodes keep the source's covariance (as the diagonal block of
+        the precision, ``Λ_ww = S_w⁻¹``, with no coupling between blocks). Latent (never observed) nodes get
+        their scale reset to ``reset_latent_scale`` (the prior's by default): a mean-field fit collapses the
+        posterior variance of co-parents, and copying it would trap the structured guide in that collapsed
+        solution (issue 3, pitfall 3). Pass ``reset_latent_scale=None`` to copy every covariance.
+
+        :param source: a set-up :class:`AutoStructuredGuide` for the same model (any structure).
+        """
+        if self.family is None or source.family is None:
+            raise RuntimeError("run both guides once (e.g. one SVI step) before warm-starting")
+        src = source.inducing_posterior()
+        observed = set(self._observed)
+        for b in self.family.blocks:
+            loc = src.mean_blocks()[b.node].reshape(-1)
+            if reset_latent_scale is not None and b.node not in observed:
+                cov = torch.eye(b.size, dtype=loc.dtype, device=loc.device) * reset_latent_scale ** 2
+            else:
+                cov = src.covariance_block(b.node)
+            if self.structure == "mean_field":
+                self.family.set_node(b.node, loc, torch.linalg.cholesky(cov))
+            else:
+                self.family.set_node(b.node, loc, torch.linalg.cholesky(torch.linalg.inv(cov)))
+        if self.structure != "mean_field":
+            self.family.zero_offdiagonal()
+        return self
+
+    @torch.no_grad()
     def median(self, *args, **kwargs):
         """Posterior means of the inducing sites (the Gaussian's median)."""
         means = self.inducing_posterior().mean_blocks()

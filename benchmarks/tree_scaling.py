@@ -1,0 +1,160 @@
+"""ELBO cost on binary branching trees (digest-000 §4.4, the paper's Fig. 2).
+
+A 2-D root ``X`` feeds a binary tree of depth 1..9 (``2^{d+1} - 2`` GP nodes, up to 1022); the ``2^d``
+leaves are observed on 20 cases, ``X ~ U[-2, 2]²``. Data: each node is a one-parent GP draw (random Fourier
+features, length-scale 1.2 at the first layer and 0.9 below), squashed by tanh; leaves get N(0, 0.05²)
+noise. Model: ARD RBF per node, 20 inducing points per node; one ancestral sample (S = 1), full batch,
+float64. We time one ELBO + gradient (forward and backward, no optimiser) for DAG-VI (mean field), DAG-SVI
+chordal with the dense backend (while ``P = 20 J`` stays small enough) and with the sparse backend, all
+from the same initial parameters, in one run, one thread.
+
+    python benchmarks/tree_scaling.py [--max-depth 9] [--max-dense-depth 6] [--repeats 3]
+"""
+import argparse
+import math
+import time
+
+import networkx as nx
+import pyro
+import torch
+from common import RESULTS, one_thread, write_json, write_readme_section
+
+from pyro_dag import DAGDGP
+from pyro_dag.infer import DAGELBO
+from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+
+def tree(depth):
+    g = nx.DiGraph()
+    g.add_node("X")
+    frontier = ["X"]
+    for level in range(depth):
+        nxt = []
+        for p in frontier:
+            for k in range(2):
+                child = f"n{k}" if p == "X" else f"{p}{k}"
+                g.add_edge(p, child)
+                nxt.append(child)
+        frontier = nxt
+    return g, frontier
+
+
+def rff_draw(x, lengthscale, gen, features=64):
+    w = torch.randn(x.shape[-1], features, dtype=x.dtype, generator=gen) / lengthscale
+    b = 2 * math.pi * torch.rand(features, dtype=x.dtype, generator=gen)
+    c = torch.randn(features, dtype=x.dtype, generator=gen)
+    return (math.sqrt(2.0 / features) * torch.cos(x @ w + b) @ c).unsqueeze(-1)
+
+
+def make_problem(depth, n=20, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    g, leaves = tree(depth)
+    X = torch.rand(n, 2, dtype=torch.float64, generator=gen) * 4 - 2
+    values = {"X": X}
+    for v in nx.topological_sort(g):
+        if v == "X":
+            continue
+        (p,) = list(g.predecessors(v))
+        ls = 1.2 if p == "X" else 0.9
+        f = rff_draw(values[p], ls, gen)
+        values[v] = torch.tanh(f + 0.05 * torch.randn(f.shape, dtype=f.dtype, generator=gen))
+    data = {v: values[v] + 0.05 * torch.randn(n, 1, dtype=torch.float64, generator=gen) for v in leaves}
+    return g, {"X": X}, data
+
+
+def time_elbo(model, guide, inputs, data, repeats):
+    elbo = DAGELBO(num_particles=1)
+    params = list(guide.parameters())
+    times = []
+    for _ in range(repeats + 1):  # the first call is a warm-up
+        t = time.perf_counter()
+        loss = elbo.differentiable_loss(model, guide, inputs, data)
+        torch.autograd.grad(loss, params)
+        times.append(time.perf_counter() - t)
+    return sorted(times[1:])[len(times[1:]) // 2]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--max-depth", type=int, default=9)
+    parser.add_argument("--max-dense-depth", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    one_thread()
+    if args.quick:
+        args.max_depth, args.max_dense_depth, args.repeats = 3, 3, 1
+    rows = []
+    for depth in range(1, args.max_depth + 1):
+        g, inputs, data = make_problem(depth)
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        model = DAGDGP(g, num_inducing=20).double()
+        model.setup(inputs, data)
+        row = {"depth": depth, "gp_nodes": len(model.gp_nodes), "inducing_dim": 20 * len(model.gp_nodes)}
+        mf = AutoStructuredGuide(model, structure="mean_field", name="mf")
+        mf(inputs, data)
+        row["mean_field_s"] = time_elbo(model, mf, inputs, data, args.repeats)
+        st = AutoStructuredGuide(model, structure="chordal", backend="sparse", name="chordal")
+        st(inputs, data)
+        row["chordal_sparse_s"] = time_elbo(model, st, inputs, data, args.repeats)
+        if depth <= args.max_dense_depth:
+            st.family.backend = "dense"
+            row["chordal_dense_s"] = time_elbo(model, st, inputs, data, args.repeats)
+            st.family.backend = "sparse"
+        rows.append(row)
+        print(row, flush=True)
+    # log-log slope of the sparse cost against the number of nodes (depths >= 3, where fixed costs fade)
+    pts = [(math.log(r["gp_nodes"]), math.log(r["chordal_sparse_s"])) for r in rows if r["depth"] >= 3]
+    slope = None
+    if len(pts) >= 2:
+        mx = sum(p[0] for p in pts) / len(pts)
+        my = sum(p[1] for p in pts) / len(pts)
+        slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+    dense_rows = [r for r in rows if "chordal_dense_s" in r]
+    deepest = dense_rows[-1] if dense_rows else None
+    summary = {"sparse_loglog_slope": slope,
+               "sparse_speedup_at_deepest_dense": (deepest["chordal_dense_s"] / deepest["chordal_sparse_s"])
+               if deepest else None,
+               "deepest_dense_depth": deepest["depth"] if deepest else None,
+               "max_sparse_over_mean_field": max(r["chordal_sparse_s"] / r["mean_field_s"] for r in rows)}
+    print(summary)
+    name = "tree_scaling" + ("_quick" if args.quick else "")
+    write_json(name, {"settings": vars(args), "rows": rows, "summary": summary})
+    if args.quick:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    ax.loglog([r["gp_nodes"] for r in rows], [r["mean_field_s"] for r in rows], "o-", label="DAG-VI (mean field)")
+    ax.loglog([r["gp_nodes"] for r in dense_rows], [r["chordal_dense_s"] for r in dense_rows], "s-",
+              label="DAG-SVI chordal, dense")
+    ax.loglog([r["gp_nodes"] for r in rows], [r["chordal_sparse_s"] for r in rows], "^-",
+              label="DAG-SVI chordal, sparse")
+    ax.set_xlabel("GP nodes J (20 inducing points each)")
+    ax.set_ylabel("seconds per ELBO + gradient (1 thread)")
+    ax.set_title("binary branching trees")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(f"{RESULTS}/tree_scaling.png", dpi=110)
+    lines = ["## ELBO cost on binary branching trees (paper Fig. 2)", "",
+             "`python benchmarks/tree_scaling.py` (20 cases, 20 inducing points per node, S = 1, float64, one "
+             "thread; one ELBO + gradient, median of 3). Plot: `results/tree_scaling.png`.", "",
+             "| depth | GP nodes | mean field | chordal dense | chordal sparse | sparse / mean field |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        dense = f"{r['chordal_dense_s']:.3f} s" if "chordal_dense_s" in r else "—"
+        lines.append(f"| {r['depth']} | {r['gp_nodes']} | {r['mean_field_s']:.3f} s | {dense} | "
+                     f"{r['chordal_sparse_s']:.3f} s | {r['chordal_sparse_s'] / r['mean_field_s']:.2f} |")
+    lines += ["", f"Sparse log-log slope (depth ≥ 3): {slope:.2f}; sparse speed-up over dense at depth "
+                  f"{summary['deepest_dense_depth']}: {summary['sparse_speedup_at_deepest_dense']:.1f}×; worst "
+                  f"sparse / mean-field ratio: {summary['max_sparse_over_mean_field']:.2f}."]
+    write_readme_section("tree-scaling", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
