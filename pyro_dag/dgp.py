@@ -440,7 +440,8 @@ class DAGDGP(PyroModule):
             else:
                 var = cov.diagonal(dim1=-2, dim2=-1)
                 f = loc + (torch.linalg.cholesky(cov) @ eps.unsqueeze(-1)).squeeze(-1)
-            state.update(w, a, r, f)
+            if w != self.topo_nodes[-1]:  # nothing is drawn after the last node: skip its conditioning
+                state.update(w, a, r, f)
             values[w] = f
             out[w] = (f, loc.expand(batch), var.expand(batch))
         return out

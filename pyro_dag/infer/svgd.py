@@ -12,6 +12,7 @@ in the feature space ``psi(r) = vec(M_tau(r))`` of relaxed order masks, not on r
 """
 import math
 import numbers
+import warnings
 
 import pyro
 import torch
@@ -157,6 +158,8 @@ class OrderSVGD:
     4. set the particles' gradient to ``-phi`` and step every parameter with ``optim``; clamp the particles to
        ``[-clamp, clamp]``.
 
+    A step whose loss or gradients are not finite is skipped (counted in :attr:`num_skipped`, with a warning).
+
     With ``repulsion_weight=0`` and one particle (or a kernel that is the identity matrix) this is plain gradient
     ascent on each particle's ELBO.
 
@@ -235,6 +238,7 @@ class OrderSVGD:
         self.particle_name = f"order_svgd.{potential_site}"
         self.plate_name = "order_svgd_particles"
         self.last_stats = {}
+        self.num_skipped = 0
 
     # -- particles ---------------------------------------------------------------------------------------
     def _get_particles(self, fn):
@@ -309,6 +313,17 @@ class OrderSVGD:
         with poutine.trace(param_only=True) as param_capture:
             loss = self.loss.differentiable_loss(self.vectorized_model, self.vectorized_guide, *args, **kwargs) / K
             loss.backward()
+        params = set(site["value"].unconstrained() for site in param_capture.trace.nodes.values())
+        finite = [torch.isfinite(loss)] + [torch.isfinite(p.grad).all() for p in params if p.grad is not None]
+        if not bool(torch.stack(finite).all()):
+            # a non-finite Monte Carlo draw (e.g. an overflow in one particle) must not poison the parameters
+            zero_grads(params)
+            self.num_skipped += 1
+            if self.num_skipped in (1, 10, 100):
+                warnings.warn(f"OrderSVGD: skipped {self.num_skipped} step(s) with a non-finite loss or gradient",
+                              RuntimeWarning)
+            self.last_stats = {"loss": float("nan")}
+            return float("nan")
         particles = pyro.param(self.particle_name).unconstrained()
         if particles.grad is None:
             raise RuntimeError(
@@ -326,7 +341,6 @@ class OrderSVGD:
                 "attraction_norm": att.norm(dim=-1).mean().item(),
                 "repulsion_norm": rep.norm(dim=-1).mean().item(),
             }
-        params = set(site["value"].unconstrained() for site in param_capture.trace.nodes.values())
         self.optim(params)
         zero_grads(params)
         if self.clamp is not None:

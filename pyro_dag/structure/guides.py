@@ -33,6 +33,11 @@ __all__ = ["AutoEdgeFlowGuide", "ConditionalSplineCoupling", "EdgeFlow", "edge_f
 _MIN_DERIVATIVE = 1e-3
 # softplus(x) + 1e-3 = 1 - 1e-3 (Pyro pads the boundary knots with 1 - 1e-3): an identity spline at init.
 _IDENTITY_DERIVATIVE = math.log(math.expm1(1.0 - 2 * _MIN_DERIVATIVE))
+_LOGIT_BOUND = 4.0
+
+
+def _soft_clamp(x, bound=_LOGIT_BOUND):
+    return bound * torch.tanh(x / bound)
 
 
 class _ConditionedSplineCoupling(Transform):
@@ -58,9 +63,11 @@ class _ConditionedSplineCoupling(Transform):
         ctx = ctx.expand(shape + ctx.shape[-1:])
         w, h, d = par.nn(x1, ctx)
         m, K = par.input_dim - par.split_dim, par.count_bins
-        w = F.softmax(w.reshape(shape + (m, K)), -1)
-        h = F.softmax(h.reshape(shape + (m, K)), -1)
-        d = F.softplus(d.reshape(shape + (m, K - 1)))
+        # soft-clamp the raw bin logits: bin ratios stay below exp(2 * _LOGIT_BOUND), which keeps the slopes and the
+        # float32 log-determinants finite (unbounded conditioners produce near-vertical bins and NaN log-dets)
+        w = F.softmax(_soft_clamp(w.reshape(shape + (m, K))), -1)
+        h = F.softmax(_soft_clamp(h.reshape(shape + (m, K))), -1)
+        d = F.softplus(_soft_clamp(d.reshape(shape + (m, K - 1))))
         return shape, w, h, d
 
     def _call(self, x):
@@ -97,7 +104,9 @@ class ConditionalSplineCoupling(ConditionalTransformModule):
 
     where ``g`` is an elementwise monotonic rational-quadratic spline on ``[-bound, bound]`` (identity outside) whose
     bin widths, heights and interior knot derivatives come from a :class:`~pyro.nn.ConditionalDenseNN` of the
-    untouched half ``x_{1:s}`` and the context ``c``. The conditioner's last layer starts at zero weights with
+    untouched half ``x_{1:s}`` and the context ``c``; the raw bin and derivative logits are soft-clamped to
+    ``+-4`` so that no bin becomes near-vertical (which overflows float32 log-determinants). The conditioner's last
+    layer starts at zero weights with
     biases that make every knot derivative 1 - 1e-3 (the value Pyro pads the boundary knots with), so the layer
     is the identity map up to ~1e-4 at initialisation.
 

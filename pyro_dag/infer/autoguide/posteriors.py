@@ -240,12 +240,18 @@ class DenseAncestralState:
         cols = self.sigma[:, b.slice].reshape(self.posterior.size, b.dim, b.num_inducing)
         return torch.einsum("...m,pjm->...pj", a, cols)
 
+    @staticmethod
+    def _contract(a, rows, block):
+        """``(I ⊗ aᵀ) rows``: ``[..., P_u, k]`` block rows -> ``[..., d_u, k]`` (elementwise; these are tiny
+        per-case matrices, for which batched matmuls are slow)."""
+        r = rows.reshape(rows.shape[:-2] + (block.dim, block.num_inducing, rows.shape[-1]))
+        return (a.unsqueeze(-2).unsqueeze(-1) * r).sum(-2)
+
     def predict(self, node, a, r):
         post = self.posterior
         b = post.block_of[node]
         sg = self._sigma_g(node, a)                                  # [..., P, d]
-        blk = sg[..., b.slice, :].reshape(sg.shape[:-2] + (b.dim, b.num_inducing, b.dim))
-        v_ww = torch.einsum("...m,...jmk->...jk", a, blk)            # G_w Σ_ww G_wᵀ
+        v_ww = self._contract(a, sg[..., b.slice, :], b)            # G_w Σ_ww G_wᵀ
         v_ww = v_ww + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
         loc = a @ post.loc[b.slice].reshape(b.dim, b.num_inducing).T  # μ⁰_w
         if self.drawn:
@@ -253,8 +259,7 @@ class DenseAncestralState:
             parts = []
             for u, a_u in self.drawn:
                 bu = post.block_of[u]
-                rows = sg[..., bu.slice, :].reshape(sg.shape[:-2] + (bu.dim, bu.num_inducing, b.dim))
-                parts.append(torch.einsum("...m,...jmk->...jk", a_u, rows))
+                parts.append(self._contract(a_u, sg[..., bu.slice, :], bu))
             pb = torch.broadcast_shapes(*[t.shape[:-2] for t in parts])
             v_prev = torch.cat([t.expand(pb + t.shape[-2:]) for t in parts], dim=-2)
             batch = torch.broadcast_shapes(self.chol.shape[:-2], v_prev.shape[:-2])

@@ -1,0 +1,86 @@
+"""Latent collider (digest-000 §4.1, Table 1, Fig. 14): DAG-VI vs DAG-SVI, dense and sparse backends.
+
+Protocol: the paper's. True kernels, noise 0.015² and inducing inputs fixed (15 / 15 / 49 inducing points;
+the child's spread over the parents' prior range), 3000 full-batch Adam steps with lr 0.01, 4 ancestral
+samples, float64, one thread, seeds 0-2 (the data set is the same, seed 0). Configurations:
+
+* ``mean_field``: DAG-VI, 3000 steps;
+* ``chordal-{dense,sparse}-cold``: DAG-SVI from the initial guide, 3000 steps;
+* ``chordal-{dense,sparse}-warm``: the paper's recipe, 1000 mean-field steps, then the structured guide
+  initialised from them (means copied, latent parents reset to the prior scale) for 2000 steps.
+
+Metrics (pyro_dag.experiments.collider): child RMSE and sample CRPS of ``F_w3`` against the noise-free
+surface on the 119 observed cases ("train") and the 46 held-out cases ("test"), mean |corr(w1, w2)| and
+the parents' posterior variance, from 500 posterior samples.
+
+    python benchmarks/collider.py [--seeds 0 1 2] [--configs ...]
+"""
+import argparse
+import statistics
+
+from common import one_thread, write_json, write_readme_section
+
+from pyro_dag.experiments.collider import fit_collider
+
+CONFIGS = {
+    "mean_field": dict(structure="mean_field", backend="dense", warm_start=0),
+    "chordal-dense-cold": dict(structure="chordal", backend="dense", warm_start=0),
+    "chordal-dense-warm": dict(structure="chordal", backend="dense", warm_start=1000),
+    "chordal-sparse-warm": dict(structure="chordal", backend="sparse", warm_start=1000),
+    "chordal-sparse-cold": dict(structure="chordal", backend="sparse", warm_start=0),
+}
+KEYS = ["rmse_train", "rmse_test", "crps_train", "crps_test", "mean_abs_corr", "parent_var", "nlpd_test",
+        "seconds_per_step_main", "final_elbo"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--sparse-seeds", type=int, nargs="+", default=None,
+                        help="seeds for the (slow) sparse cold-start configuration (default: the first seed)")
+    args = parser.parse_args()
+    one_thread()
+    runs = []
+    for name in args.configs:
+        seeds = args.seeds
+        if name == "chordal-sparse-cold":
+            seeds = args.sparse_seeds or args.seeds[:1]
+        for seed in seeds:
+            cfg = CONFIGS[name]
+            res = fit_collider(steps=args.steps, seed=seed, progress=False, **cfg)
+            row = {"config": name, "seed": seed, **{k: res["metrics"][k] for k in KEYS}}
+            runs.append(row)
+            print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+            write_json("collider", {"settings": vars(args), "runs": runs})
+    summary = {}
+    for name in args.configs:
+        rows = [r for r in runs if r["config"] == name]
+        summary[name] = {k: (statistics.mean(r[k] for r in rows),
+                             statistics.stdev(r[k] for r in rows) if len(rows) > 1 else 0.0) for k in KEYS}
+        summary[name]["n"] = len(rows)
+    write_json("collider", {"settings": vars(args), "runs": runs, "summary": summary})
+    lines = ["## Latent collider: DAG-VI vs DAG-SVI (paper Table 1, Fig. 14)", "",
+             "`python benchmarks/collider.py` (3000 Adam steps, lr 0.01, 4 samples, float64, one thread; mean ± sd "
+             "over optimisation seeds; RMSE/CRPS of the child's latent values against the noise-free surface on "
+             "the 119 observed and the 46 held-out cases; CRPS from 500 posterior samples; |corr| and variance "
+             "of the parents averaged over the 165 cases). \"warm\" = 1000 mean-field steps, then 2000 "
+             "structured steps from the warm start; \"cold\" = 3000 structured steps.", "",
+             "| configuration | seeds | RMSE train | RMSE test | CRPS train | CRPS test | mean abs corr(w1,w2) | "
+             "parent var | ms / step |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name in args.configs:
+        s = summary[name]
+        f = lambda k, p=4: f"{s[k][0]:.{p}f} ± {s[k][1]:.{p}f}"  # noqa: E731
+        lines.append(f"| {name} | {s['n']} | {f('rmse_train')} | {f('rmse_test')} | {f('crps_train')} | "
+                     f"{f('crps_test')} | {f('mean_abs_corr', 3)} | {f('parent_var')} | "
+                     f"{s['seconds_per_step_main'][0] * 1e3:.1f} |")
+    lines += ["", "Paper (Table 1 / Fig. 14): RMSE 0.114 (DAG-VI) vs 0.055 (DAG-SVI), CRPS 0.075 vs 0.060, "
+                  "mean |corr| 0.02 vs 0.93, parent variance ~1e-4 vs ~0.16 (its grid range, split and CRPS "
+                  "estimator are not stated)."]
+    write_readme_section("collider", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
