@@ -9,17 +9,27 @@ The guide reads the DAG from the model's trace: every inducing site ``"{w}.u"`` 
 :class:`~pyro_dag.DAGDGP` carries ``infer["dag"]`` metadata (node, graph, observed nodes). Other
 continuous latent sites of the model (e.g. kernel hyperparameters given priors with ``PyroSample``) are
 guided by an :class:`~pyro.infer.autoguide.AutoNormal` over them.
+
+On a model with no DAGDGP in it, the guide works on any continuous latent sites: the structure is the
+posterior dependency graph from ``pyro.infer.inspect.get_dependencies`` completed to a chordal graph, with
+one block per latent site (in unconstrained space), and the same dense / sparse machinery (use it with
+``Trace_ELBO``).
 """
+from contextlib import ExitStack
+
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.distributions.util import sum_rightmost
 from pyro import poutine
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.infer.autoguide import AutoGuide, AutoNormal
-from torch.distributions import constraints
+from torch.distributions import biject_to, constraints
+
+from ... import graph as dag_graph
 
 from ..context import current_estimator, suspended
-from .families import make_family
+from .families import _assign, make_family
 from .posteriors import Block
 
 __all__ = ["AutoStructuredGuide", "InducingDistribution"]
@@ -91,8 +101,8 @@ class AutoStructuredGuide(AutoGuide):
             else:
                 others.append(name)
         if not dag_sites:
-            raise ValueError("AutoStructuredGuide found no DAGDGP inducing sites ('{node}.u') in the model; "
-                             "build it for a pyro_dag.DAGDGP model (for other models use Pyro's AutoGuides)")
+            self._setup_generic(*args, **kwargs)
+            return
         keys = {site["infer"]["dag"]["model_key"] for _, site in dag_sites}
         if len(keys) > 1:
             raise ValueError("AutoStructuredGuide supports one DAGDGP per model; found several. Use one guide per "
@@ -117,6 +127,77 @@ class AutoStructuredGuide(AutoGuide):
             with suspended():
                 self.other_guide._setup_prototype(*args, **kwargs)
 
+    def _setup_generic(self, *args, **kwargs):
+        """Any Pyro model with continuous latent sites: the structure comes from the model's posterior
+        dependency graph (``pyro.infer.inspect.get_dependencies``, which already marries co-parents), completed
+        to a chordal graph; each latent site (in unconstrained space, plates included) is one block."""
+        import networkx as nx
+        from pyro.infer.inspect import get_dependencies
+
+        self._generic = True
+        latent = []
+        for name, site in self.prototype_trace.iter_stochastic_nodes():
+            if site["fn"].support.is_discrete:
+                raise ValueError(f"AutoStructuredGuide: site {name!r} is discrete; it supports continuous latent "
+                                 "sites only (enumerate or marginalise discrete sites)")
+            latent.append(name)
+        with suspended(), poutine.block():  # keep the model's sites out of any enclosing trace
+            deps = get_dependencies(self.model, args, kwargs)["posterior_dependencies"]
+        ids = {name: f"site{i}" for i, name in enumerate(latent)}
+        graph = nx.Graph()
+        graph.add_nodes_from(ids[n] for n in latent)
+        for a in latent:
+            for b in deps.get(a, {}):
+                if b in ids and b != a:
+                    graph.add_edge(ids[a], ids[b])
+        blocks, offset, self._unconstrained_shapes = [], 0, {}
+        for name in latent:
+            site = self.prototype_trace.nodes[name]
+            u = biject_to(site["fn"].support).inv(site["value"].detach())
+            self._unconstrained_shapes[name] = u.shape
+            blocks.append(Block(ids[name], 1, u.numel(), offset))
+            offset += u.numel()
+        self._site_names = {ids[n]: n for n in latent}
+        ref = self.prototype_trace.nodes[latent[0]]["value"]
+        if self.structure == "mean_field":
+            self.family = make_family("mean_field", self.backend, blocks, None, init_scale=self.init_scale,
+                                      dtype=ref.dtype, device=ref.device)
+        else:
+            from .families import StructuredFamily
+
+            pattern = nx.complete_graph([b.node for b in blocks]) if self.structure == "full" else \
+                dag_graph.chordal_completion(graph)
+            order = dag_graph.perfect_elimination_order(pattern)
+            self.family = StructuredFamily(blocks, pattern, order, self.backend, self.init_scale, ref.dtype,
+                                           ref.device)
+        # Start at the prototype's (feasible) values, like Pyro's autoguides.
+        with torch.no_grad():
+            for b in self.family.blocks:
+                name = self._site_names[b.node]
+                site = self.prototype_trace.nodes[name]
+                u = biject_to(site["fn"].support).inv(site["value"].detach()).reshape(-1)
+                _assign(self.family.locs, b.node, u)
+
+    def _forward_generic(self, posterior):
+        latent = pyro.sample(f"_{self._pyro_name}_latent", InducingDistribution(posterior),
+                             infer={"is_auxiliary": True})
+        result = {}
+        for b in posterior.blocks:
+            name = self._site_names[b.node]
+            site = self.prototype_trace.nodes[name]
+            u = latent[..., b.slice].reshape(latent.shape[:-1] + self._unconstrained_shapes[name])
+            transform = biject_to(site["fn"].support)
+            value = transform(u)
+            log_density = transform.inv.log_abs_det_jacobian(value, u)
+            log_density = sum_rightmost(log_density, log_density.dim() - value.dim() + site["fn"].event_dim)
+            with ExitStack() as stack:
+                for frame in site["cond_indep_stack"]:
+                    if frame.vectorized:
+                        stack.enter_context(self.plates[frame.name])
+                result[name] = pyro.sample(name, dist.Delta(value, log_density=log_density,
+                                                            event_dim=site["fn"].event_dim))
+        return result
+
     def _check_prototype(self, part_trace):
         # Called by the inner AutoNormal (as by AutoGuideList): it must not guide inducing sites.
         for name, site in part_trace.iter_stochastic_nodes():
@@ -140,6 +221,8 @@ class AutoStructuredGuide(AutoGuide):
             self._setup_prototype(*args, **kwargs)
         self._create_plates(*args, **kwargs)  # shared with the inner AutoNormal, as in AutoGuideList
         posterior = self.family.posterior()
+        if getattr(self, "_generic", False):
+            return self._forward_generic(posterior)
         estimator = current_estimator()
         result = {}
         if estimator is not None:
