@@ -16,9 +16,11 @@ the parents' posterior variance, from 500 posterior samples.
     python benchmarks/collider.py [--seeds 0 1 2] [--configs ...]
 """
 import argparse
+import json
+import os
 import statistics
 
-from common import one_thread, write_json, write_readme_section
+from common import RESULTS, one_thread, write_json, write_readme_section
 
 from pyro_dag.experiments.collider import fit_collider
 
@@ -42,7 +44,13 @@ def main():
                         help="seeds for the (slow) sparse cold-start configuration (default: the first seed)")
     args = parser.parse_args()
     one_thread()
+    # Merge with earlier runs of other configurations / seeds (re-running a (config, seed) replaces it).
+    path = os.path.join(RESULTS, "collider.json")
+    todo = {(name, seed) for name in args.configs for seed in
+            ((args.sparse_seeds or args.seeds[:1]) if name == "chordal-sparse-cold" else args.seeds)}
     runs = []
+    if os.path.exists(path):
+        runs = [r for r in json.load(open(path)).get("runs", []) if (r["config"], r["seed"]) not in todo]
     for name in args.configs:
         seeds = args.seeds
         if name == "chordal-sparse-cold":
@@ -55,7 +63,8 @@ def main():
             print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
             write_json("collider", {"settings": vars(args), "runs": runs})
     summary = {}
-    for name in args.configs:
+    configs = [c for c in CONFIGS if any(r["config"] == c for r in runs)]
+    for name in configs:
         rows = [r for r in runs if r["config"] == name]
         summary[name] = {k: (statistics.mean(r[k] for r in rows),
                              statistics.stdev(r[k] for r in rows) if len(rows) > 1 else 0.0) for k in KEYS}
@@ -70,7 +79,7 @@ def main():
              "| configuration | seeds | RMSE train | RMSE test | CRPS train | CRPS test | mean abs corr(w1,w2) | "
              "parent var | ms / step |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for name in args.configs:
+    for name in configs:
         s = summary[name]
         f = lambda k, p=4: f"{s[k][0]:.{p}f} ± {s[k][1]:.{p}f}"  # noqa: E731
         lines.append(f"| {name} | {s['n']} | {f('rmse_train')} | {f('rmse_test')} | {f('crps_train')} | "

@@ -25,38 +25,37 @@ __all__ = ["Sum", "Prod", "FusionKernel", "Concat", "Additive", "Product", "ANOV
            "InputConnected", "SumInput", "as_fusion_kernel"]
 
 
-class Sum(Kernel):
+class _Composition(Kernel):
+    """Two kernels on the same inputs, combined elementwise by :meth:`combine`."""
+
+    def __init__(self, k1, k2):
+        super().__init__()
+        self.k1, self.k2 = k1, k2
+
+    def bind(self, input_dim):
+        super().bind(input_dim)
+        self.k1.bind(input_dim)
+        self.k2.bind(input_dim)
+        return self
+
+    def forward(self, X, Z=None, diag=False):
+        return self.combine(self.k1(X, Z, diag), self.k2(X, Z, diag))
+
+
+class Sum(_Composition):
     """``k1 + k2`` on the same inputs (also ``k1 + k2`` with the ``+`` operator)."""
 
-    def __init__(self, k1, k2):
-        super().__init__()
-        self.k1, self.k2 = k1, k2
-
-    def bind(self, input_dim):
-        super().bind(input_dim)
-        self.k1.bind(input_dim)
-        self.k2.bind(input_dim)
-        return self
-
-    def forward(self, X, Z=None, diag=False):
-        return self.k1(X, Z, diag) + self.k2(X, Z, diag)
+    @staticmethod
+    def combine(a, b):
+        return a + b
 
 
-class Prod(Kernel):
+class Prod(_Composition):
     """``k1 · k2`` on the same inputs (also ``k1 * k2`` with the ``*`` operator)."""
 
-    def __init__(self, k1, k2):
-        super().__init__()
-        self.k1, self.k2 = k1, k2
-
-    def bind(self, input_dim):
-        super().bind(input_dim)
-        self.k1.bind(input_dim)
-        self.k2.bind(input_dim)
-        return self
-
-    def forward(self, X, Z=None, diag=False):
-        return self.k1(X, Z, diag) * self.k2(X, Z, diag)
+    @staticmethod
+    def combine(a, b):
+        return a * b
 
 
 def _block(X, slices):

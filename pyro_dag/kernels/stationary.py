@@ -105,12 +105,16 @@ class RationalQuadratic(Stationary):
         return (1 + 0.5 * r2 / alpha).pow(-alpha)
 
 
-class Linear(Kernel):
-    """Linear kernel ``σ² xᵀz`` (the ``k_lin`` factor of the multi-fidelity kernel, digest-000 §1.4 item 8)."""
+class _VarianceKernel(Kernel):
+    """A kernel whose only hyperparameter is a variance ``σ²``."""
 
     def __init__(self, variance=1.0):
         super().__init__()
         self.variance = positive_param(variance, "variance")
+
+
+class Linear(_VarianceKernel):
+    """Linear kernel ``σ² xᵀz`` (the ``k_lin`` factor of the multi-fidelity kernel, digest-000 §1.4 item 8)."""
 
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
@@ -120,16 +124,12 @@ class Linear(Kernel):
         return self.variance * (X @ Z.transpose(-1, -2))
 
 
-class White(Kernel):
+class White(_VarianceKernel):
     """White-noise kernel ``σ² 1{x and z are the same input}``.
 
     With ``Z=None`` (the same inputs) it returns ``σ² I``; across two input sets it returns zeros. Adding it
     to a node's kernel absorbs an additive Gaussian innovation into ``K_w`` (digest-000 §1.3).
     """
-
-    def __init__(self, variance=1.0):
-        super().__init__()
-        self.variance = positive_param(variance, "variance")
 
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
@@ -142,12 +142,8 @@ class White(Kernel):
         return X.new_zeros(batch + (X.shape[-2], Z.shape[-2]))
 
 
-class Constant(Kernel):
+class Constant(_VarianceKernel):
     """Constant kernel ``σ²`` (a random offset)."""
-
-    def __init__(self, variance=1.0):
-        super().__init__()
-        self.variance = positive_param(variance, "variance")
 
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
