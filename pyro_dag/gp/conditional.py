@@ -71,5 +71,5 @@ def whitened_conditional(kernel, Z, L, X, upper=False):
     Kxz = kernel(X, Z)  # [..., B, M]
     # aᵀ = K_xz L⁻ᵀ: a right-sided triangular solve keeps the [..., B, M] layout (no transposed copies).
     a = torch.linalg.solve_triangular(L.transpose(-1, -2), Kxz, upper=not upper, left=False)
-    r = (kernel(X, diag=True) - a.pow(2).sum(-1)).clamp_min(0)
+    r = (kernel(X, diag=True) - (a * a).sum(-1)).clamp_min(0)
     return a, r

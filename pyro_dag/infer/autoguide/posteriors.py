@@ -154,7 +154,8 @@ class MeanFieldState:
         loc = a @ m.T
         if b.dim == 1:
             # One matmul over all (sample, case) pairs; avoids a batched [1, P] @ [P, 1] product per case.
-            var = (a @ L[0]).pow(2).sum(-1) + r
+            AL = a @ L[0]
+            var = (AL * AL).sum(-1) + r
             return loc, var[..., None, None]
         AL = torch.stack([a @ L[j] for j in range(b.dim)], dim=-2)  # [..., d, P]
         cov = torch.einsum("...jp,...kp->...jk", AL, AL)
