@@ -166,7 +166,7 @@ def main():
     x_all = sachs(dtype=torch.float64).data.numpy()
     truths = {"cdt18": sachs_graph("cdt").numpy(), "consensus17": sachs_graph("consensus").numpy()}
     tr = splits()
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip() and m.strip() != "none"]  # none: tables only
     for i in args.folds:
         x = x_all[tr[i]]
         x = (x - x.mean(0)) / x.std(0)
@@ -191,7 +191,7 @@ def main():
     sc.save_results(out, res)
     text = report(res, args)
     print(text)
-    if not args.quick:
+    if not args.quick and args.out is None:  # only the default results file feeds the README
         sc.write_readme_block("sachs", text)
 
 

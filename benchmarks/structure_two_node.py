@@ -103,7 +103,7 @@ def main():
             f"{args.k} posterior samples. The paper's bar labels are partly inferred (digest-001 §8) and the "
             "authors' code does not reproduce them; compare the qualitative ordering.\n\n" + "\n".join(lines))
     print(text)
-    if not args.quick:
+    if not args.quick and args.out is None:  # only the default results file feeds the README
         sc.write_readme_block("two-node", text)
 
 
