@@ -25,10 +25,10 @@ from pyro.nn import ConditionalDenseNN, PyroParam
 from torch.distributions import constraints
 from torch.distributions.transforms import Transform
 
-from .distributions import OrderedDAG, RelaxedOrderedDAG, fill_offdiag
+from .distributions import OrderedDAG, RelaxedOrderedDAG, fill_offdiag, offdiag, soft_order_mask
 from .models import Mechanism
 
-__all__ = ["AutoEdgeFlowGuide", "ConditionalSplineCoupling", "EdgeFlow", "edge_flow"]
+__all__ = ["AutoEdgeFlowGuide", "ConditionalSplineCoupling", "EdgeFlow", "EdgeOffsetNet", "OrderMaskAffine", "edge_flow"]
 
 _MIN_DERIVATIVE = 1e-3
 # softplus(x) + 1e-3 = 1 - 1e-3 (Pyro pads the boundary knots with 1 - 1e-3): an identity spline at init.
@@ -157,17 +157,18 @@ class ConditionalSplineCoupling(ConditionalTransformModule):
         return _ConditionedSplineCoupling(self, context)
 
 
-class _ElementwiseAffine(dist.torch_transform.TransformModule):
-    """``y = loc + exp(log_scale) * x`` elementwise with learnable ``loc`` and ``log_scale``."""
-
+class _ConditionedMaskAffine(Transform):
     domain = constraints.real_vector
     codomain = constraints.real_vector
     bijective = True
 
-    def __init__(self, dim, loc=None, scale=None):
+    def __init__(self, loc, log_scale):
         super().__init__(cache_size=1)
-        self.loc = nn.Parameter(torch.zeros(dim) if loc is None else loc.detach().clone())
-        self.log_scale = nn.Parameter(torch.zeros(dim) if scale is None else scale.detach().log().clone())
+        self.loc, self.log_scale = loc, log_scale
+
+    @property
+    def event_dim(self):
+        return 1
 
     def _call(self, x):
         return self.loc + self.log_scale.exp() * x
@@ -179,16 +180,99 @@ class _ElementwiseAffine(dist.torch_transform.TransformModule):
         return self.log_scale.expand(torch.broadcast_shapes(x.shape, self.log_scale.shape)).sum(-1)
 
 
+class OrderMaskAffine(ConditionalTransformModule):
+    r"""Elementwise affine map of the edge logits conditioned on the relaxed order mask (digest-001 §4.2).
+
+    .. math:: \gamma_{ij} = u_{ij} + v_{ij} m_{ij} + \exp(s_{ij} + t_{ij} m_{ij})\, x_{ij}, \qquad
+        m = \mathrm{offdiag}(M_	au(r)),
+
+    so that every edge has one location/scale where the order allows it (``m = 1``) and another where it does not
+    (``m = 0``): only allowed edges meet the likelihood, and the optimal ``q(gamma_ij | r)`` of a forbidden edge is
+    its prior. A plain MLP conditioner on the potentials has to learn this switch (a comparison of two potentials)
+    from scratch. The context is the (centred) potential vector ``[..., p]``; ``temperature``, ``sinkhorn_iters``
+    and ``scale_normalize`` are attributes (the guide keeps them equal to its own). Initialised at
+    ``(u, s) = (loc, log scale)``, ``v = t = 0``.
+
+    :param int num_nodes: ``p``.
+    :param torch.Tensor loc: ``[p (p - 1)]`` initial location (default 0).
+    :param torch.Tensor scale: ``[p (p - 1)]`` initial scale (default 1).
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.real_vector
+    bijective = True
+    event_dim = 1
+
+    def __init__(self, num_nodes, loc=None, scale=None, temperature=0.1, sinkhorn_iters=100, scale_normalize=True):
+        super().__init__()
+        d = num_nodes * (num_nodes - 1)
+        self.num_nodes = num_nodes
+        self.u = nn.Parameter(torch.zeros(d) if loc is None else loc.detach().clone())
+        self.s = nn.Parameter(torch.zeros(d) if scale is None else scale.detach().log().clone())
+        self.v = nn.Parameter(torch.zeros(d))
+        self.t = nn.Parameter(torch.zeros(d))
+        self.temperature, self.sinkhorn_iters, self.scale_normalize = temperature, sinkhorn_iters, scale_normalize
+
+    def mask(self, context):
+        """``offdiag(M_tau(r))`` ``[..., p (p - 1)]`` from potentials ``[..., p]``."""
+        M = soft_order_mask(context, self.temperature, self.sinkhorn_iters, self.scale_normalize)
+        return offdiag(M)
+
+    def condition(self, context):
+        m = self.mask(context)
+        return _ConditionedMaskAffine(self.u + self.v * m, self.s + self.t * m)
+
+
+class EdgeOffsetNet(nn.Module):
+    r"""Order-conditioned logit offset ``delta(r)`` of the guide's edge conditional ``q(B | gamma, r)``.
+
+    SVI-DAG's guide reuses the model's conditional, ``q(B_ij | gamma_ij) = Bernoulli(sigmoid(gamma_ij))``, so that
+    ``log p(B | gamma) - log q(B | gamma)`` cancels (digest-001 §4.2, A.3). In that family the optimum of
+    ``q(gamma_ij)`` is ``∝ p(gamma_ij) exp(sigmoid(gamma_ij) Delta_ij)`` (``Delta_ij`` the log-likelihood gain of the
+    edge), whose mean ``sigmoid(gamma)`` -- the reported edge probability -- saturates at about
+    ``Delta / (Delta + beta)`` for a strong edge and stays near the prior for a useless one, while the exact
+    ``P(B_ij = 1 | D)`` is ``~1`` and ``~0``. With ``q(B_ij | gamma_ij, r) = Bernoulli(sigmoid(gamma_ij + delta_ij(r)))``
+    the guide can represent the exact conditional; the ELBO then contains the Bernoulli KL
+    ``KL(q(B | gamma, r) || p(B | gamma))`` (analytic, registered for :class:`RelaxedOrderedDAG` vs
+    :class:`OrderedDAG`).
+
+    ``delta = MLP(offdiag(M_tau(r)))`` (ReLU, zero-initialised output: ``delta = 0`` at the start, the paper's guide).
+
+    :param int num_nodes: ``p``; :param tuple hidden: widths.
+    """
+
+    def __init__(self, num_nodes, hidden=(64,)):
+        super().__init__()
+        d = num_nodes * (num_nodes - 1)
+        dims = [d] + list(hidden) + [d]
+        layers = []
+        for a, b in zip(dims[:-1], dims[1:]):
+            layers.append(nn.Linear(a, b))
+        self.layers = nn.ModuleList(layers)
+        with torch.no_grad():
+            self.layers[-1].weight.zero_()
+            self.layers[-1].bias.zero_()
+
+    def forward(self, mask_offdiag):
+        h = mask_offdiag
+        for layer in self.layers[:-1]:
+            h = F.relu(layer(h))
+        return self.layers[-1](h)
+
+
 class EdgeFlow(nn.Module):
     """Container of the edge-logit flow; :meth:`transforms` lists them for ``ConditionalTransformedDistribution``.
 
-    Blocks of (fixed permutation, :class:`ConditionalSplineCoupling`) and a final elementwise affine map; see
+    Blocks of (fixed permutation, :class:`ConditionalSplineCoupling`) and a final :class:`OrderMaskAffine`; see
     :func:`edge_flow`. Permutations are buffers, so ``.to(device)`` moves them.
     """
 
     def __init__(self, num_edges, context_dim, num_blocks=5, hidden_dims=(64, 64), count_bins=8, bound=5.0,
                  loc=None, scale=None, seed=42):
         super().__init__()
+        if num_edges != context_dim * (context_dim - 1):
+            raise ValueError(f"an edge flow of {context_dim} potentials has p (p - 1) = {context_dim * (context_dim - 1)} "
+                             f"edges; got num_edges={num_edges}")
         if not isinstance(num_blocks, numbers.Integral) or num_blocks < 0:
             raise ValueError(f"num_blocks must be a non-negative integer; got {num_blocks!r}")
         g = torch.Generator().manual_seed(seed)
@@ -199,7 +283,7 @@ class EdgeFlow(nn.Module):
             ConditionalSplineCoupling(num_edges, context_dim, None, hidden_dims, count_bins, bound)
             for _ in range(num_blocks)
         )
-        self.affine = _ElementwiseAffine(num_edges, loc, scale)
+        self.affine = OrderMaskAffine(context_dim, loc, scale)
 
     def transforms(self):
         """``[Permute, ConditionalSplineCoupling] * num_blocks + [affine]``."""
@@ -216,8 +300,10 @@ def edge_flow(num_edges, context_dim, num_blocks=5, hidden_dims=(64, 64), count_
     """The SVI-DAG edge-logit flow ``gamma = T_phi(z; c)`` (digest-001 §4.3) as an :class:`EdgeFlow`.
 
     ``num_blocks`` times: a fixed random :class:`~pyro.distributions.transforms.Permute` (generator ``seed``) then a
-    :class:`ConditionalSplineCoupling`; finally an elementwise affine map initialised at ``(loc, scale)`` (e.g. the
-    prior's mean and standard deviation), so that at initialisation ``gamma = loc + scale * z``.
+    :class:`ConditionalSplineCoupling` (conditioner input: the untouched half and the centred potentials); finally an
+    :class:`OrderMaskAffine` map (a location and scale per edge for "allowed" and for "forbidden" by the order)
+    initialised at ``(loc, scale)`` (e.g. the prior's mean and standard deviation), so that at initialisation
+    ``gamma = loc + scale * z``.
 
     :param int num_edges: ``d = p (p - 1)``.
     :param int context_dim: context length (``p``).
@@ -265,6 +351,9 @@ class AutoEdgeFlowGuide(AutoGuide):
     :param bool scale_normalize: RMS-normalise potentials in the Sinkhorn relaxation.
     :param str edge_relaxation: backward path of the edges, ``"concrete"`` (paper) or ``"mean"``
         (see :class:`RelaxedOrderedDAG`).
+    :param bool edge_offset: use ``q(B | gamma, r) = Bernoulli(sigmoid(gamma + delta(r)))`` with an
+        :class:`EdgeOffsetNet` (default) instead of the paper's ``q(B | gamma) = p(B | gamma)``; see there.
+    :param tuple offset_hidden: widths of the offset network.
     :param float init_scale: initial scale of ``q(r)`` (its location starts at a ``N(0, 1)`` draw).
 
     Example::
@@ -290,6 +379,8 @@ class AutoEdgeFlowGuide(AutoGuide):
         sinkhorn_iters=100,
         scale_normalize=True,
         edge_relaxation="concrete",
+        edge_offset=True,
+        offset_hidden=(64,),
         init_scale=1.0,
     ):
         if mechanism is not None and not isinstance(mechanism, Mechanism):
@@ -304,6 +395,8 @@ class AutoEdgeFlowGuide(AutoGuide):
         self.sinkhorn_iters = sinkhorn_iters
         self.scale_normalize = scale_normalize
         self.edge_relaxation = edge_relaxation
+        self.edge_offset = bool(edge_offset)
+        self.offset_hidden = tuple(offset_hidden)
         if not init_scale > 0:
             raise ValueError(f"init_scale must be positive; got {init_scale!r}")
         self.init_scale = float(init_scale)
@@ -358,6 +451,8 @@ class AutoEdgeFlowGuide(AutoGuide):
         self.flow = edge_flow(
             p * (p - 1), p, self.num_blocks, self.hidden_dims, self.count_bins, self.bound, loc, scale
         ).to(dtype=dtype, device=device)
+        if self.edge_offset:
+            self.offset_net = EdgeOffsetNet(p, self.offset_hidden).to(dtype=dtype, device=device)
         self.potential_loc = nn.Parameter(torch.randn(p, dtype=dtype, device=device))
         self.potential_scale = PyroParam(
             torch.full((p,), self.init_scale, dtype=dtype, device=device), constraint=constraints.positive
@@ -369,7 +464,17 @@ class AutoEdgeFlowGuide(AutoGuide):
         d = p * (p - 1)
         base = dist.Normal(potentials.new_zeros(potentials.shape[:-1] + (d,)), 1.0).to_event(1)
         rc = potentials - potentials.mean(-1, keepdim=True)
+        aff = self.flow.affine
+        aff.temperature, aff.sinkhorn_iters, aff.scale_normalize = (
+            self.order_temperature, self.sinkhorn_iters, self.scale_normalize)
         return dist.ConditionalTransformedDistribution(base, self.flow.transforms()).condition(rc)
+
+    def guide_edge_logits(self, potentials, gamma):
+        """Logits of ``q(B | gamma, r)``: ``gamma + delta(r)`` with :class:`EdgeOffsetNet` (or ``gamma``)."""
+        if not self.edge_offset:
+            return gamma
+        m = offdiag(soft_order_mask(potentials, self.order_temperature, self.sinkhorn_iters, self.scale_normalize))
+        return gamma + self.offset_net(m)
 
     def dag_distribution(self, potentials, edge_logits_flat):
         """``q(A | r, gamma)``: the straight-through :class:`RelaxedOrderedDAG` with the guide's temperatures."""
@@ -388,7 +493,7 @@ class AutoEdgeFlowGuide(AutoGuide):
             self._setup_prototype(*args, **kwargs)
         r = pyro.sample(self.potential_site, dist.Normal(self.potential_loc, self.potential_scale).to_event(1))
         gamma = pyro.sample(self.edge_site, self.edge_distribution(r))
-        A = pyro.sample(self.adjacency_site, self.dag_distribution(r, gamma))
+        A = pyro.sample(self.adjacency_site, self.dag_distribution(r, self.guide_edge_logits(r, gamma)))
         out = {self.potential_site: r, self.edge_site: gamma, self.adjacency_site: A}
         if self.mechanism is not None:
             params = self.mechanism.guide(A)
@@ -400,10 +505,11 @@ class AutoEdgeFlowGuide(AutoGuide):
     def sample_dags(self, potentials, num_samples=1):
         """Hard DAG samples given potentials ``[K, p]``: ``[num_samples, K, p, p]`` (digest-001 §5.3)."""
         gamma = self.edge_distribution(potentials).sample((num_samples,))
-        return OrderedDAG(potentials, fill_offdiag(gamma, self.num_nodes)).sample()
+        logits = self.guide_edge_logits(potentials, gamma)
+        return OrderedDAG(potentials, fill_offdiag(logits, self.num_nodes)).sample()
 
     @torch.no_grad()
     def edge_probs(self, potentials, num_samples=1):
         """Rao-Blackwellised ``E[sigmoid(gamma) * M(r)]`` per potential vector: ``[K, p, p]``."""
         gamma = self.edge_distribution(potentials).sample((num_samples,))
-        return self.dag_distribution(potentials, gamma).edge_probs.mean(0)
+        return self.dag_distribution(potentials, self.guide_edge_logits(potentials, gamma)).edge_probs.mean(0)
