@@ -202,7 +202,8 @@ def synthetic_sem(adjacency, n, mechanism="linear", noise_scale=1.0, weight_rang
     if standardize:
         x = (x - x.mean(0)) / x.std(0)
     dtype = dtype or torch.get_default_dtype()
-    info = {"noise_scale": noise.tolist() if np.ndim(noise_scale) else float(noise_scale), "weight_range": tuple(weight_range), "standardize": standardize}
+    info = {"noise_scale": noise.tolist() if np.ndim(noise_scale) else float(noise_scale),
+            "weight_range": tuple(weight_range), "standardize": standardize}
     if mechanism == "mlp":
         info["hidden"] = hidden
     if mechanism == "gp":
