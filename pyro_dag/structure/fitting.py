@@ -137,7 +137,8 @@ class StructurePosterior:
 
     Posterior draws follow the paper: pick a particle ``r_k`` (uniformly, or by its order's ELBO weight, see
     :meth:`particle_weights`; attribute ``weighting``), ``gamma ~ q_phi(gamma | r_k)``,
-    ``B_ij ~ Bernoulli(sigmoid(gamma_ij))``, ``A = B * M(r_k)``; every sample is a DAG.
+    ``B_ij ~ q(B_ij | gamma, r_k) = Bernoulli(sigmoid(gamma_ij + delta_ij(r_k)))`` (``delta = 0`` in the paper's
+    guide, see :class:`~pyro_dag.structure.guides.EdgeOffsetNet`), ``A = B * M(r_k)``; every sample is a DAG.
     """
 
     def __init__(self, model, guide, svgd, data, node_names, param_state, losses, settings, wall_time,
