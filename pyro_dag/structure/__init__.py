@@ -25,13 +25,14 @@ from .distributions import (
     soft_order_mask,
     sparsity_prior,
 )
-from .models import LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
+from .models import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
 from .guides import AutoEdgeFlowGuide, ConditionalSplineCoupling, edge_flow
 from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (after the modules it imports lazily)
 from .fitting import StructureModel, StructurePosterior, fit, structure_model
 
 __all__ = [
     "AutoEdgeFlowGuide",
+    "BGeSEM",
     "ConditionalSplineCoupling",
     "LinearGaussianSEM",
     "LogisticBeta",

@@ -18,7 +18,7 @@ from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD
 
 from .distributions import LogisticBeta, OrderedDAG, edge_belief_prior, fill_offdiag, offdiag, sparsity_prior
 from .guides import AutoEdgeFlowGuide
-from .models import LinearGaussianSEM, Mechanism, MLPSEM
+from .models import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM
 
 __all__ = ["StructureModel", "StructurePosterior", "fit", "structure_model"]
 
@@ -257,7 +257,7 @@ class _Null:
         return False
 
 
-_LIKELIHOODS = ("linear", "linear-sites", "mlp")
+_LIKELIHOODS = ("linear", "bge", "linear-sites", "mlp")
 
 
 def fit(
@@ -298,7 +298,8 @@ def fit(
 
     :param data: ``[N, p]`` tensor, array or ``pandas.DataFrame`` (column names become node names).
     :param str likelihood: ``"linear"`` (linear-Gaussian SEM with the parameters integrated out exactly,
-        :class:`LinearGaussianSEM` ``marginalize=True``), ``"linear-sites"`` (the same SEM with weight and noise
+        :class:`LinearGaussianSEM` ``marginalize=True``), ``"bge"`` (linear-Gaussian with the score-equivalent BGe
+        marginal likelihood, :class:`BGeSEM`), ``"linear-sites"`` (the same SEM with weight and noise
         sample sites and a hypernetwork guide) or ``"mlp"`` (:class:`MLPSEM`, one tanh MLP per node).
     :param edge_beliefs: optional ``[p, p]`` prior beliefs ``P(i -> j)`` in ``(0, 1)``; 0.5 = no opinion
         (:func:`edge_belief_prior`, strength ``belief_strength``). "No opinion" entries, and all entries when
@@ -383,6 +384,8 @@ def fit(
     with store.scope() as state:
         if likelihood == "linear":
             mech = LinearGaussianSEM(p, marginalize=True)
+        elif likelihood == "bge":
+            mech = BGeSEM(p)
         elif likelihood == "linear-sites":
             mech = LinearGaussianSEM(p, marginalize=False, subsample_size=batch_size)
         else:
