@@ -11,7 +11,9 @@ from the same initial parameters, in one run, one thread.
     python benchmarks/tree_scaling.py [--max-depth 9] [--max-dense-depth 6] [--repeats 3]
 """
 import argparse
+import json
 import math
+import os
 import time
 
 import networkx as nx
@@ -80,12 +82,19 @@ def main():
     parser.add_argument("--max-dense-depth", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--depths", type=int, nargs="+", default=None,
+                        help="run only these depths and merge them into the stored results (e.g. --depths 7 "
+                             "--max-dense-depth 7 adds the deepest dense point)")
     args = parser.parse_args()
     one_thread()
     if args.quick:
         args.max_depth, args.max_dense_depth, args.repeats = 3, 3, 1
     rows = []
-    for depth in range(1, args.max_depth + 1):
+    depths = args.depths or list(range(1, args.max_depth + 1))
+    stored = os.path.join(RESULTS, "tree_scaling.json")
+    if args.depths and os.path.exists(stored):
+        rows = [r for r in json.load(open(stored))["rows"] if r["depth"] not in depths]
+    for depth in depths:
         g, inputs, data = make_problem(depth)
         pyro.clear_param_store()
         pyro.set_rng_seed(0)
@@ -103,6 +112,7 @@ def main():
             row["chordal_dense_s"] = time_elbo(model, st, inputs, data, args.repeats)
             st.family.backend = "sparse"
         rows.append(row)
+        rows.sort(key=lambda r: r["depth"])
         print(row, flush=True)
     # log-log slope of the sparse cost against the number of nodes (depths >= 3, where fixed costs fade)
     pts = [(math.log(r["gp_nodes"]), math.log(r["chordal_sparse_s"])) for r in rows if r["depth"] >= 3]
