@@ -76,17 +76,44 @@ def time_elbo(model, guide, inputs, data, repeats):
     return sorted(times[1:])[len(times[1:]) // 2]
 
 
+def plot(rows):
+    """Log-log plot of the three families' cost against the number of GP nodes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dense = [r for r in rows if "chordal_dense_s" in r]
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    ax.loglog([r["gp_nodes"] for r in rows], [r["mean_field_s"] for r in rows], "o-", label="DAG-VI (mean field)")
+    ax.loglog([r["gp_nodes"] for r in dense], [r["chordal_dense_s"] for r in dense], "s-",
+              label="DAG-SVI chordal, dense")
+    ax.loglog([r["gp_nodes"] for r in rows], [r["chordal_sparse_s"] for r in rows], "^-",
+              label="DAG-SVI chordal, sparse")
+    ax.set_xlabel("GP nodes J (20 inducing points each)")
+    ax.set_ylabel("seconds per ELBO + gradient (1 thread)")
+    ax.set_title("binary branching trees")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(f"{RESULTS}/tree_scaling.png", dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-depth", type=int, default=9)
     parser.add_argument("--max-dense-depth", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--plot-only", action="store_true", help="redraw the figure from the stored results")
     parser.add_argument("--depths", type=int, nargs="+", default=None,
                         help="run only these depths and merge them into the stored results (e.g. --depths 7 "
                              "--max-dense-depth 7 adds the deepest dense point)")
     args = parser.parse_args()
     one_thread()
+    if args.plot_only:
+        plot(json.load(open(os.path.join(RESULTS, "tree_scaling.json")))["rows"])
+        return
     if args.quick:
         args.max_depth, args.max_dense_depth, args.repeats = 3, 3, 1
     rows = []
@@ -133,24 +160,7 @@ def main():
     write_json(name, {"settings": vars(args), "rows": rows, "summary": summary})
     if args.quick:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    ax.loglog([r["gp_nodes"] for r in rows], [r["mean_field_s"] for r in rows], "o-", label="DAG-VI (mean field)")
-    ax.loglog([r["gp_nodes"] for r in dense_rows], [r["chordal_dense_s"] for r in dense_rows], "s-",
-              label="DAG-SVI chordal, dense")
-    ax.loglog([r["gp_nodes"] for r in rows], [r["chordal_sparse_s"] for r in rows], "^-",
-              label="DAG-SVI chordal, sparse")
-    ax.set_xlabel("GP nodes J (20 inducing points each)")
-    ax.set_ylabel("seconds per ELBO + gradient (1 thread)")
-    ax.set_title("binary branching trees")
-    ax.legend()
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(f"{RESULTS}/tree_scaling.png", dpi=110)
+    plot(rows)
     lines = ["## ELBO cost on binary branching trees (paper Fig. 2)", "",
              "`python benchmarks/tree_scaling.py` (20 cases, 20 inducing points per node, S = 1, float64, one "
              "thread; one ELBO + gradient, median of 3). Plot: `results/tree_scaling.png`.", "",
