@@ -282,27 +282,29 @@ def _json_default(o):
 
 
 def save_results(name, res):
-    """Merge ``res`` into the JSON file under a lock: entries ``runs[key][method]`` computed by this process
-    overwrite those on disk, entries written meanwhile by another process are kept (so e.g. the peers and
-    pyro_dag can run at the same time). ``res["runs"]`` is updated with the merged view."""
+    """Merge ``res`` with the JSON file under a lock and write it: entries ``runs[key][method]`` held by this
+    process win; entries written meanwhile by another process are added to ``res`` in place (the dicts inside
+    ``res["runs"]`` keep their identity, so callers may hold references to them). This lets the peers and
+    pyro_dag write the same file at the same time."""
     import fcntl
+    import tempfile
 
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, name)
-    import tempfile
-
     with open(os.path.join(tempfile.gettempdir(), f"pyro_dag_{name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         disk = load_results(name)
-        for key, methods in res.get("runs", {}).items():
-            disk["runs"].setdefault(key, {}).update(methods)
-        merged = dict(disk)
-        merged.update({k: v for k, v in res.items() if k != "runs"})
+        runs = res.setdefault("runs", {})
+        for key, methods in disk.get("runs", {}).items():
+            mem = runs.setdefault(key, {})
+            for method, value in methods.items():
+                mem.setdefault(method, value)
+        out = dict(disk)
+        out.update(res)
         tmp = path + f".tmp{os.getpid()}"
         with open(tmp, "w") as f:
-            json.dump(merged, f, indent=1, sort_keys=True, default=_json_default)
+            json.dump(out, f, indent=1, sort_keys=True, default=_json_default)
         os.replace(tmp, path)
-        res["runs"] = merged["runs"]
 
 
 def environment():
