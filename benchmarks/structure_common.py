@@ -252,7 +252,8 @@ def run_pyro_dag(x, likelihood, seed, k=1000, **fit_kwargs):
     for name in ("progress", "progress_bar"):
         if name in sig:
             fit_kwargs.setdefault(name, False)
-    fit_kwargs = {kk: v for kk, v in fit_kwargs.items() if v is not None}
+    # None means "fit's default" for these two; other keys pass through (e.g. expected_parents=None is meaningful)
+    fit_kwargs = {kk: v for kk, v in fit_kwargs.items() if not (v is None and kk in ("num_steps", "num_particles"))}
     data = torch.as_tensor(np.asarray(x), dtype=torch.float32)
     t0 = time.perf_counter()
     post = fit(data, likelihood=likelihood, seed=seed, **fit_kwargs)
