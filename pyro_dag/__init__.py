@@ -8,8 +8,9 @@
 """
 from . import graph, kernels
 from .dgp import DAGDGP, DAGInputError, NodePrediction
+from .diagnostics import to_inference_data
 from .graph import DAGStructureError
 
 __version__ = "0.1.0"
 
-__all__ = ["DAGDGP", "DAGInputError", "DAGStructureError", "NodePrediction", "graph", "kernels"]
+__all__ = ["DAGDGP", "DAGInputError", "DAGStructureError", "NodePrediction", "graph", "kernels", "to_inference_data"]

@@ -268,3 +268,24 @@ def test_hyperparameter_priors_are_guided():
     svi.step(inputs, data)
     assert guide.other_guide is not None
     assert any("variance" in k for k in pyro.get_param_store().keys() if "locs" in k)
+
+
+def test_arviz_conversion_from_guide_and_mcmc():
+    pytest.importorskip("arviz")
+    from pyro_dag.diagnostics import to_inference_data
+
+    model, inputs, data = collider_problem()
+    guide = setup_guide(model, inputs, data)
+    idata = to_inference_data(model, guide, inputs, num_samples=30, data=data)
+    assert idata.posterior["w3.f"].shape[:2] == (1, 30)
+    assert "w3.y" in idata.observed_data
+    g = nx.DiGraph([("x", "a")])
+    x = torch.linspace(-1, 1, 5, dtype=torch.float64).unsqueeze(-1)
+    m2 = DAGDGP(g, num_inducing=3, sample_f=True, likelihoods={"a": Gaussian(0.05)}).double()
+    m2.setup({"x": x}, {"a": torch.sin(3 * x)})
+    mcmc = MCMC(NUTS(m2, max_tree_depth=3), num_samples=10, warmup_steps=10, disable_progbar=True)
+    mcmc.run({"x": x}, {"a": torch.sin(3 * x)})
+    idata = to_inference_data(mcmc=mcmc)
+    assert idata.posterior["a.u"].shape[:2] == (1, 10)
+    with pytest.raises(ValueError, match="mcmc"):
+        to_inference_data(model)
