@@ -47,7 +47,7 @@ from pyro_dag.structure import (  # noqa: E402
 
 torch.set_num_threads(1)
 QUICK = os.environ.get("PYRO_DAG_QUICK") == "1" or "--quick" in sys.argv
-STEPS = 80 if QUICK else 800
+STEPS = 60 if QUICK else 800
 OUT = os.environ.get("PYRO_DAG_TUTORIAL_OUT", "tutorial_out")
 os.makedirs(OUT, exist_ok=True)
 pyro.set_rng_seed(0)
