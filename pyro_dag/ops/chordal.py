@@ -144,31 +144,6 @@ class ChordalFactor:
         return out
 
 
-def _block_update(Ljj, W_j, rows):
-    """One block column of a rank-``d`` Cholesky update ``L̃L̃ᵀ = LLᵀ + WWᵀ`` (differentiable).
-
-    ``L̃_jj = chol(L_jj L_jjᵀ + W_j W_jᵀ)`` and ``L̃_ij = (L_ij L_jjᵀ + W_i W_jᵀ) L̃_jj⁻ᵀ``. The update left for
-    the rows below is ``W̃_i = (W_i - L_ij V) C⁻ᵀ`` with ``V = L_jj⁻¹ W_j`` and ``C = chol(I + VᵀV)``: the
-    columns ``[L_ij, W_i] Q₂`` for ``Q₂ = [-V; I] C⁻ᵀ``, an orthonormal basis of the null space of
-    ``[L_jj, W_j]`` (so that ``[L_ij, W_i][L_kj, W_k]ᵀ = L̃_ij L̃_kjᵀ + W̃_i W̃_kᵀ``).
-
-    :param rows: list of ``(L_ij, W_i)``. :returns: ``(L̃_jj, [(L̃_ij, W̃_i)])``.
-    """
-    d = W_j.shape[-1]
-    Wt = W_j.transpose(-1, -2)
-    Lnew = torch.linalg.cholesky(Ljj @ Ljj.transpose(-1, -2) + W_j @ Wt)
-    V = _solve_tril(Ljj, W_j)
-    eye = torch.eye(d, dtype=V.dtype, device=V.device)
-    C = torch.linalg.cholesky(eye + V.transpose(-1, -2) @ V)
-    out = []
-    for Lij, Wi in rows:
-        rhs = Lij @ Ljj.transpose(-1, -2) + Wi @ Wt                      # [..., P_i, P_j]
-        Lij_new = torch.linalg.solve_triangular(Lnew, rhs.transpose(-1, -2), upper=False).transpose(-1, -2)
-        Wi_new = torch.linalg.solve_triangular(C, (Wi - Lij @ V).transpose(-1, -2), upper=False).transpose(-1, -2)
-        out.append((Lij_new, Wi_new))
-    return Lnew, out
-
-
 class SparseConditioningState:
     """Algorithm 2 of digest-000 (§2.8): marginal ancestral sampling with the sparse factor.
 
@@ -190,6 +165,7 @@ class SparseConditioningState:
         self.dims = dims
         self.y = {}                          # y = L̃⁻¹ c, blocks [..., P_v, 1]
         self.c = {}                          # c blocks [..., P_v, 1]
+        self._products = {}                  # L̃_ij L̃_jjᵀ for updated columns
         self._pending = None
 
     def _gt(self, node, a):
@@ -227,6 +203,55 @@ class SparseConditioningState:
         self._pending = (node, gt)
         return loc, cov
 
+    def _product(self, i, j):
+        """``L̃_ij L̃_jjᵀ`` (kept up to date, so each column update needs no re-multiplication)."""
+        key = (i, j)
+        if key not in self._products:
+            self._products[key] = self.blocks[key] @ self.blocks[(j, j)].transpose(-1, -2)
+        return self._products[key]
+
+    def _update_column(self, j, W):
+        """One block column of the rank-``d`` update ``L̃L̃ᵀ = LLᵀ + WWᵀ`` (differentiable).
+
+        ``L̃_jj = chol(L_jj L_jjᵀ + W_j W_jᵀ)`` and ``L̃_ij = (L_ij L_jjᵀ + W_i W_jᵀ) L̃_jj⁻ᵀ``; the products
+        ``L_ij L_jjᵀ`` are carried from update to update. The update left for the rows below is
+        ``W̃_i = (W_i - L_ij V) C⁻ᵀ`` with ``V = L_jj⁻¹ W_j`` and ``C = chol(I + VᵀV)``: the columns
+        ``[L_ij, W_i] Q₂`` for ``Q₂ = [-V; I] C⁻ᵀ``, an orthonormal basis of the null space of
+        ``[L_jj, W_j]``, so that ``[L_ij, W_i][L_kj, W_k]ᵀ = L̃_ij L̃_kjᵀ + W̃_i W̃_kᵀ``.
+        """
+        fac = self.factor
+        Wj = W.pop(j)
+        d = Wj.shape[-1]
+        Wt = Wj.transpose(-1, -2)
+        outer = (lambda x, y: x * y) if d == 1 else (lambda x, y: x @ y)  # rank-1: broadcast, no matmul
+        Ljj = self.blocks[(j, j)]
+        D = self._product(j, j) + outer(Wj, Wt)
+        Lnew = torch.linalg.cholesky(D)
+        nbrs = fac.later[j]
+        if nbrs:
+            V = _solve_tril(Ljj, Wj)
+            if d == 1:
+                cinv = (1 + (V * V).sum((-1, -2), keepdim=True)).rsqrt()
+            else:
+                eye = torch.eye(d, dtype=V.dtype, device=V.device)
+                C = torch.linalg.cholesky(eye + V.transpose(-1, -2) @ V)
+            for i in nbrs:
+                Wi = W.get(i)
+                Lij = self.blocks[(i, j)]
+                Mij = self._product(i, j)
+                if Wi is not None:
+                    Mij = Mij + outer(Wi, Wt)
+                    resid = Wi - Lij @ V
+                else:
+                    resid = -(Lij @ V)
+                self.blocks[(i, j)] = torch.linalg.solve_triangular(Lnew, Mij.transpose(-1, -2),
+                                                                    upper=False).transpose(-1, -2)
+                self._products[(i, j)] = Mij
+                W[i] = resid * cinv if d == 1 else torch.linalg.solve_triangular(
+                    C, resid.transpose(-1, -2), upper=False).transpose(-1, -2)
+        self.blocks[(j, j)] = Lnew
+        self._products[(j, j)] = D
+
     def update(self, node, a, r, f):
         pnode, gt = self._pending
         if pnode != node:
@@ -238,24 +263,11 @@ class SparseConditioningState:
         resid = f - a @ self.means[node].T                       # F̂ - G_w m_w   [..., d]
         site = gt @ (resid / r.unsqueeze(-1)).unsqueeze(-1)      # G_wᵀ (F̂ - G m) / r   [..., P, 1]
         self.c[node] = site if node not in self.c else self.c[node] + site
-        # Orthogonal rank-d update of L̃ along the elimination-tree path of `node`.
+        # Rank-d update of L̃ along the elimination-tree path of `node`.
         path = fac.path(node)
         for j in path:
-            if j not in W:
-                continue
-            Wj = W.pop(j)
-            nbrs = fac.later[j]
-            rows = []
-            for i in nbrs:
-                Wi = W.get(i)
-                if Wi is None:
-                    Wi = Wj.new_zeros(Wj.shape[:-2] + (fac.sizes[i], Wj.shape[-1]))
-                rows.append((self.blocks[(i, j)], Wi))
-            Lnew, new_rows = _block_update(self.blocks[(j, j)], Wj, rows)
-            self.blocks[(j, j)] = Lnew
-            for i, (Lij, Wi) in zip(nbrs, new_rows):
-                self.blocks[(i, j)] = Lij
-                W[i] = Wi
+            if j in W:
+                self._update_column(j, W)
         # y = L̃⁻¹ c changes only on the path (columns off the path and c off `node` are unchanged).
         for j in path:
             acc = self.c.get(j)
