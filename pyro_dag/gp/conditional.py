@@ -66,10 +66,12 @@ def whitened_conditional(kernel, Z, L, X, upper=False):
     :param torch.Tensor L: ``[M, M]`` triangular factor with ``K(Z, Z) = L Lᵀ``.
     :param bool upper: whether ``L`` is upper-triangular.
     :param torch.Tensor X: ``[..., B, D]`` node inputs (concatenated parent values).
-    :returns: ``(a, r)`` with ``a`` of shape ``[..., B, M]`` and ``r`` of shape ``[..., B]`` (clamped at 0).
+    :returns: ``(a, r)`` with ``a`` of shape ``[..., B, M]`` and ``r`` of shape ``[..., B]`` (floored at the
+        smallest positive float).
     """
     Kxz = kernel(X, Z)  # [..., B, M]
     # aᵀ = K_xz L⁻ᵀ: a right-sided triangular solve keeps the [..., B, M] layout (no transposed copies).
     a = torch.linalg.solve_triangular(L.transpose(-1, -2), Kxz, upper=not upper, left=False)
-    r = (kernel(X, diag=True) - (a * a).sum(-1)).clamp_min(0)
+    # Floor at the smallest positive number: sqrt(r) then has a finite gradient even where r underflows.
+    r = (kernel(X, diag=True) - (a * a).sum(-1)).clamp_min(torch.finfo(a.dtype).tiny)
     return a, r
