@@ -286,7 +286,7 @@ def fit(
     flow_blocks=5,
     mlp_hidden=(32, 32),
     repulsion_cap=1.0,
-    weighting="elbo",
+    weighting=None,
     swap_every=5,
     warmup=0.3,
     likelihood_scale=1.0,
@@ -336,8 +336,11 @@ def fit(
     :param float likelihood_scale: power of the likelihood, ``p(D | A)^s`` (1: the posterior; ``s < 1``: a tempered
         "power posterior", a standard remedy when a misspecified model meets many rows, at the price of wider
         posteriors).
-    :param str weighting: how the posterior weighs the particles: ``"elbo"`` (default; distinct orders weighted
-        by their ELBO, see :meth:`StructurePosterior.particle_weights`) or ``"uniform"`` (the paper).
+    :param str weighting: how the posterior weighs the particles: ``"elbo"`` (distinct orders weighted by their
+        ELBO, see :meth:`StructurePosterior.particle_weights`) or ``"uniform"`` (the paper). Default (``None``):
+        ``"elbo"`` for ``"linear"`` and ``"bge"`` (exact, full-data likelihoods), ``"uniform"`` otherwise (minibatch
+        ELBO estimates are too noisy to weigh orders). Both are available afterwards through the ``weighting``
+        argument of :meth:`StructurePosterior.edge_probs` and :meth:`StructurePosterior.sample`.
     :param list node_names: names of the columns.
     :param dtype: float dtype (float32 or float64); ``device``: torch device (default: the data's, else CPU).
     :param callable callback: ``callback(step, posterior_svgd, loss)`` after every step.
@@ -353,8 +356,8 @@ def fit(
 
     from tqdm.auto import tqdm
 
-    if weighting not in ("uniform", "elbo"):
-        raise ValueError(f"weighting must be 'uniform' or 'elbo'; got {weighting!r}")
+    if weighting not in (None, "uniform", "elbo"):
+        raise ValueError(f"weighting must be 'uniform', 'elbo' or None; got {weighting!r}")
     if likelihood not in _LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {_LIKELIHOODS}; got {likelihood!r}")
     if dtype not in (torch.float32, torch.float64):
@@ -386,6 +389,8 @@ def fit(
         raise ValueError(f"likelihood_scale must be a positive number; got {likelihood_scale!r}")
     if edge_offset is None:
         edge_offset = likelihood in ("linear", "bge")
+    if weighting is None:
+        weighting = "elbo" if likelihood in ("linear", "bge") else "uniform"
     if batch_size is not None and batch_size >= N:
         batch_size = None
 
