@@ -448,10 +448,10 @@ class BGeSEM(Mechanism):
     likelihood (the score used by DiBS and order MCMC, digest-004 §1). Node ``j`` with ``l`` parents ``pa``:
 
     .. math::
-        \log p(x_j | x_{pa}) = 	frac12 \lograc{lpha_\mu}{N + lpha_\mu}
-        + \log\Gamma\Big(rac{N + lpha_w - p + l + 1}{2}\Big) - \log\Gamma\Big(rac{lpha_w - p + l + 1}{2}\Big)
-        - 	frac N2 \log\pi + 	frac{lpha_w - p + 2l + 1}{2} \log t
-        + 	frac{N + lpha_w - p + l}{2} \log|R_{pa}| - 	frac{N + lpha_w - p + l + 1}{2} \log|R_{pa \cup j}|
+        \log p(x_j | x_{pa}) = \frac12 \log\frac{\alpha_\mu}{N + \alpha_\mu}
+        + \log\Gamma\Big(\frac{N + \alpha_w - p + l + 1}{2}\Big) - \log\Gamma\Big(\frac{\alpha_w - p + l + 1}{2}\Big)
+        - \frac N2 \log\pi + \frac{\alpha_w - p + 2l + 1}{2} \log t
+        + \frac{N + \alpha_w - p + l}{2} \log|R_{pa}| - \frac{N + \alpha_w - p + l + 1}{2} \log|R_{pa \cup j}|
 
     with ``t = alpha_mu (alpha_w - p - 1) / (alpha_mu + 1)``,
     ``R = t I + S_N + N alpha_mu / (N + alpha_mu) xbar xbar^T`` (``S_N`` the centred scatter matrix, prior mean 0).
