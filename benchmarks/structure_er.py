@@ -37,6 +37,8 @@ def parse():
     ap.add_argument("--pd-steps", type=int, default=None, help="num_steps for pyro_dag.structure.fit (default: fit's)")
     ap.add_argument("--pd-particles", type=int, default=None, help="num_particles for fit (default: fit's)")
     ap.add_argument("--k", type=int, default=1000, help="posterior samples for pyro_dag")
+    ap.add_argument("--pd-likelihood", default=None,
+                    help="override fit's likelihood (default: linear / mlp); results go under 'pyro_dag_<name>'")
     ap.add_argument("--cpu", type=int, default=0, help="core to pin to (-1: no pinning)")
     ap.add_argument("--force", action="store_true", help="recompute entries already in the JSON")
     ap.add_argument("--out", default=None)
@@ -63,15 +65,15 @@ def run_method(method, x, mech, seed, args):
                                edges_per_node=args.edges_per_node)
         return sc.run_dibs(x, mech, seed, n_particles=args.dibs_particles, steps=args.dibs_steps_nonlinear,
                            edges_per_node=args.edges_per_node, n_grad_mc_samples=args.dibs_mc_nonlinear)
-    if method == "pyro_dag":
-        return sc.run_pyro_dag(x, "linear" if mech == "linear" else "mlp", seed, k=args.k,
-                               num_steps=args.pd_steps, num_particles=args.pd_particles)
+    if method.startswith("pyro_dag"):
+        lik = args.pd_likelihood or ("linear" if mech == "linear" else "mlp")
+        return sc.run_pyro_dag(x, lik, seed, k=args.k, num_steps=args.pd_steps, num_particles=args.pd_particles)
     raise ValueError(f"unknown method {method!r}")
 
 
 METRICS = [("brier", "Brier ↓", 1, 4), ("e_shd", "E-SHD ↓", 1, 2), ("e_f1", "E-F1 % ↑", 100, 1),
            ("auroc", "AUROC % ↑", 100, 1), ("auprc", "AUPRC % ↑", 100, 1)]
-ORDER = ["pyro_dag", "dibs", "ges", "pc"]
+ORDER = ["pyro_dag", "pyro_dag_bge", "dibs", "ges", "pc"]
 
 
 def table(res, ps, mechs, level):
@@ -128,6 +130,8 @@ def main():
                        "pd_particles": args.pd_particles, "k": args.k, "standardize": True,
                        "generator": "pyro_dag.datasets.sample_sem(graph='er', mechanism=linear|mlp, seed=100*p+r)"}
     methods = [m.strip() for m in args.methods.split(",") if m.strip() and m.strip() != "none"]  # none: tables only
+    if args.pd_likelihood:
+        methods = [f"pyro_dag_{args.pd_likelihood}" if m == "pyro_dag" else m for m in methods]
     for p in args.p:
         for mech in args.mechanisms:
             for r in range(args.seeds):
