@@ -47,6 +47,7 @@ def parse():
     ap.add_argument("--k", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cpu", type=int, default=0)
+    ap.add_argument("--kinds", nargs="+", default=["linear", "nonlinear"], help="data sets to (re)run")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--out", default=None)
     return ap.parse_args()
@@ -70,7 +71,7 @@ def main():
         x = two_node(kind, n=900, standardize=True, seed=args.seed, dtype=torch.float64).data.numpy()
         for prior, beliefs in PRIORS.items():
             key = f"{kind}-{prior}"
-            if key in res["runs"] and not args.force:
+            if kind not in args.kinds or (key in res["runs"] and not args.force):
                 continue
             o = sc.run_pyro_dag(x, "linear" if kind == "linear" else "mlp", args.seed, k=args.k,
                                 edge_beliefs=torch.tensor(beliefs), num_steps=args.steps,

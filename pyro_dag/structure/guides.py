@@ -14,6 +14,7 @@ import numbers
 
 import pyro
 import pyro.distributions as dist
+from pyro import poutine
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -496,7 +497,16 @@ class AutoEdgeFlowGuide(AutoGuide):
         A = pyro.sample(self.adjacency_site, self.dag_distribution(r, self.guide_edge_logits(r, gamma)))
         out = {self.potential_site: r, self.edge_site: gamma, self.adjacency_site: A}
         if self.mechanism is not None:
-            params = self.mechanism.guide(A)
+            # A tempered model (fit's warm-up) scales the mechanism's whole contribution, parameter prior included;
+            # the parameter guide gets the same scale so that the analytic KL(q(theta) || p(theta)) is tempered
+            # with the likelihood. Otherwise the unscaled KL dominates early, q(theta | A) collapses to the prior,
+            # random-weight MLPs make every edge look harmful and the posterior sticks at the empty graph.
+            scale = getattr(self.model, "likelihood_scale", 1.0)
+            if scale != 1.0:
+                with poutine.scale(scale=scale):
+                    params = self.mechanism.guide(A)
+            else:
+                params = self.mechanism.guide(A)
             prefix = self.mechanism.site_prefix
             out.update({f"{prefix}.{k}": v for k, v in params.items()})
         return out

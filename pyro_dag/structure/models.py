@@ -29,6 +29,7 @@ import numbers
 
 import pyro
 import pyro.distributions as dist
+from pyro import poutine
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -563,8 +564,11 @@ class MLPSEM(Mechanism):
         hyper_hidden=(32, 32),
         name="sem",
         subsample_size=None,
+        kl_weight=1.0,
     ):
         super().__init__(num_nodes, name=name, subsample_size=subsample_size)
+        _check_pos(kl_weight, "kl_weight")
+        self.kl_weight = float(kl_weight)
         if not hidden or any(not isinstance(h, numbers.Integral) or h < 1 for h in hidden):
             raise ValueError(f"hidden must be a non-empty tuple of positive widths; got {hidden!r}")
         _check_pos(prior_scale, "prior_scale")
@@ -594,6 +598,10 @@ class MLPSEM(Mechanism):
         return [f"{self.site_prefix}.weights"] + ([f"{self.site_prefix}.log_noise"] if self.noise is None else [])
 
     def sample_params(self, X):
+        with poutine.scale(scale=self.kl_weight):
+            return self._sample_params(X)
+
+    def _sample_params(self, X):
         p, D = self.num_nodes, self.num_weights
         z = X.new_zeros(())
         params = {
@@ -607,6 +615,11 @@ class MLPSEM(Mechanism):
         return params
 
     def guide(self, A):
+        # the same scale as the model's parameter sites: KL(q(theta | A) || p(theta)) is weighted by kl_weight
+        with poutine.scale(scale=self.kl_weight):
+            return self._guide(A)
+
+    def _guide(self, A):
         D = self.num_weights
         loc, scale = self.hypernet(A.transpose(-1, -2))
         params = {"weights": pyro.sample(f"{self.site_prefix}.weights", dist.Normal(loc[..., :D], scale[..., :D]).to_event(2))}

@@ -72,3 +72,35 @@ def test_fit_input_errors_and_names():
     post = fit(df, num_steps=2, **FAST)
     assert post.node_names == ["x", "y", "z"]
     assert set(post.to_networkx(threshold=0.0).nodes) == {"x", "y", "z"}
+
+
+def test_warm_up_tempers_the_parameter_guide_and_blends_the_adjacency():
+    """During fit's warm-up the mechanism (prior and likelihood) and q(theta) share one scale, and with soft_mix > 0
+    the mechanism sees A + soft_mix * (sigmoid(gamma) * M_tau(r) - A) while the A site stays a hard DAG."""
+    import pyro
+    from pyro import poutine
+
+    from pyro_dag.structure import AutoEdgeFlowGuide, MLPSEM, StructureModel, sparsity_prior
+    from pyro_dag.structure.distributions import fill_offdiag, soft_order_mask
+
+    pyro.clear_param_store()
+    torch.manual_seed(0)
+    p = 3
+    X = torch.randn(30, p)
+    sem = MLPSEM(p, hidden=(4,), name="sem")
+    model = StructureModel(sem, *sparsity_prior(p, 0.3))
+    guide = AutoEdgeFlowGuide(model, mechanism=sem)
+    model.likelihood_scale, model.soft_mix, model.order_temperature, model.sinkhorn_iters = 0.25, 0.4, 0.5, 20
+    seen = {}
+    forward = sem.forward
+    sem.forward = lambda X_, A_: seen.update(A=A_) or forward(X_, A_)
+    gtr = poutine.trace(guide).get_trace(X)  # its first call also runs the model once (prototype trace)
+    seen.clear()
+    mtr = poutine.trace(poutine.replay(model, trace=gtr)).get_trace(X)
+    for site in sem.latent_sites:
+        assert gtr.nodes[site]["scale"] == 0.25 and mtr.nodes[site]["scale"] == 0.25
+    A = mtr.nodes["A"]["value"]
+    assert set(A.detach().unique().tolist()) <= {0.0, 1.0}
+    r, gamma = mtr.nodes["r"]["value"], mtr.nodes["gamma"]["value"]
+    soft = torch.sigmoid(fill_offdiag(gamma, p)) * soft_order_mask(r, 0.5, 20) * (1 - torch.eye(p))
+    assert torch.allclose(seen["A"], A + 0.4 * (soft - A), atol=1e-6)

@@ -191,3 +191,31 @@ def test_bge_matches_dibs_and_is_score_equivalent():
     on[0, 2], off[0, 2] = 1.0, 0.0
     assert grad[0, 2].item() == pytest.approx(score_diff := (m.node_scores(X, on).sum() - m.node_scores(X, off).sum()).item(), abs=1e-8)
     assert score_diff != 0
+
+
+def test_mlp_kl_weight_scales_only_the_parameter_kl():
+    """kl_weight multiplies KL(q(theta | A) || p(theta)) (model and guide sites alike), not the likelihood."""
+    torch.manual_seed(7)
+    p, N = 3, 40
+    X = torch.randn(N, p)
+    A = _dag(p, 2).float()
+    terms = {}
+    for w in (1.0, 0.01):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        m = MLPSEM(p, hidden=(4,), name="mlp", kl_weight=w)
+        m.hypernet.load_state_dict(terms.get("state", m.hypernet.state_dict()))
+        terms["state"] = m.hypernet.state_dict()
+        gtr = poutine.trace(m.guide).get_trace(A)
+        mtr = poutine.trace(poutine.replay(m, trace=gtr)).get_trace(X, A)
+        kl = sum(
+            torch.distributions.kl_divergence(gtr.nodes[s]["fn"], mtr.nodes[s]["fn"]).sum() * gtr.nodes[s]["scale"]
+            for s in m.latent_sites
+        )
+        mtr.compute_log_prob()
+        assert all(mtr.nodes[s]["scale"] == w and gtr.nodes[s]["scale"] == w for s in m.latent_sites)
+        terms[w] = (kl, mtr.nodes["mlp.x"]["log_prob_sum"])
+    assert torch.allclose(terms[0.01][0], 0.01 * terms[1.0][0], rtol=1e-5)
+    assert torch.allclose(terms[0.01][1], terms[1.0][1])
+    with pytest.raises(ValueError, match="kl_weight"):
+        MLPSEM(p, kl_weight=0.0)
