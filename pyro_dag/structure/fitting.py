@@ -46,6 +46,10 @@ class StructureModel:
     :param float potential_scale: ``sigma_r`` (paper: 1).
     :param float likelihood_scale: multiplies the mechanism's log-densities (1: the posterior; ``fit`` ramps it
         up from ``1 / N`` during a warm-up).
+
+    Attribute ``soft_mix`` (default 0, the model proper): during ``fit``'s soft warm-up the mechanism sees
+    ``A + soft_mix * (sigmoid(gamma) * M_tau(r) - A)`` (Sinkhorn temperature ``order_temperature``, ``sinkhorn_iters``
+    sweeps) while the ``"A"`` site keeps the hard DAG (digest-001 §11.5).
     """
 
     def __init__(self, mechanism, alpha, beta, potential_scale=1.0, likelihood_scale=1.0):
