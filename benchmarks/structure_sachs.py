@@ -47,7 +47,10 @@ def parse():
     ap.add_argument("--methods", default="pc,ges,dibs,pyro_dag")
     ap.add_argument("--dibs-steps", type=int, default=1000)
     ap.add_argument("--dibs-particles", type=int, default=20)
-    ap.add_argument("--likelihood", default="mlp", help="pyro_dag likelihood: mlp (as SVI-DAG) or linear")
+    ap.add_argument("--likelihood", default="mlp",
+                    help="pyro_dag likelihood: mlp (as SVI-DAG; stored as 'pyro_dag') or linear / bge (stored as "
+                         "'pyro_dag_<likelihood>')")
+    ap.add_argument("--pd-weighting", default=None, help="fit(weighting=...): uniform or elbo (default: fit's)")
     ap.add_argument("--pd-steps", type=int, default=None)
     ap.add_argument("--pd-particles", type=int, default=None)
     ap.add_argument("--pd-prior", type=float, default=None,
@@ -77,7 +80,7 @@ def run_method(method, x, seed, args):
         return sc.run_ges(x, 100, seed)
     if method == "dibs":
         return sc.run_dibs(x, "linear", seed, n_particles=args.dibs_particles, steps=args.dibs_steps)
-    if method == "pyro_dag":
+    if method.startswith("pyro_dag"):
         beliefs = None
         if args.pd_prior is not None:
             import torch
@@ -85,18 +88,22 @@ def run_method(method, x, seed, args):
             beliefs = torch.full((x.shape[1], x.shape[1]), args.pd_prior)
             beliefs.fill_diagonal_(0.0)
         kw = {"num_steps": args.pd_steps, "num_particles": args.pd_particles}
+        if args.pd_weighting is not None:
+            kw["weighting"] = args.pd_weighting
         if beliefs is not None:
             kw["edge_beliefs"] = beliefs
         return sc.run_pyro_dag(np.asarray(x), args.likelihood, seed, k=args.k, **kw)
     raise ValueError(method)
 
 
+PD_METHODS = ["pyro_dag", "pyro_dag_linear", "pyro_dag_bge"]
+PD_LABELS = {"pyro_dag": "pyro_dag mlp", "pyro_dag_linear": "pyro_dag linear", "pyro_dag_bge": "pyro_dag bge"}
 ROWS = [("brier", 1, 3), ("e_shd", 1, 2), ("e_f1", 100, 2), ("auroc", 100, 2)]
 
 
 def ours_rows(res, group, level, shd_key="e_shd"):
     lines = []
-    for method in ["pyro_dag", "dibs", "ges", "pc"]:
+    for method in PD_METHODS + ["dibs", "ges", "pc"]:
         entries = [f[method] for f in res["runs"].values() if method in f and level in f[method][group]]
         if not entries:
             continue
@@ -106,7 +113,7 @@ def ours_rows(res, group, level, shd_key="e_shd"):
             m, se, _ = sc.mean_se([e[group][level][k] for e in entries])
             cells.append(sc.fmt(m, se, scale, dig))
         tm, tse, _ = sc.mean_se([e["time_s"] for e in entries])
-        lines.append(f"| **{method}** (ours, {len(entries)} folds) | {' | '.join(cells)} | {sc.fmt(tm, tse, 1, 1)} |")
+        lines.append(f"| **{PD_LABELS.get(method, method)}** (ours, {len(entries)} folds) | {' | '.join(cells)} | {sc.fmt(tm, tse, 1, 1)} |")
     return lines
 
 
@@ -124,16 +131,19 @@ def report(res, args):
     t3 = "\n".join([HEAD] + ours_rows(res, "consensus17", "dag"))
     t4 = "\n".join([HEAD] + ours_rows(res, "consensus17", "cpdag"))
     tgt = ""
-    entries = [f["pyro_dag"] for f in res["runs"].values() if "pyro_dag" in f]
-    if entries:
+    for method in PD_METHODS:
+        entries = [f[method] for f in res["runs"].values() if method in f]
+        if not entries:
+            continue
         a, _, _ = sc.mean_se([e["cdt18"]["dag"]["auroc"] for e in entries])
         f1, _, _ = sc.mean_se([e["cdt18"]["dag"]["e_f1"] for e in entries])
         shd, _, _ = sc.mean_se([e["cdt18"]["dag"]["e_shd_rc2"] for e in entries])
         tmax = max(e["time_s"] for e in entries)
-        tgt = (f"\n\nTargets (issue 4; cdt-18 truth, DAG level, SVI-DAG conventions): AUROC {100 * a:.1f} > 65.6: "
-               f"{'yes' if 100 * a > 65.6 else '**no**'}; E-F1 {100 * f1:.2f} > 28.95: {'yes' if 100 * f1 > 28.95 else '**no**'}; "
-               f"E-SHD {shd:.2f} ≤ 25.7: {'yes' if shd <= 25.7 else '**no**'}; slowest fold {tmax:.0f} s ≤ 600 s: "
-               f"{'yes' if tmax <= 600 else '**no**'} ({len(entries)} folds, {args.threads} thread(s)).")
+        tgt += (f"\n\nTargets for {PD_LABELS[method]} (issue 4; cdt-18 truth, DAG level, SVI-DAG conventions): "
+                f"AUROC {100 * a:.1f} > 65.6: "
+                f"{'yes' if 100 * a > 65.6 else '**no**'}; E-F1 {100 * f1:.2f} > 28.95: {'yes' if 100 * f1 > 28.95 else '**no**'}; "
+                f"E-SHD {shd:.2f} ≤ 25.7: {'yes' if shd <= 25.7 else '**no**'}; slowest fold {tmax:.0f} s ≤ 600 s: "
+                f"{'yes' if tmax <= 600 else '**no**'} ({len(entries)} folds, {args.threads} thread(s)).")
     return ("### Sachs, 10 folds (digest-001 §7.1c): our runs beside the paper's Tables 1 and 2\n\n"
             "Reproduce: `python benchmarks/structure_sachs.py` (one pinned core; `--methods` to select). "
             "Pooled 7466 × 11 data, 10 folds (rng 0), train on 9 folds standardised with training statistics. "
@@ -167,6 +177,8 @@ def main():
     truths = {"cdt18": sachs_graph("cdt").numpy(), "consensus17": sachs_graph("consensus").numpy()}
     tr = splits()
     methods = [m.strip() for m in args.methods.split(",") if m.strip() and m.strip() != "none"]  # none: tables only
+    if args.likelihood != "mlp":
+        methods = [f"pyro_dag_{args.likelihood}" if m == "pyro_dag" else m for m in methods]
     for i in args.folds:
         x = x_all[tr[i]]
         x = (x - x.mean(0)) / x.std(0)
