@@ -313,9 +313,15 @@ def log_sinkhorn(log_alpha, num_iters=100, eps_scaling=1.0, anneal_frac=0.6):
     return log_alpha + f + g
 
 
+def _rms_normalises(scale_normalize, p):
+    # With p = 2 the centred, RMS-normalised potentials are +-1 whatever r is: the relaxation would be constant in r
+    # and carry no gradient to the order (measured: |dM/dr| ~ 1e-5), so two-node problems skip the normalisation.
+    return scale_normalize and p > 2
+
+
 def _normalise_potentials(potentials, scale_normalize, eps=1e-6):
     rc = potentials - potentials.mean(-1, keepdim=True)
-    if scale_normalize:
+    if _rms_normalises(scale_normalize, potentials.shape[-1]):
         rc = rc * torch.rsqrt(rc.pow(2).mean(-1, keepdim=True) + eps)
     return rc
 
@@ -336,7 +342,8 @@ def soft_order_mask(potentials, temperature=0.1, num_iters=100, scale_normalize=
     :param torch.Tensor potentials: ``[..., p]``.
     :param float temperature: ``tau > 0``.
     :param int num_iters: Sinkhorn sweeps ``K_S``.
-    :param bool scale_normalize: RMS-normalise the centred potentials.
+    :param bool scale_normalize: RMS-normalise the centred potentials (not for ``p = 2``, where it would leave
+        ``M_tau`` constant in ``r``).
     :param bool return_perm: also return the soft permutation ``P_tau`` ``[..., p, p]`` (rows = nodes,
         columns = positions, position 0 first).
     :param bool eps_scaling: anneal the Sinkhorn temperature from ``p / tau`` (see :func:`log_sinkhorn`); same limit,
@@ -387,7 +394,7 @@ def soft_order_mask_jacobian(potentials, temperature=0.1, num_iters=100, scale_n
     eye = torch.eye(p, dtype=r.dtype, device=r.device)
     centre = eye - 1.0 / p
     rc = r - r.mean(-1, keepdim=True)
-    if scale_normalize:
+    if _rms_normalises(scale_normalize, p):
         s = (rc.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()  # same eps as _normalise_potentials
         rn = rc / s
         # d rn / d r = (I / s - rc rc^T / (p s^3)) (I - 11^T / p)

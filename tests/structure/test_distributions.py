@@ -284,3 +284,14 @@ def test_registered_kl_matches_enumeration():
     kl = torch.distributions.kl_divergence(q, p)
     assert kl.item() == pytest.approx(ref.item(), abs=1e-10)
     assert torch.distributions.kl_divergence(OrderedDAG(r, gp), p).item() == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("backward", ["jacobian", "autograd"])
+def test_two_node_soft_order_mask_keeps_a_gradient(backward):
+    """With p = 2 RMS normalisation would map every r to +-1 (a constant mask); it is skipped there, so the order
+    gradient survives and points the right way (raising r_0 makes 0 -> 1 more likely)."""
+    r = torch.tensor([[0.3, -0.2], [-0.1, 0.4]], dtype=torch.float64, requires_grad=True)
+    M = soft_order_mask(r, 0.5, 30, backward=backward)
+    (g,) = torch.autograd.grad(M[:, 0, 1].sum(), r)
+    assert (g[:, 0] > 1e-3).all() and torch.allclose(g.sum(-1), torch.zeros(2, dtype=torch.float64), atol=1e-12)
+    assert torch.autograd.gradcheck(lambda x: soft_order_mask(x, 0.5, 15, backward=backward), (r,))
