@@ -552,6 +552,8 @@ class MLPSEM(Mechanism):
     :param tuple hyper_hidden: hypernetwork widths.
     :param str name: site prefix.
     :param int subsample_size: rows per step (paper: 64).
+    :param float kl_weight: scale of the parameter sites in model and guide alike, i.e. the weight of
+        ``KL(q(theta | A) || p(theta))`` in the ELBO (1: exact; SVI-DAG's ER runs: 0.01, digest-001 §4.4).
     """
 
     def __init__(
