@@ -34,7 +34,8 @@ def add_parser(subparsers):
                    help="posterior weights of the particles' orders (default: uniform for sachs, fit's default "
                         "otherwise)")
     p.add_argument("--steps", type=int, default=None, help="optimisation steps (default: fit's default)")
-    p.add_argument("--particles", type=int, default=20, help="SVGD particles over orders (default 20)")
+    p.add_argument("--particles", type=int, default=None,
+                   help="SVGD particles over orders (default: fit's, 40 for linear/bge, 20 for mlp)")
     p.add_argument("--samples", type=int, default=1000, help="posterior DAG samples for the metrics (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     p.add_argument("--expected-parents", type=float, default=1.5,
@@ -187,7 +188,7 @@ def run(args):
         "edge_probs": P.tolist(),
         "mean_num_edges": float(S.sum((-1, -2)).float().mean()),
     }
-    print(f"pyro-dag discover | {desc} | likelihood={likelihood} particles={args.particles} "
+    print(f"pyro-dag discover | {desc} | likelihood={likelihood} particles={post.settings['num_particles']} "
           f"steps={post.settings['num_steps']} | {wall:.1f}s")
     order = sorted(((float(P[i, j]), names[i], names[j]) for i in range(len(names)) for j in range(len(names))
                     if i != j), reverse=True)
