@@ -19,10 +19,10 @@ from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD
 from .distributions import (
     LogisticBeta,
     OrderedDAG,
+    RelaxedOrderedDAG,
     edge_belief_prior,
     fill_offdiag,
     offdiag,
-    soft_order_mask,
     sparsity_prior,
 )
 from .guides import AutoEdgeFlowGuide
@@ -85,8 +85,10 @@ class StructureModel:
             # warm-up for mechanisms with parameters (digest-001 §11.5): the mechanism sees a blend of the hard
             # DAG and its relaxation sigmoid(gamma) * M_tau(r), so node networks learn to use inputs before the
             # edge decisions harden (with a hard DAG only, an untrained network makes every edge look harmful).
-            soft = torch.sigmoid(edge_logits) * soft_order_mask(r, self.order_temperature, self.sinkhorn_iters)
-            soft = soft * (1 - torch.eye(p, dtype=soft.dtype, device=soft.device))
+            relaxed = RelaxedOrderedDAG(
+                r, edge_logits, order_temperature=self.order_temperature, sinkhorn_iters=self.sinkhorn_iters
+            )
+            soft = torch.sigmoid(edge_logits) * relaxed.soft_mask()
             A_mech = A + self.soft_mix * (soft - A)
         if self.likelihood_scale == 1.0:
             self.mechanism(X, A_mech)

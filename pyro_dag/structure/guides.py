@@ -501,11 +501,7 @@ class AutoEdgeFlowGuide(AutoGuide):
             # the parameter guide gets the same scale so that the analytic KL(q(theta) || p(theta)) is tempered
             # with the likelihood. Otherwise the unscaled KL dominates early, q(theta | A) collapses to the prior,
             # random-weight MLPs make every edge look harmful and the posterior sticks at the empty graph.
-            scale = getattr(self.model, "likelihood_scale", 1.0)
-            if scale != 1.0:
-                with poutine.scale(scale=scale):
-                    params = self.mechanism.guide(A)
-            else:
+            with poutine.scale(scale=getattr(self.model, "likelihood_scale", 1.0)):
                 params = self.mechanism.guide(A)
             prefix = self.mechanism.site_prefix
             out.update({f"{prefix}.{k}": v for k, v in params.items()})
