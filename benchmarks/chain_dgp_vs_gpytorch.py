@@ -38,7 +38,7 @@ def make_data(n, seed):
 def pyro_dag_setup(x, y, M):
     pyro.clear_param_store()
     model = DAGDGP(nx.DiGraph([("x", "h"), ("h", "y")]), kernels={"h": kernels.RBF(), "y": kernels.RBF()},
-                   num_inducing=M, likelihoods={"y": Gaussian(0.1)}).double()
+                   num_inducing=M, likelihoods={"y": Gaussian(0.1)}).to(dtype=x.dtype, device=x.device)
     guide = AutoStructuredGuide(model, structure="mean_field")
     svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
     inputs, data = {"x": x}, {"y": y}
@@ -76,8 +76,8 @@ def gpytorch_setup(x, y, M):
         def forward(self, x):
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
-    zx = torch.linspace(float(x.min()), float(x.max()), M, dtype=torch.float64).unsqueeze(-1)
-    zh = torch.linspace(-2, 2, M, dtype=torch.float64).unsqueeze(-1)
+    zx = torch.linspace(float(x.min()), float(x.max()), M, dtype=x.dtype).unsqueeze(-1)
+    zh = torch.linspace(-2, 2, M, dtype=x.dtype).unsqueeze(-1)
 
     class TwoLayer(DeepGP):
         def __init__(self):
@@ -89,7 +89,7 @@ def gpytorch_setup(x, y, M):
         def forward(self, inputs):
             return self.last(self.hidden(inputs))
 
-    model = TwoLayer().double()
+    model = TwoLayer().to(dtype=x.dtype, device=x.device)
     model.likelihood.noise = 0.1
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     mll = gpytorch.mlls.DeepApproximateMLL(gpytorch.mlls.VariationalELBO(model.likelihood, model, x.shape[0]))

@@ -165,3 +165,12 @@ def test_kernels_are_independent_copies_per_parent():
     a, b = k.parent_kernels["a"], k.parent_kernels["b"]
     assert a.lengthscale_unconstrained is not b.lengthscale_unconstrained
     assert copy.deepcopy(k)(torch.zeros(2, D, dtype=torch.float64)).shape == (2, 2)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_gram_agrees_across_devices(name, device):
+    k = perturb(make(name))
+    X = torch.randn(9, D, dtype=torch.float64)
+    k_d = copy.deepcopy(k).to(device)
+    assert torch.allclose(k_d(X.to(device)).cpu(), k(X), atol=1e-12)
+    assert torch.allclose(k_d(X.to(device), diag=True).cpu(), k(X, diag=True), atol=1e-12)
