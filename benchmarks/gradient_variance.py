@@ -6,9 +6,16 @@ outputs and then the node values. We report the total variance (sum over all gui
 gradient with 4 samples per step for each, and their ratio, at two points: the guide's initialisation and
 after 500 DAG-VI training steps.
 
+Second part, DAG-SVI (chordal guide): DAGELBO's two samplers for structured guides, ``"conditional"`` (the
+paper's Algorithm 2) and ``"joint"`` (one joint draw of the inducing outputs per case), next to Trace_ELBO, on
+the collider (at initialisation and after 500 chordal training steps) and on a depth-4 binary tree of
+``tree_scaling.py`` (30 GP nodes; after 100 training steps). Besides the variance we time each gradient, so
+that ``variance × seconds`` compares the work needed for a given gradient precision.
+
     python benchmarks/gradient_variance.py
 """
 import argparse
+import time
 
 import pyro
 import torch
@@ -20,21 +27,77 @@ from pyro_dag.infer import DAGELBO
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 
 
-def gradient_samples(elbo, model, guide, inputs, data, n):
+def gradient_samples(elbo, model, guide, inputs, data, n, timed=False):
     params = list(guide.parameters())
     out = []
+    t = time.perf_counter()
     for _ in range(n):
         loss = elbo.differentiable_loss(model, guide, inputs, data)
-        out.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)]))
-    return torch.stack(out)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        out.append(torch.cat([torch.zeros(p.numel(), dtype=p.dtype) if g is None else g.reshape(-1)
+                              for g, p in zip(grads, params)]))
+    seconds = (time.perf_counter() - t) / n
+    return (torch.stack(out), seconds) if timed else torch.stack(out)
+
+
+def structured_rows(repeats):
+    """Conditional vs joint sampler vs Trace_ELBO for a chordal guide."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tree_scaling as ts
+
+    from pyro_dag import DAGDGP
+
+    rows = []
+    ds = collider(0)
+    problems = [("collider", lambda: collider_model(ds), ds.inputs, ds.data, {"w3": 0.01}, [0, 500])]
+    g, tin, tdata = ts.make_problem(4)
+    problems.append(("tree depth 4", lambda: DAGDGP(g, num_inducing=20).double(), tin, tdata, 1.0, [100]))
+    for name, make, inputs, data, init_scale, stages in problems:
+        pyro.set_rng_seed(0)
+        pyro.clear_param_store()
+        model = make()
+        guide = AutoStructuredGuide(model, structure="chordal", backend="sparse", init_scale=init_scale)
+        guide(inputs, data)
+        done = 0
+        svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
+        for stage in stages:
+            for _ in range(stage - done):
+                svi.step(inputs, data)
+            done = stage
+            row = {"problem": name, "train_steps": stage}
+            for key, elbo in [("conditional", DAGELBO(num_particles=4)),
+                              ("joint", DAGELBO(num_particles=4, sampler="joint")),
+                              ("trace_elbo", Trace_ELBO(num_particles=4, vectorize_particles=True))]:
+                grads, seconds = gradient_samples(elbo, model, guide, inputs, data, repeats, timed=True)
+                row[f"var_{key}"] = grads.var(0).sum().item()
+                row[f"seconds_{key}"] = seconds
+            rows.append(row)
+            print(row, flush=True)
+    return rows
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--train-steps", type=int, default=500)
+    parser.add_argument("--part", choices=["all", "structured"], default="all")
     args = parser.parse_args()
     one_thread()
+    if args.part == "structured":
+        import json
+        import os
+
+        from common import RESULTS
+
+        stored = json.load(open(os.path.join(RESULTS, "gradient_variance.json")))
+        rows = stored["rows"]
+        args.repeats = stored["settings"]["repeats"]
+        args.train_steps = stored["settings"]["train_steps"]
+        structured = structured_rows(args.repeats)
+        return report(args, rows, structured)
     ds = collider(0)
     pyro.set_rng_seed(0)
     pyro.clear_param_store()
@@ -54,9 +117,13 @@ def main():
         rows.append({"stage": stage, "total_grad_var_dagelbo": v_ours, "total_grad_var_trace_elbo": v_theirs,
                      "ratio_trace_over_dagelbo": v_theirs / v_ours})
         print(rows[-1], flush=True)
+    report(args, rows, structured_rows(args.repeats))
+
+
+def report(args, rows, structured):
     write_json("gradient_variance", {"settings": {"repeats": args.repeats, "num_particles": 4,
                                                   "train_steps": args.train_steps, "guide": "mean_field"},
-                                     "rows": rows})
+                                     "rows": rows, "structured": structured})
     lines = ["## Gradient variance: DAGELBO vs Trace_ELBO (latent collider, DAG-VI guide)", "",
              f"`python benchmarks/gradient_variance.py` ({args.repeats} gradient draws of each estimator, 4 samples "
              "each, same guide; total variance summed over all guide parameters).", "",
@@ -64,6 +131,18 @@ def main():
     for r in rows:
         lines.append(f"| {r['stage']} | {r['total_grad_var_dagelbo']:.3g} | {r['total_grad_var_trace_elbo']:.3g} | "
                      f"{r['ratio_trace_over_dagelbo']:.1f}× |")
+    lines += ["", "DAG-SVI (chordal guide, sparse backend): total gradient variance and seconds per gradient of "
+                  "DAGELBO's samplers and Trace_ELBO (4 samples each). *work* = variance × seconds relative to "
+                  "the conditional sampler (lower is better).", "",
+              "| problem | trained steps | conditional | joint | Trace_ELBO | joint / cond. variance | "
+              "joint work | Trace_ELBO work |", "|---|---|---|---|---|---|---|---|"]
+    for r in structured:
+        work = {k: r[f"var_{k}"] * r[f"seconds_{k}"] for k in ("conditional", "joint", "trace_elbo")}
+        lines.append(f"| {r['problem']} | {r['train_steps']} | {r['var_conditional']:.3g} "
+                     f"({r['seconds_conditional'] * 1e3:.0f} ms) | {r['var_joint']:.3g} "
+                     f"({r['seconds_joint'] * 1e3:.0f} ms) | {r['var_trace_elbo']:.3g} "
+                     f"({r['seconds_trace_elbo'] * 1e3:.0f} ms) | {r['var_joint'] / r['var_conditional']:.2f} | "
+                     f"{work['joint'] / work['conditional']:.2f} | {work['trace_elbo'] / work['conditional']:.2f} |")
     write_readme_section("gradient-variance", "\n".join(lines))
 
 

@@ -6,7 +6,9 @@ features, length-scale 1.2 at the first layer and 0.9 below), squashed by tanh; 
 noise. Model: ARD RBF per node, 20 inducing points per node; one ancestral sample (S = 1), full batch,
 float64. We time one ELBO + gradient (forward and backward, no optimiser) for DAG-VI (mean field), DAG-SVI
 chordal with the dense backend (while ``P = 20 J`` stays small enough) and with the sparse backend, all
-from the same initial parameters, in one run, one thread.
+from the same initial parameters, in one run, one thread. Each chordal backend is timed with both of
+DAGELBO's samplers: ``"conditional"`` (the paper's Algorithms 1 and 2) and ``"joint"`` (one joint draw of
+the inducing outputs per case, sinks Rao-Blackwellised; same ELBO in expectation).
 
     python benchmarks/tree_scaling.py [--max-depth 9] [--max-dense-depth 6] [--repeats 3]
 """
@@ -64,8 +66,8 @@ def make_problem(depth, n=20, seed=0):
     return g, {"X": X}, data
 
 
-def time_elbo(model, guide, inputs, data, repeats):
-    elbo = DAGELBO(num_particles=1)
+def time_elbo(model, guide, inputs, data, repeats, sampler="conditional"):
+    elbo = DAGELBO(num_particles=1, sampler=sampler)
     params = list(guide.parameters())
     times = []
     for _ in range(repeats + 1):  # the first call is a warm-up
@@ -83,17 +85,20 @@ def plot(rows):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    dense = [r for r in rows if "chordal_dense_s" in r]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    ax.loglog([r["gp_nodes"] for r in rows], [r["mean_field_s"] for r in rows], "o-", label="DAG-VI (mean field)")
-    ax.loglog([r["gp_nodes"] for r in dense], [r["chordal_dense_s"] for r in dense], "s-",
-              label="DAG-SVI chordal, dense")
-    ax.loglog([r["gp_nodes"] for r in rows], [r["chordal_sparse_s"] for r in rows], "^-",
-              label="DAG-SVI chordal, sparse")
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    series = [("mean_field_s", "o-", "DAG-VI (mean field)"),
+              ("chordal_dense_s", "s-", "DAG-SVI dense, conditional (Alg. 1)"),
+              ("chordal_sparse_s", "^-", "DAG-SVI sparse, conditional (Alg. 2)"),
+              ("chordal_dense_joint_s", "s--", "DAG-SVI dense, joint sampler"),
+              ("chordal_sparse_joint_s", "^--", "DAG-SVI sparse, joint sampler")]
+    for key, style, label in series:
+        pts = [r for r in rows if key in r]
+        if pts:
+            ax.loglog([r["gp_nodes"] for r in pts], [r[key] for r in pts], style, label=label)
     ax.set_xlabel("GP nodes J (20 inducing points each)")
     ax.set_ylabel("seconds per ELBO + gradient (1 thread)")
     ax.set_title("binary branching trees")
-    ax.legend()
+    ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(f"{RESULTS}/tree_scaling.png", dpi=110)
@@ -134,27 +139,35 @@ def main():
         st = AutoStructuredGuide(model, structure="chordal", backend="sparse", name="chordal")
         st(inputs, data)
         row["chordal_sparse_s"] = time_elbo(model, st, inputs, data, args.repeats)
+        row["chordal_sparse_joint_s"] = time_elbo(model, st, inputs, data, args.repeats, "joint")
         if depth <= args.max_dense_depth:
             st.family.backend = "dense"
             row["chordal_dense_s"] = time_elbo(model, st, inputs, data, args.repeats)
+            row["chordal_dense_joint_s"] = time_elbo(model, st, inputs, data, args.repeats, "joint")
             st.family.backend = "sparse"
         rows.append(row)
         rows.sort(key=lambda r: r["depth"])
         print(row, flush=True)
     # log-log slope of the sparse cost against the number of nodes (depths >= 3, where fixed costs fade)
-    pts = [(math.log(r["gp_nodes"]), math.log(r["chordal_sparse_s"])) for r in rows if r["depth"] >= 3]
-    slope = None
-    if len(pts) >= 2:
+    def slope(key):
+        pts = [(math.log(r["gp_nodes"]), math.log(r[key])) for r in rows if r["depth"] >= 3 and key in r]
+        if len(pts) < 2:
+            return None
         mx = sum(p[0] for p in pts) / len(pts)
         my = sum(p[1] for p in pts) / len(pts)
-        slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+        return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+
     dense_rows = [r for r in rows if "chordal_dense_s" in r]
     deepest = dense_rows[-1] if dense_rows else None
-    summary = {"sparse_loglog_slope": slope,
-               "sparse_speedup_at_deepest_dense": (deepest["chordal_dense_s"] / deepest["chordal_sparse_s"])
-               if deepest else None,
-               "deepest_dense_depth": deepest["depth"] if deepest else None,
-               "max_sparse_over_mean_field": max(r["chordal_sparse_s"] / r["mean_field_s"] for r in rows)}
+    summary = {"deepest_dense_depth": deepest["depth"] if deepest else None}
+    for tag, suffix in [("conditional", ""), ("joint", "_joint")]:
+        sparse, dense = f"chordal_sparse{suffix}_s", f"chordal_dense{suffix}_s"
+        have = [r for r in rows if sparse in r]
+        summary[tag] = {
+            "sparse_loglog_slope": slope(sparse),
+            "sparse_speedup_at_deepest_dense": (deepest[dense] / deepest[sparse])
+            if deepest and dense in deepest and sparse in deepest else None,
+            "max_sparse_over_mean_field": max(r[sparse] / r["mean_field_s"] for r in have) if have else None}
     print(summary)
     name = "tree_scaling" + ("_quick" if args.quick else "")
     write_json(name, {"settings": vars(args), "rows": rows, "summary": summary})
@@ -163,16 +176,35 @@ def main():
     plot(rows)
     lines = ["## ELBO cost on binary branching trees (paper Fig. 2)", "",
              "`python benchmarks/tree_scaling.py` (20 cases, 20 inducing points per node, S = 1, float64, one "
-             "thread; one ELBO + gradient, median of 3). Plot: `results/tree_scaling.png`.", "",
-             "| depth | GP nodes | mean field | chordal dense | chordal sparse | sparse / mean field |",
-             "|---|---|---|---|---|---|"]
+             "thread; one ELBO + gradient, median of the repeats). *cond.* = DAGELBO's default sampler (the "
+             "paper's Algorithms 1 and 2), *joint* = `DAGELBO(sampler=\"joint\")`. "
+             "Plot: `results/tree_scaling.png`.", "",
+             "| depth | GP nodes | mean field | dense, cond. | sparse, cond. | dense, joint | sparse, joint | "
+             "sparse cond. / MF | sparse joint / MF |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(r, key):
+        return f"{r[key]:.3f} s" if key in r else "—"
+
+    def ratio(r, key):
+        return f"{r[key] / r['mean_field_s']:.2f}" if key in r else "—"
+
     for r in rows:
-        dense = f"{r['chordal_dense_s']:.3f} s" if "chordal_dense_s" in r else "—"
-        lines.append(f"| {r['depth']} | {r['gp_nodes']} | {r['mean_field_s']:.3f} s | {dense} | "
-                     f"{r['chordal_sparse_s']:.3f} s | {r['chordal_sparse_s'] / r['mean_field_s']:.2f} |")
-    lines += ["", f"Sparse log-log slope (depth ≥ 3): {slope:.2f}; sparse speed-up over dense at depth "
-                  f"{summary['deepest_dense_depth']}: {summary['sparse_speedup_at_deepest_dense']:.1f}×; worst "
-                  f"sparse / mean-field ratio: {summary['max_sparse_over_mean_field']:.2f}."]
+        lines.append(f"| {r['depth']} | {r['gp_nodes']} | {r['mean_field_s']:.3f} s | {cell(r, 'chordal_dense_s')} | "
+                     f"{cell(r, 'chordal_sparse_s')} | {cell(r, 'chordal_dense_joint_s')} | "
+                     f"{cell(r, 'chordal_sparse_joint_s')} | {ratio(r, 'chordal_sparse_s')} | "
+                     f"{ratio(r, 'chordal_sparse_joint_s')} |")
+
+    def fmt(x, spec):
+        return "—" if x is None else format(x, spec)
+
+    lines.append("")
+    for tag in ["conditional", "joint"]:
+        sm = summary[tag]
+        lines.append(f"* {tag} sampler: sparse log-log slope (depth ≥ 3) {fmt(sm['sparse_loglog_slope'], '.2f')}; "
+                     f"sparse speed-up over dense at depth {summary['deepest_dense_depth']}: "
+                     f"{fmt(sm['sparse_speedup_at_deepest_dense'], '.1f')}×; worst sparse / mean-field ratio "
+                     f"{fmt(sm['max_sparse_over_mean_field'], '.2f')}.")
     write_readme_section("tree-scaling", "\n".join(lines))
 
 

@@ -355,7 +355,9 @@ class DAGDGP(PyroModule):
         # Factorise every K(Z, Z) before entering the data plate: hyperparameters with priors (PyroSample)
         # are then sampled once, outside the plate, and reused by the per-case computations.
         cache = self.cholesky_cache()
-        plate = pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1)
+        # minibatch indices on the data's device (a CPU index into CUDA tensors costs a copy per site)
+        device = next(iter(X.values())).device
+        plate = pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1, device=device)
         if estimator is not None:
             return self._forward_marginal(estimator, X, obs, plate, cache)
         return self._forward_generative(X, obs, plate, data is None, cache)
@@ -414,7 +416,7 @@ class DAGDGP(PyroModule):
                                     infer=self._site_meta(w, "observation"))
         return values
 
-    def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None):
+    def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional"):
         """Marginal ancestral sampling (digest-000 Prop. 9, Algorithms 1-3) through the whole DAG.
 
         :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
@@ -422,10 +424,15 @@ class DAGDGP(PyroModule):
         :param int num_samples: ``S``.
         :param idx: optional case indices ``[B]``.
         :param dict cache: optional :meth:`cholesky_cache`.
+        :param str sampler: ``"conditional"`` (Algorithms 1-3) or ``"joint"`` (see :class:`~pyro_dag.infer.DAGELBO`).
         :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
             marginal variances of the Gaussian each draw came from.
         """
-        state = posterior.ancestral_state()
+        if sampler == "joint":
+            sinks = [w for w in self.gp_nodes if self.graph.out_degree(w) == 0]
+            state = posterior.joint_state(num_samples, sinks)
+        else:
+            state = posterior.ancestral_state()
         values = {r: (X[r] if idx is None else X[r][idx]) for r in self.root_nodes}
         out = {}
         cache = self.cholesky_cache() if cache is None else cache
@@ -450,7 +457,8 @@ class DAGDGP(PyroModule):
         posterior = estimator.posterior(self._key, self.topo_nodes[0])
         observed = self._observation_nodes(obs, generate=False)
         with plate as idx:
-            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache)
+            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache,
+                                        getattr(estimator, "sampler", "conditional"))
             for w in observed:
                 _, loc, var = passes[w]
                 y, m = obs[w]

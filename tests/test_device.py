@@ -21,38 +21,53 @@ def _to(tree, device):
     return {k: v.to(device) for k, v in tree.items()}
 
 
-def _pair(device, structure, backend):
-    """A trained-looking CPU guide and its copy on ``device`` (model and guide parameters copied)."""
+def _cpu_reference(structure, backend):
+    """A trained-looking CPU guide: its deterministic quantities and the model and guide states."""
     model, inputs, data = collider_problem()
-    pyro.set_rng_seed(0)
     guide = AutoStructuredGuide(model, structure=structure, backend=backend, name="cpu")
     guide(inputs, data)
     randomize_guide(guide)
-    model_d, _, _ = collider_problem()
-    model_d = model_d.to(device)
-    inputs_d, data_d = _to(inputs, device), _to(data, device)
-    model_d.setup(inputs_d, data_d)
-    model_d.load_state_dict(model.state_dict())
-    guide_d = AutoStructuredGuide(model_d, structure=structure, backend=backend, name="dev")
-    guide_d(inputs_d, data_d)
-    guide_d.load_state_dict(guide.state_dict())
-    return (model, guide, inputs, data), (model_d, guide_d, inputs_d, data_d)
+    q = guide.inducing_posterior()
+    value = q.rsample(torch.Size([3])).detach()
+    ref = {"kl": q.kl().detach(), "value": value, "log_prob": q.log_prob(value).detach(),
+           "means": {k: v.detach() for k, v in q.mean_blocks().items()}}
+    return ref, model.state_dict(), guide.state_dict()
 
 
 @pytest.mark.parametrize("structure,backend", GUIDES)
 def test_guide_quantities_agree_across_devices(device, structure, backend):
-    (model, guide, inputs, data), (model_d, guide_d, inputs_d, data_d) = _pair(device, structure, backend)
-    q, q_d = guide.inducing_posterior(), guide_d.inducing_posterior()
-    assert torch.allclose(q_d.kl().cpu(), q.kl(), rtol=1e-9, atol=1e-9)
-    value = q.rsample(torch.Size([3]))
-    assert torch.allclose(q_d.log_prob(value.to(device)).cpu(), q.log_prob(value), rtol=1e-9, atol=1e-8)
-    for node, m in q.mean_blocks().items():
-        assert torch.allclose(q_d.mean_blocks()[node].cpu(), m, atol=1e-10)
+    ref, model_state, guide_state = _cpu_reference(structure, backend)
+    # PyroModule parameters live in the global param store under their names: the device copy (same names)
+    # must not pick up the CPU tensors
+    pyro.clear_param_store()
+    model, inputs, data = collider_problem()
+    model = model.to(device)
+    inputs, data = _to(inputs, device), _to(data, device)
+    model.setup(inputs, data)
+    model.load_state_dict(model_state)
+    guide = AutoStructuredGuide(model, structure=structure, backend=backend, name="dev")
+    guide(inputs, data)
+    guide.load_state_dict(guide_state)
+    q = guide.inducing_posterior()
+    assert torch.allclose(q.kl().cpu(), ref["kl"], rtol=1e-9, atol=1e-9)
+    assert torch.allclose(q.log_prob(ref["value"].to(device)).cpu(), ref["log_prob"], rtol=1e-9, atol=1e-8)
+    for node, m in ref["means"].items():
+        assert torch.allclose(q.mean_blocks()[node].cpu(), m, atol=1e-10)
     # Monte Carlo quantities: only device and finiteness (different random streams)
-    loss = DAGELBO(num_particles=2).differentiable_loss(model_d, guide_d, inputs_d, data_d)
+    loss = DAGELBO(num_particles=2).differentiable_loss(model, guide, inputs, data)
     assert loss.device.type == device.type and torch.isfinite(loss)
-    grads = torch.autograd.grad(loss, list(guide_d.parameters()), allow_unused=True)
+    grads = torch.autograd.grad(loss, list(guide.parameters()), allow_unused=True)
     assert all(g is None or (g.device.type == device.type and torch.isfinite(g).all()) for g in grads)
+
+
+def test_minibatch_svi_on_device(device):
+    model, inputs, data = collider_problem()
+    model = model.to(device)
+    inputs, data = _to(inputs, device), _to(data, device)
+    guide = AutoStructuredGuide(model, structure="chordal", backend="sparse")
+    svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), DAGELBO(num_particles=2))
+    losses = [svi.step(inputs, data, subsample_size=5) for _ in range(5)]
+    assert all(torch.isfinite(torch.tensor(losses)))
 
 
 @pytest.mark.parametrize("structure,backend", [("mean_field", "dense"), ("chordal", "sparse")])

@@ -18,12 +18,14 @@ class MarginalEstimator:
     """State of one DAGELBO evaluation.
 
     :param int num_particles: ``S``, the number of ancestral samples per data case.
+    :param str sampler: ``"conditional"`` (Algorithms 1-3) or ``"joint"`` (see :class:`~pyro_dag.infer.DAGELBO`).
     :ivar dict posteriors: model key -> inducing posterior published by the guide.
     :ivar list kl_terms: analytic KL terms published by the guide.
     """
 
-    def __init__(self, num_particles):
+    def __init__(self, num_particles, sampler="conditional"):
         self.num_particles = int(num_particles)
+        self.sampler = sampler
         self.posteriors = {}
         self.kl_terms = []
         self.used = set()

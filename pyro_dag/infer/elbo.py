@@ -33,19 +33,32 @@ class DAGELBO(ELBO):
         loss = svi.step(inputs, data)          # inputs, data as for the model
 
     :param int num_particles: ``S``, ancestral samples per data case (vectorised).
+    :param str sampler: how node values are drawn for a structured (chordal/full) guide.
+        ``"conditional"`` (default): the paper's marginal ancestral sampling, exact Gaussian conditioning on the
+        values already drawn (Algorithm 1 dense, Algorithm 2 sparse); its cost per node grows with the node's
+        elimination-tree path. ``"joint"`` (beyond the paper): one joint draw of the inducing outputs per
+        (sample, case) pair by a single block back-substitution, and each sink's predictive Rao-Blackwellised
+        over its own block (:class:`~pyro_dag.infer.autoguide.posteriors.JointSampleState`); the same ELBO in
+        expectation at a cost per node independent of the graph's depth, with more gradient variance
+        (``benchmarks/README.md`` measures both). Mean-field guides are unaffected.
     """
 
+    SAMPLERS = ("conditional", "joint")
+
     def __init__(self, num_particles=1, max_plate_nesting=float("inf"), strict_enumeration_warning=True,
-                 ignore_jit_warnings=False):
+                 ignore_jit_warnings=False, sampler="conditional"):
         if int(num_particles) < 1:
             raise ValueError(f"num_particles must be >= 1, got {num_particles}")
+        if sampler not in self.SAMPLERS:
+            raise ValueError(f"sampler must be one of {self.SAMPLERS}, got {sampler!r}")
+        self.sampler = sampler
         super().__init__(num_particles=1, max_plate_nesting=max_plate_nesting,
                          strict_enumeration_warning=strict_enumeration_warning,
                          ignore_jit_warnings=ignore_jit_warnings)
         self.num_particles = int(num_particles)
 
     def _traces(self, model, guide, args, kwargs):
-        estimator = MarginalEstimator(self.num_particles)
+        estimator = MarginalEstimator(self.num_particles, self.sampler)
         with estimating(estimator):
             guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
             model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)

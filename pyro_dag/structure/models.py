@@ -172,7 +172,8 @@ class Mechanism(PyroModule):
         if not self.supports_subsampling:
             pyro.factor(f"{self.site_prefix}.loglik", self.log_likelihood(X, A, params))
             return params
-        with pyro.plate(f"{self.site_prefix}.data", N, subsample_size=self.subsample_size, dim=-1) as idx:
+        with pyro.plate(f"{self.site_prefix}.data", N, subsample_size=self.subsample_size, dim=-1,
+                        device=X.device) as idx:
             Xb = X if self.subsample_size is None or self.subsample_size >= N else X.index_select(0, idx)
             d = self.observation_dist(Xb, A, params)
             if d is None:
