@@ -188,6 +188,8 @@ def table(res):
                   "| likelihood | device | steps | s/step |", "|---|---|---|---|"]
         for r in st:
             lines.append(f"| {r['likelihood']} | {r['device']} | {r['steps']} | {r['seconds_per_step'] * 1e3:.1f} ms |")
+    if res.get("note"):
+        lines += ["", res["note"]]
     return "\n".join(lines)
 
 
