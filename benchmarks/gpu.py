@@ -169,18 +169,11 @@ def table(res):
         lines.append("")
     tree = res.get("tree")
     if tree:
-        lines += ["Binary trees on CUDA (20 inducing points per node, S = 1, float64), one ELBO + gradient "
-                  "(*cond.* = the paper's Algorithms 1/2, *joint* = `DAGELBO(sampler=\"joint\")`):", "",
-                  "| depth | GP nodes | mean field | sparse, cond. | sparse, joint | dense, cond. | dense, joint | "
-                  "sparse joint / MF |", "|---|---|---|---|---|---|---|---|"]
+        import tree_scaling as ts
 
-        def cell(r, key):
-            return f"{r[key]:.3f} s" if key in r else "—"
-        for r in tree:
-            lines.append(f"| {r['depth']} | {r['gp_nodes']} | {r['mean_field_s']:.3f} s | "
-                         f"{cell(r, 'chordal_sparse_s')} | {cell(r, 'chordal_sparse_joint_s')} | "
-                         f"{cell(r, 'chordal_dense_s')} | {cell(r, 'chordal_dense_joint_s')} | "
-                         f"{r['chordal_sparse_joint_s'] / r['mean_field_s']:.2f} |")
+        lines += ["Binary trees on CUDA (20 inducing points per node, S = 1, float64), one ELBO + gradient "
+                  "(*cond.* = the paper's Algorithms 1/2, *joint* = `DAGELBO(sampler=\"joint\")`):", ""]
+        lines += ts.markdown_table(tree)
         lines.append("")
     st = res.get("structure")
     if st:

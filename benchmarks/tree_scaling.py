@@ -78,6 +78,25 @@ def time_elbo(model, guide, inputs, data, repeats, sampler="conditional"):
     return sorted(times[1:])[len(times[1:]) // 2]
 
 
+def markdown_table(rows):
+    """Markdown table lines of the timings (also used by ``gpu.py``): absent cells are dashes."""
+    def cell(r, key):
+        return f"{r[key]:.3f} s" if key in r else "—"
+
+    def ratio(r, key):
+        return f"{r[key] / r['mean_field_s']:.2f}" if key in r else "—"
+
+    lines = ["| depth | GP nodes | mean field | dense, cond. | sparse, cond. | dense, joint | sparse, joint | "
+             "sparse cond. / MF | sparse joint / MF |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['depth']} | {r['gp_nodes']} | {r['mean_field_s']:.3f} s | {cell(r, 'chordal_dense_s')} | "
+                     f"{cell(r, 'chordal_sparse_s')} | {cell(r, 'chordal_dense_joint_s')} | "
+                     f"{cell(r, 'chordal_sparse_joint_s')} | {ratio(r, 'chordal_sparse_s')} | "
+                     f"{ratio(r, 'chordal_sparse_joint_s')} |")
+    return lines
+
+
 def plot(rows):
     """Log-log plot of the three families' cost against the number of GP nodes."""
     import matplotlib
@@ -178,22 +197,7 @@ def main():
              "`python benchmarks/tree_scaling.py` (20 cases, 20 inducing points per node, S = 1, float64, one "
              "thread; one ELBO + gradient, median of the repeats). *cond.* = DAGELBO's default sampler (the "
              "paper's Algorithms 1 and 2), *joint* = `DAGELBO(sampler=\"joint\")`. "
-             "Plot: `results/tree_scaling.png`.", "",
-             "| depth | GP nodes | mean field | dense, cond. | sparse, cond. | dense, joint | sparse, joint | "
-             "sparse cond. / MF | sparse joint / MF |",
-             "|---|---|---|---|---|---|---|---|---|"]
-
-    def cell(r, key):
-        return f"{r[key]:.3f} s" if key in r else "—"
-
-    def ratio(r, key):
-        return f"{r[key] / r['mean_field_s']:.2f}" if key in r else "—"
-
-    for r in rows:
-        lines.append(f"| {r['depth']} | {r['gp_nodes']} | {r['mean_field_s']:.3f} s | {cell(r, 'chordal_dense_s')} | "
-                     f"{cell(r, 'chordal_sparse_s')} | {cell(r, 'chordal_dense_joint_s')} | "
-                     f"{cell(r, 'chordal_sparse_joint_s')} | {ratio(r, 'chordal_sparse_s')} | "
-                     f"{ratio(r, 'chordal_sparse_joint_s')} |")
+             "Plot: `results/tree_scaling.png`.", ""] + markdown_table(rows)
 
     def fmt(x, spec):
         return "—" if x is None else format(x, spec)
