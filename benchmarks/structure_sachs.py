@@ -147,7 +147,10 @@ def report(res, args):
     return ("### Sachs, 10 folds (digest-001 §7.1c): our runs beside the paper's Tables 1 and 2\n\n"
             "Reproduce: `python benchmarks/structure_sachs.py` (one pinned core; `--methods` to select). "
             "Pooled 7466 × 11 data, 10 folds (rng 0), train on 9 folds standardised with training statistics. "
-            "Paper rows: SVI-DAG paper, GPU, other implementations (digest-001 §9.1-9.2).\n\n"
+            "Paper rows: SVI-DAG paper, GPU, other implementations (digest-001 §9.1-9.2). pyro_dag rows use "
+            "`fit`'s defaults (`--likelihood linear`: 40 particles, ELBO-weighted; mlp: 20 particles, uniform). "
+            "An earlier linear run with 20 uniformly weighted particles gave, at DAG level against cdt-18, AUROC "
+            "60.7 ± 1.6, E-F1 27.0 ± 0.7, E-SHD 41.4 ± 0.4, Brier 0.200.\n\n"
             "**DAG level against cdt's 18-edge graph** (the paper's truth; E-SHD counts a reversal as 2, as SVI-DAG's "
             "code):\n\n" + t1 +
             "\n\n**SVI-DAG's \"CPDAG\" convention against the 17-edge consensus DAG** (E-SHD on CPDAG marks; Brier, F1, "
