@@ -40,7 +40,8 @@ def _progress(iterable, enabled, desc):
 
 
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
-                 init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0):
+                 init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
+                 sampler="conditional"):
     """Fit the paper's collider model and evaluate it.
 
     :param int steps: Adam steps (full batch). :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
@@ -53,6 +54,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
     :param int warm_start: for structured guides, the number of the ``steps`` spent first on a mean-field
         guide, which then initialises the structured one (means copied, latent nodes reset to the prior
         scale; :meth:`~pyro_dag.infer.autoguide.AutoStructuredGuide.warm_start`).
+    :param str sampler: DAGELBO's sampler for the main (structured) phase: ``"conditional"`` or ``"joint"``.
     :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction``.
     """
     device = torch.device(device)
@@ -79,7 +81,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         guide(inputs, data)
         guide.warm_start(mf)
         warm_seconds = time.perf_counter() - start
-    svi = SVI(model, guide, pyro.optim.Adam({"lr": lr}), DAGELBO(num_particles=num_particles))
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": lr}), DAGELBO(num_particles=num_particles, sampler=sampler))
     bar = _progress(range(steps - warm_start), progress, f"collider {structure}")
     for step in bar:
         loss = svi.step(inputs, data)
