@@ -11,8 +11,10 @@ from pyro_dag.cli import main
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_cli_fit_collider_writes_json_and_png(tmp_path, capsys):
-    assert main(["fit", "collider", "--steps", "30", "--out", str(tmp_path), "--no-progress"]) == 0
+@pytest.mark.parametrize("sampler", ["conditional", "joint"])
+def test_cli_fit_collider_writes_json_and_png(tmp_path, capsys, sampler):
+    assert main(["fit", "collider", "--steps", "30", "--out", str(tmp_path), "--no-progress",
+                 "--sampler", sampler]) == 0
     metrics = json.loads((tmp_path / "collider_metrics.json").read_text())
     for key in ["rmse_train", "rmse_test", "crps_train", "crps_test", "mean_abs_corr", "parent_var", "final_elbo"]:
         assert key in metrics
@@ -23,6 +25,8 @@ def test_cli_fit_collider_writes_json_and_png(tmp_path, capsys):
 def test_cli_rejects_bad_options(tmp_path):
     with pytest.raises(SystemExit):
         main(["fit", "collider", "--guide", "nonsense"])
+    with pytest.raises(SystemExit):
+        main(["fit", "collider", "--sampler", "exact"])
     with pytest.raises(SystemExit, match="--steps"):
         main(["fit", "collider", "--steps", "0", "--out", str(tmp_path)])
 
