@@ -316,11 +316,11 @@ def fit(
     param_kl_weight=0.01,
     repulsion_cap=1.0,
     weighting=None,
-    swap_every=5,
+    swap_every=None,
     warmup=0.3,
     soft_warmup=None,
     likelihood_scale=1.0,
-    swap_until=0.9,
+    swap_until=None,
     node_names=None,
     dtype=torch.float32,
     device=None,
@@ -367,6 +367,12 @@ def fit(
     :param float repulsion_cap: SVGD repulsion cap (``None``: off).
     :param int swap_every: every ``swap_every`` steps (during the first ``swap_until`` fraction of the run) each
         particle makes a Metropolis-Hastings order move (:meth:`OrderSVGD.swap_step`); ``0`` disables them.
+        Default (``None``): every step for the whole run (``swap_every=1, swap_until=1.0``) with the collapsed
+        likelihoods (``"linear"``, ``"bge"``), whose particle ELBOs are cheap and exact, every 5 steps over the first
+        90 % otherwise. Measured on ER p = 10 linear data (5 seeds): AUROC 88.6 with every step vs 85.2 with every
+        5th, at 1.45x the time; the posterior modes it escapes score worse than the true DAG (an order-search
+        failure, not a model one).
+    :param float swap_until: see ``swap_every``.
     :param float warmup: fraction of the run over which the likelihood is tempered, its scale rising
         geometrically from ``1 / N`` to 1 (edges then switch on in the order of their evidence instead of all at
         once; 0 disables it).
@@ -418,8 +424,13 @@ def fit(
         X = (X - X.mean(0)) / sd
     if num_steps is None:
         num_steps = 1000 if likelihood == "linear" else 2000
+    collapsed = likelihood in ("linear", "bge")
     if num_particles is None:
-        num_particles = 40 if likelihood in ("linear", "bge") else 20
+        num_particles = 40 if collapsed else 20
+    if swap_every is None:
+        swap_every = 1 if collapsed else 5
+    if swap_until is None:
+        swap_until = 1.0 if collapsed else 0.9
     if not isinstance(num_particles, numbers.Integral) or num_particles < 1:
         raise ValueError(f"num_particles must be a positive integer; got {num_particles!r}")
     if not isinstance(num_steps, numbers.Integral) or num_steps < 1:
