@@ -457,8 +457,7 @@ class DAGDGP(PyroModule):
         posterior = estimator.posterior(self._key, self.topo_nodes[0])
         observed = self._observation_nodes(obs, generate=False)
         with plate as idx:
-            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache,
-                                        getattr(estimator, "sampler", "conditional"))
+            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache, estimator.sampler)
             for w in observed:
                 _, loc, var = passes[w]
                 y, m = obs[w]
