@@ -26,6 +26,7 @@ from pyro.infer import SVI
 from ..datasets.collider import collider, collider_model
 from ..infer import DAGELBO
 from ..infer.autoguide import AutoStructuredGuide
+from ..infer.natural import SinkNaturalGradient
 from ..metrics.regression import crps_samples, nlpd_mixture
 
 __all__ = ["fit_collider", "collider_metrics", "plot_collider", "save_collider_outputs"]
@@ -41,7 +42,7 @@ def _progress(iterable, enabled, desc):
 
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
-                 sampler="conditional"):
+                 sampler="conditional", sink_step_size=0.0):
     """Fit the paper's collider model and evaluate it.
 
     :param int steps: Adam steps (full batch). :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
@@ -55,6 +56,9 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         guide, which then initialises the structured one (means copied, latent nodes reset to the prior
         scale; :meth:`~pyro_dag.infer.autoguide.AutoStructuredGuide.warm_start`).
     :param str sampler: DAGELBO's sampler for the main (structured) phase: ``"conditional"`` or ``"joint"``.
+    :param float sink_step_size: ``γ`` of a natural-gradient step on the child's block after every Adam step
+        (:class:`~pyro_dag.infer.natural.SinkNaturalGradient`, which then owns the child's mean and diagonal
+        block; Adam trains the rest); ``0`` (default): Adam only, the paper's protocol.
     :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction``.
     """
     device = torch.device(device)
@@ -73,18 +77,30 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
     losses = []
     start = time.perf_counter()
     warm_seconds = 0.0
+
+    def trainer(g, elbo):
+        if not sink_step_size:
+            return SVI(model, g, pyro.optim.Adam({"lr": lr}), elbo), None
+        g(inputs, data)
+        ng = SinkNaturalGradient(model, g, step_size=sink_step_size, num_samples=num_particles)
+        return SVI(model, g, pyro.optim.Adam(ng.optim_args({"lr": lr})), elbo), ng
+
     if warm_start:
         mf = AutoStructuredGuide(model, structure="mean_field", init_scale=init_scale, name="MeanFieldWarmStart")
-        svi = SVI(model, mf, pyro.optim.Adam({"lr": lr}), DAGELBO(num_particles=num_particles))
+        svi, ng = trainer(mf, DAGELBO(num_particles=num_particles))
         for step in _progress(range(warm_start), progress, "collider mean-field warm start"):
             losses.append(svi.step(inputs, data))
+            if ng is not None:
+                ng.step(inputs, data)
         guide(inputs, data)
         guide.warm_start(mf)
         warm_seconds = time.perf_counter() - start
-    svi = SVI(model, guide, pyro.optim.Adam({"lr": lr}), DAGELBO(num_particles=num_particles, sampler=sampler))
+    svi, ng = trainer(guide, DAGELBO(num_particles=num_particles, sampler=sampler))
     bar = _progress(range(steps - warm_start), progress, f"collider {structure}")
     for step in bar:
         loss = svi.step(inputs, data)
+        if ng is not None:
+            ng.step(inputs, data)
         losses.append(loss)
         if progress and step % 25 == 0:
             bar.set_postfix(elbo=f"{-loss:.1f}")
@@ -93,7 +109,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
     metrics.update({"structure": structure, "backend": guide.family.resolved_backend()
                     if hasattr(guide.family, "resolved_backend") else "dense",
                     "steps": steps, "warm_start_steps": warm_start, "seed": seed, "num_particles": num_particles,
-                    "lr": lr, "train_seconds": seconds,
+                    "lr": lr, "sink_step_size": sink_step_size, "sampler": sampler, "train_seconds": seconds,
                     "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - warm_start), "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
                     "device": str(device), "dtype": "float64"})
     with torch.no_grad():
