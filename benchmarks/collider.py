@@ -30,6 +30,12 @@ CONFIGS = {
     "chordal-dense-warm": dict(structure="chordal", backend="dense", warm_start=1000),
     "chordal-sparse-warm": dict(structure="chordal", backend="sparse", warm_start=1000),
     "chordal-sparse-cold": dict(structure="chordal", backend="sparse", warm_start=0),
+    # beyond the paper's protocol (same steps, lr and 4 samples): antithetic sample pairs in DAGELBO ...
+    "mean_field-antithetic": dict(structure="mean_field", backend="dense", warm_start=0, antithetic=True),
+    "chordal-dense-cold-antithetic": dict(structure="chordal", backend="dense", warm_start=0, antithetic=True),
+    # ... or a natural-gradient step (γ = 0.1) on the child's block after every Adam step
+    "mean_field-sinkng": dict(structure="mean_field", backend="dense", warm_start=0, sink_step_size=0.1),
+    "chordal-dense-cold-sinkng": dict(structure="chordal", backend="dense", warm_start=0, sink_step_size=0.1),
 }
 KEYS = ["rmse_train", "rmse_test", "crps_train", "crps_test", "mean_abs_corr", "parent_var", "nlpd_test",
         "seconds_per_step_main", "final_elbo"]
@@ -44,10 +50,14 @@ def main():
                         help="rebuild the JSON summary and README table from the stored runs")
     parser.add_argument("--sparse-seeds", type=int, nargs="+", default=None,
                         help="seeds for the (slow) sparse cold-start configuration (default: the first seed)")
+    parser.add_argument("--name", default="collider",
+                        help="results file name (run two processes with different names, then --merge)")
+    parser.add_argument("--merge", nargs="+", default=[],
+                        help="result files (names in benchmarks/results) whose runs replace or extend this one's")
     args = parser.parse_args()
     one_thread()
     # Merge with earlier runs of other configurations / seeds (re-running a (config, seed) replaces it).
-    path = os.path.join(RESULTS, "collider.json")
+    path = os.path.join(RESULTS, f"{args.name}.json")
     if args.summarize_only:
         args.configs = []
     todo = {(name, seed) for name in args.configs for seed in
@@ -55,6 +65,10 @@ def main():
     runs = []
     if os.path.exists(path):
         runs = [r for r in json.load(open(path)).get("runs", []) if (r["config"], r["seed"]) not in todo]
+    for other in args.merge:
+        extra = json.load(open(os.path.join(RESULTS, f"{other}.json")))["runs"]
+        keys = {(r["config"], r["seed"]) for r in extra}
+        runs = [r for r in runs if (r["config"], r["seed"]) not in keys] + extra
     for name in args.configs:
         seeds = args.seeds
         if name == "chordal-sparse-cold":
@@ -65,15 +79,17 @@ def main():
             row = {"config": name, "seed": seed, **{k: res["metrics"][k] for k in KEYS}}
             runs.append(row)
             print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
-            write_json("collider", {"settings": vars(args), "runs": runs})
+            write_json(args.name, {"settings": vars(args), "runs": runs})
     summary = {}
     configs = [c for c in CONFIGS if any(r["config"] == c for r in runs)]
     for name in configs:
-        rows = [r for r in runs if r["config"] == name]
+        rows = sorted((r for r in runs if r["config"] == name), key=lambda r: r["seed"])
         summary[name] = {k: (statistics.mean(r[k] for r in rows),
                              statistics.stdev(r[k] for r in rows) if len(rows) > 1 else 0.0) for k in KEYS}
         summary[name]["n"] = len(rows)
-    write_json("collider", {"settings": vars(args), "runs": runs, "summary": summary})
+    write_json(args.name, {"settings": vars(args), "runs": runs, "summary": summary})
+    if args.name != "collider":
+        return
     lines = ["## Latent collider: DAG-VI vs DAG-SVI (paper Table 1, Fig. 14)", "",
              "`python benchmarks/collider.py` (3000 Adam steps, lr 0.01, 4 samples, float64, one thread; mean ± sd "
              "over optimisation seeds; RMSE/CRPS of the child's latent values against the noise-free surface on "

@@ -18,7 +18,7 @@ from . import graph as dag
 from .gp.conditional import cholesky_with_jitter, whitened_conditional
 from .gp.inducing import init_inducing_inputs
 from .gp.likelihoods import Gaussian, get_likelihood
-from .infer.context import current_estimator, suspended
+from .infer.context import current_estimator, standard_normal, suspended
 from .kernels import Concat, ParentSpec, RBF, as_fusion_kernel
 
 __all__ = ["DAGDGP", "DAGInputError", "NodePrediction"]
@@ -416,7 +416,7 @@ class DAGDGP(PyroModule):
                                     infer=self._site_meta(w, "observation"))
         return values
 
-    def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional"):
+    def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False):
         """Marginal ancestral sampling (digest-000 Prop. 9, Algorithms 1-3) through the whole DAG.
 
         :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
@@ -425,12 +425,13 @@ class DAGDGP(PyroModule):
         :param idx: optional case indices ``[B]``.
         :param dict cache: optional :meth:`cholesky_cache`.
         :param str sampler: ``"conditional"`` (Algorithms 1-3) or ``"joint"`` (see :class:`~pyro_dag.infer.DAGELBO`).
+        :param bool antithetic: pair the samples, ``ε`` for the first ``S/2`` and ``-ε`` for the rest (``S`` even).
         :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
             marginal variances of the Gaussian each draw came from.
         """
         if sampler == "joint":
             sinks = [w for w in self.gp_nodes if self.graph.out_degree(w) == 0]
-            state = posterior.joint_state(num_samples, sinks)
+            state = posterior.joint_state(num_samples, sinks, antithetic=antithetic)
         else:
             state = posterior.ancestral_state()
         values = {r: (X[r] if idx is None else X[r][idx]) for r in self.root_nodes}
@@ -440,7 +441,7 @@ class DAGDGP(PyroModule):
             a, r = self.node_conditional(w, values, cache)
             loc, cov = state.predict(w, a, r)
             batch = (num_samples,) + loc.shape[-2:]
-            eps = torch.randn(batch, dtype=loc.dtype, device=loc.device)
+            eps = standard_normal(batch, loc, antithetic)
             if cov.shape[-1] == 1:
                 var = cov[..., 0]
                 f = loc + var.clamp_min(0).sqrt() * eps
@@ -457,7 +458,8 @@ class DAGDGP(PyroModule):
         posterior = estimator.posterior(self._key, self.topo_nodes[0])
         observed = self._observation_nodes(obs, generate=False)
         with plate as idx:
-            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache, estimator.sampler)
+            passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache, estimator.sampler,
+                                        estimator.antithetic)
             for w in observed:
                 _, loc, var = passes[w]
                 y, m = obs[w]

@@ -42,7 +42,7 @@ def _progress(iterable, enabled, desc):
 
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
-                 sampler="conditional", sink_step_size=0.0):
+                 sampler="conditional", sink_step_size=0.0, antithetic=False):
     """Fit the paper's collider model and evaluate it.
 
     :param int steps: Adam steps (full batch). :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
@@ -59,6 +59,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
     :param float sink_step_size: ``γ`` of a natural-gradient step on the child's block after every Adam step
         (:class:`~pyro_dag.infer.natural.SinkNaturalGradient`, which then owns the child's mean and diagonal
         block; Adam trains the rest); ``0`` (default): Adam only, the paper's protocol.
+    :param bool antithetic: DAGELBO's antithetic pairs (``num_particles`` must be even), in both phases.
     :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction``.
     """
     device = torch.device(device)
@@ -87,7 +88,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
 
     if warm_start:
         mf = AutoStructuredGuide(model, structure="mean_field", init_scale=init_scale, name="MeanFieldWarmStart")
-        svi, ng = trainer(mf, DAGELBO(num_particles=num_particles))
+        svi, ng = trainer(mf, DAGELBO(num_particles=num_particles, antithetic=antithetic))
         for step in _progress(range(warm_start), progress, "collider mean-field warm start"):
             losses.append(svi.step(inputs, data))
             if ng is not None:
@@ -95,7 +96,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         guide(inputs, data)
         guide.warm_start(mf)
         warm_seconds = time.perf_counter() - start
-    svi, ng = trainer(guide, DAGELBO(num_particles=num_particles, sampler=sampler))
+    svi, ng = trainer(guide, DAGELBO(num_particles=num_particles, sampler=sampler, antithetic=antithetic))
     bar = _progress(range(steps - warm_start), progress, f"collider {structure}")
     for step in bar:
         loss = svi.step(inputs, data)
@@ -109,7 +110,8 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
     metrics.update({"structure": structure, "backend": guide.family.resolved_backend()
                     if hasattr(guide.family, "resolved_backend") else "dense",
                     "steps": steps, "warm_start_steps": warm_start, "seed": seed, "num_particles": num_particles,
-                    "lr": lr, "sink_step_size": sink_step_size, "sampler": sampler, "train_seconds": seconds,
+                    "lr": lr, "sink_step_size": sink_step_size, "sampler": sampler,
+                    "antithetic": antithetic, "train_seconds": seconds,
                     "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - warm_start), "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
                     "device": str(device), "dtype": "float64"})
     with torch.no_grad():

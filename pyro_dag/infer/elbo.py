@@ -41,14 +41,21 @@ class DAGELBO(ELBO):
         over its own block (:class:`~pyro_dag.infer.autoguide.posteriors.JointSampleState`); the same ELBO in
         expectation at a cost per node independent of the graph's depth, with more gradient variance
         (``benchmarks/README.md`` measures both). Mean-field guides are unaffected.
+    :param bool antithetic: draw the ``S`` samples in antithetic pairs, ``ε`` and ``-ε`` (``S`` must be even;
+        beyond the paper). Each draw keeps its law, so the estimate stays unbiased; the odd-order terms of the
+        integrand in ``ε`` cancel within each pair. It pays when the posterior of latent parents is broad, as
+        under DAG-SVI on the collider (``benchmarks/README.md``).
     """
 
     SAMPLERS = ("conditional", "joint")
 
     def __init__(self, num_particles=1, max_plate_nesting=float("inf"), strict_enumeration_warning=True,
-                 ignore_jit_warnings=False, sampler="conditional"):
+                 ignore_jit_warnings=False, sampler="conditional", antithetic=False):
         if int(num_particles) < 1:
             raise ValueError(f"num_particles must be >= 1, got {num_particles}")
+        if antithetic and int(num_particles) % 2:
+            raise ValueError(f"antithetic=True pairs the samples, so num_particles must be even, got {num_particles}")
+        self.antithetic = bool(antithetic)
         if sampler not in self.SAMPLERS:
             raise ValueError(f"sampler must be one of {self.SAMPLERS}, got {sampler!r}")
         self.sampler = sampler
@@ -58,7 +65,7 @@ class DAGELBO(ELBO):
         self.num_particles = int(num_particles)
 
     def _traces(self, model, guide, args, kwargs):
-        estimator = MarginalEstimator(self.num_particles, self.sampler)
+        estimator = MarginalEstimator(self.num_particles, self.sampler, self.antithetic)
         with estimating(estimator):
             guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
             model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)

@@ -24,6 +24,8 @@ import math
 
 import torch
 
+from ..context import standard_normal
+
 __all__ = ["Block", "InducingPosterior", "MeanFieldPosterior", "MeanFieldState", "DenseGaussianPosterior",
            "SparseChordalPosterior", "JointSampleState", "gaussian_kl_standard"]
 
@@ -85,10 +87,10 @@ class InducingPosterior:
         """A fresh sampler state for one marginal ancestral pass."""
         raise NotImplementedError
 
-    def joint_state(self, num_samples, sinks=()):
+    def joint_state(self, num_samples, sinks=(), antithetic=False):
         """A fresh state for the ``"joint"`` sampler (:class:`JointSampleState`); ``sinks``: the nodes whose
         values feed no other node (their predictive is Rao-Blackwellised over their own block)."""
-        return JointSampleState(self, num_samples, sinks)
+        return JointSampleState(self, num_samples, sinks, antithetic)
 
     # Hooks of the joint sampler (structured posteriors): ``q(V) = N(m, Λ⁻¹)``, ``Λ = L Lᵀ``.
     def _joint_centred(self, eps):
@@ -151,7 +153,7 @@ class MeanFieldPosterior(InducingPosterior):
     def ancestral_state(self):
         return MeanFieldState(self)
 
-    def joint_state(self, num_samples, sinks=()):
+    def joint_state(self, num_samples, sinks=(), antithetic=False):
         # Under mean field the blocks are independent: the marginal state is already exact and O(1) per node.
         return MeanFieldState(self)
 
@@ -417,12 +419,14 @@ class JointSampleState:
 
     :param InducingPosterior posterior: a dense or sparse structured posterior.
     :param int num_samples: ``S``. :param sinks: nodes whose values feed no other node.
+    :param bool antithetic: draw ``ε`` for the first ``S/2`` samples and ``-ε`` for the others.
     """
 
-    def __init__(self, posterior, num_samples, sinks=()):
+    def __init__(self, posterior, num_samples, sinks=(), antithetic=False):
         self.posterior = posterior
         self.num_samples = int(num_samples)
         self.sinks = set(sinks)
+        self.antithetic = bool(antithetic)
         self._eps = None
         self._centred = None
         self._batch = None
@@ -431,7 +435,8 @@ class JointSampleState:
         P = self.posterior.size
         self._means = self.posterior.mean_blocks()
         self._batch = (self.num_samples, num_cases)
-        self._eps = torch.randn(P, self.num_samples * num_cases, dtype=like.dtype, device=like.device)
+        # columns are (sample, case) pairs, sample-major: the halves along dim 1 are the sample halves
+        self._eps = standard_normal((P, self.num_samples * num_cases), like, self.antithetic, dim=1)
         self._centred = self.posterior._joint_centred(self._eps)
 
     def _block(self, node, x):
