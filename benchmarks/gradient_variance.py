@@ -6,6 +6,9 @@ outputs and then the node values. We report the total variance (sum over all gui
 gradient with 4 samples per step for each, and their ratio, at two points: the guide's initialisation and
 after 500 DAG-VI training steps.
 
+Both parts also measure DAGELBO with antithetic sample pairs (``antithetic=True``: the same 4 samples as 2
+pairs ``(ε, -ε)``).
+
 Second part, DAG-SVI (chordal guide): DAGELBO's two samplers for structured guides, ``"conditional"`` (the
 paper's Algorithm 2) and ``"joint"`` (one joint draw of the inducing outputs per case), next to Trace_ELBO, on
 the collider (at initialisation and after 500 chordal training steps) and on a depth-4 binary tree of
@@ -69,6 +72,7 @@ def structured_rows(repeats):
             done = stage
             row = {"problem": name, "train_steps": stage}
             for key, elbo in [("conditional", DAGELBO(num_particles=4)),
+                              ("antithetic", DAGELBO(num_particles=4, antithetic=True)),
                               ("joint", DAGELBO(num_particles=4, sampler="joint")),
                               ("trace_elbo", Trace_ELBO(num_particles=4, vectorize_particles=True))]:
                 grads, seconds = gradient_samples(elbo, model, guide, inputs, data, repeats, timed=True)
@@ -111,11 +115,14 @@ def main():
             for _ in range(args.train_steps):
                 svi.step(ds.inputs, ds.data)
         ours = gradient_samples(DAGELBO(num_particles=4), model, guide, ds.inputs, ds.data, args.repeats)
+        anti = gradient_samples(DAGELBO(num_particles=4, antithetic=True), model, guide, ds.inputs, ds.data,
+                                args.repeats)
         theirs = gradient_samples(Trace_ELBO(num_particles=4, vectorize_particles=True), model, guide, ds.inputs,
                                   ds.data, args.repeats)
         v_ours, v_theirs = ours.var(0).sum().item(), theirs.var(0).sum().item()
         rows.append({"stage": stage, "total_grad_var_dagelbo": v_ours, "total_grad_var_trace_elbo": v_theirs,
-                     "ratio_trace_over_dagelbo": v_theirs / v_ours})
+                     "ratio_trace_over_dagelbo": v_theirs / v_ours,
+                     "total_grad_var_dagelbo_antithetic": anti.var(0).sum().item()})
         print(rows[-1], flush=True)
     report(args, rows, structured_rows(args.repeats))
 
@@ -127,19 +134,24 @@ def report(args, rows, structured):
     lines = ["## Gradient variance: DAGELBO vs Trace_ELBO (latent collider, DAG-VI guide)", "",
              f"`python benchmarks/gradient_variance.py` ({args.repeats} gradient draws of each estimator, 4 samples "
              "each, same guide; total variance summed over all guide parameters).", "",
-             "| guide state | DAGELBO | Trace_ELBO | Trace_ELBO / DAGELBO |", "|---|---|---|---|"]
+             "| guide state | DAGELBO | DAGELBO, antithetic pairs | Trace_ELBO | Trace_ELBO / DAGELBO |",
+             "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['stage']} | {r['total_grad_var_dagelbo']:.3g} | {r['total_grad_var_trace_elbo']:.3g} | "
+        anti = r.get("total_grad_var_dagelbo_antithetic")
+        lines.append(f"| {r['stage']} | {r['total_grad_var_dagelbo']:.3g} | "
+                     f"{'-' if anti is None else format(anti, '.3g')} | {r['total_grad_var_trace_elbo']:.3g} | "
                      f"{r['ratio_trace_over_dagelbo']:.1f}× |")
     lines += ["", "DAG-SVI (chordal guide, sparse backend): total gradient variance and seconds per gradient of "
                   "DAGELBO's samplers and Trace_ELBO (4 samples each). *work* = variance × seconds relative to "
                   "the conditional sampler (lower is better).", "",
-              "| problem | trained steps | conditional | joint | Trace_ELBO | joint / cond. variance | "
-              "joint work | Trace_ELBO work |", "|---|---|---|---|---|---|---|---|"]
+              "| problem | trained steps | conditional | conditional, antithetic pairs | joint | Trace_ELBO | "
+              "joint / cond. variance | joint work | Trace_ELBO work |", "|---|---|---|---|---|---|---|---|---|"]
     for r in structured:
         work = {k: r[f"var_{k}"] * r[f"seconds_{k}"] for k in ("conditional", "joint", "trace_elbo")}
+        anti = (f"{r['var_antithetic']:.3g} ({r['seconds_antithetic'] * 1e3:.0f} ms)" if "var_antithetic" in r
+                else "-")
         lines.append(f"| {r['problem']} | {r['train_steps']} | {r['var_conditional']:.3g} "
-                     f"({r['seconds_conditional'] * 1e3:.0f} ms) | {r['var_joint']:.3g} "
+                     f"({r['seconds_conditional'] * 1e3:.0f} ms) | {anti} | {r['var_joint']:.3g} "
                      f"({r['seconds_joint'] * 1e3:.0f} ms) | {r['var_trace_elbo']:.3g} "
                      f"({r['seconds_trace_elbo'] * 1e3:.0f} ms) | {r['var_joint'] / r['var_conditional']:.2f} | "
                      f"{work['joint'] / work['conditional']:.2f} | {work['trace_elbo'] / work['conditional']:.2f} |")

@@ -11,10 +11,10 @@ from pyro_dag.cli import main
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize("sampler", ["conditional", "joint"])
-def test_cli_fit_collider_writes_json_and_png(tmp_path, capsys, sampler):
+@pytest.mark.parametrize("sampler,extra", [("conditional", []), ("joint", []), ("conditional", ["--antithetic"])])
+def test_cli_fit_collider_writes_json_and_png(tmp_path, capsys, sampler, extra):
     assert main(["fit", "collider", "--steps", "30", "--out", str(tmp_path), "--no-progress",
-                 "--sampler", sampler]) == 0
+                 "--sampler", sampler] + extra) == 0
     metrics = json.loads((tmp_path / "collider_metrics.json").read_text())
     for key in ["rmse_train", "rmse_test", "crps_train", "crps_test", "mean_abs_corr", "parent_var", "final_elbo"]:
         assert key in metrics
@@ -29,6 +29,8 @@ def test_cli_rejects_bad_options(tmp_path):
         main(["fit", "collider", "--sampler", "exact"])
     with pytest.raises(SystemExit, match="--steps"):
         main(["fit", "collider", "--steps", "0", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--num-particles must be even"):
+        main(["fit", "collider", "--antithetic", "--num-particles", "3", "--out", str(tmp_path)])
 
 
 @pytest.mark.parametrize("script", ["collider.py"])

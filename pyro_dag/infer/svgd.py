@@ -385,11 +385,12 @@ class OrderSVGD:
         return total / num_samples
 
     @torch.no_grad()
-    def swap_step(self, *args, num_samples=1, **kwargs):
+    def swap_step(self, *args, num_samples=1, moves="adjacent", **kwargs):
         """Metropolis-Hastings order moves on the particles, targeting the same ``p(r) exp(L(phi; r))`` as SVGD.
 
         Each particle proposes to swap the potentials of two nodes that are adjacent in its order (a symmetric
-        proposal that leaves ``p(r) = N(0, I)`` unchanged) and accepts with probability
+        proposal that leaves ``p(r) = N(0, I)`` unchanged; with ``moves="mixed"`` half of the proposals swap
+        two nodes at uniformly random positions instead, which is still symmetric) and accepts with probability
         ``min(1, exp(L(phi; r') - L(phi; r)))``, the ELBOs estimated with common random numbers
         (:meth:`particle_elbos`). Gradients through the relaxed order mask hardly move a particle across an order
         boundary (digest-001 §11.3, §11.5); these discrete moves do. Returns the acceptance rate.
@@ -399,9 +400,17 @@ class OrderSVGD:
         r = particles.detach().clone()
         p = r.shape[-1]
         order = torch.argsort(-r, -1)
+        if moves not in ("adjacent", "mixed"):
+            raise ValueError(f"moves must be 'adjacent' or 'mixed', got {moves!r}")
         pos = torch.randint(0, p - 1, (K,), device=r.device)
+        pos2 = pos + 1
+        if moves == "mixed":
+            far = torch.rand(K, device=r.device) < 0.5
+            a = torch.randint(0, p, (K,), device=r.device)
+            b = (a + torch.randint(1, p, (K,), device=r.device)) % p    # uniform over the other positions
+            pos, pos2 = torch.where(far, a, pos), torch.where(far, b, pos2)
         rows = torch.arange(K, device=r.device)
-        i, j = order[rows, pos], order[rows, pos + 1]
+        i, j = order[rows, pos], order[rows, pos2]
         proposal = r.clone()
         proposal[rows, i], proposal[rows, j] = r[rows, j], r[rows, i]
         seed = int(torch.randint(0, 2**62, ()).item())

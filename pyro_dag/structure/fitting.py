@@ -321,6 +321,7 @@ def fit(
     soft_warmup=None,
     likelihood_scale=1.0,
     swap_until=None,
+    swap_moves="adjacent",
     node_names=None,
     dtype=torch.float32,
     device=None,
@@ -519,7 +520,7 @@ def fit(
             loss = svgd.step(X)
             losses.append(loss)
             if swap_every and step % swap_every == 0 and step < swap_until * num_steps:
-                svgd.swap_step(X)
+                svgd.swap_step(X, moves=swap_moves)
             if callback is not None:
                 callback(step, svgd, loss)
             if progress and (step % 25 == 0 or step == num_steps - 1):
