@@ -321,7 +321,7 @@ def fit(
     soft_warmup=None,
     likelihood_scale=1.0,
     swap_until=None,
-    swap_moves="adjacent",
+    swap_moves=None,
     node_names=None,
     dtype=torch.float32,
     device=None,
@@ -374,6 +374,12 @@ def fit(
         5th, at 1.45x the time; the posterior modes it escapes score worse than the true DAG (an order-search
         failure, not a model one).
     :param float swap_until: see ``swap_every``.
+    :param str swap_moves: the order moves' proposal (:meth:`OrderSVGD.swap_step`): ``"adjacent"`` swaps two nodes
+        next to each other in the particle's order; ``"mixed"`` makes half of the proposals swaps of two nodes at
+        random positions (long jumps across the order). Default (``None``): ``"mixed"`` with the collapsed
+        likelihoods, ``"adjacent"`` otherwise. Measured on ER p = 20 linear data: AUROC 99.4 vs 78.8 (seed 4, where
+        adjacent swaps left the particles in orders that score below the true DAG) and 91.3 vs 85.1 (seed 0);
+        the benchmark tables use the default.
     :param float warmup: fraction of the run over which the likelihood is tempered, its scale rising
         geometrically from ``1 / N`` to 1 (edges then switch on in the order of their evidence instead of all at
         once; 0 disables it).
@@ -432,6 +438,10 @@ def fit(
         swap_every = 1 if collapsed else 5
     if swap_until is None:
         swap_until = 1.0 if collapsed else 0.9
+    if swap_moves is None:
+        swap_moves = "mixed" if collapsed else "adjacent"
+    if swap_moves not in ("adjacent", "mixed"):
+        raise ValueError(f"swap_moves must be 'adjacent' or 'mixed' (or None for the default); got {swap_moves!r}")
     if not isinstance(num_particles, numbers.Integral) or num_particles < 1:
         raise ValueError(f"num_particles must be a positive integer; got {num_particles!r}")
     if not isinstance(num_steps, numbers.Integral) or num_steps < 1:
@@ -533,7 +543,7 @@ def fit(
         particle_lr=particle_lr,
         batch_size=batch_size, order_temperature=(tau0, tau1), sinkhorn_iters=sinkhorn_iters,
         edge_temperature=edge_temperature, edge_relaxation=edge_relaxation, edge_offset=edge_offset, swap_every=swap_every,
-        swap_until=swap_until, warmup=warmup, soft_warmup=soft_warmup, param_kl_weight=param_kl_weight,
+        swap_until=swap_until, swap_moves=swap_moves, warmup=warmup, soft_warmup=soft_warmup, param_kl_weight=param_kl_weight,
         likelihood_scale=likelihood_scale, weighting=weighting, repulsion_cap=repulsion_cap, standardize=standardize,
     )
     return StructurePosterior(model, guide, svgd, X, names, state, losses, settings, wall, weighting=weighting)

@@ -169,3 +169,30 @@ def test_swap_moves_find_the_best_order():
     # per-particle ELBOs exclude log p(r) by default
     L = svgd.particle_elbos(num_samples=2)
     assert torch.allclose(L, torch.full((8,), 20.0))
+
+
+def test_mixed_swap_moves_permute_potentials_and_find_the_best_order():
+    # "mixed" moves also swap nodes at random positions: still a permutation of each particle's potentials,
+    # and (a symmetric proposal) they reach the rewarded order of 5 nodes
+    pyro.clear_param_store()
+    torch.manual_seed(2)
+    p = 5
+
+    def model():
+        r = pyro.sample("r", dist.Normal(torch.zeros(p), 1.0).to_event(1))
+        good = torch.stack([r[..., k] > r[..., k + 1] for k in range(p - 1)], -1).all(-1)
+        pyro.factor("f", 30.0 * good.float())
+
+    def guide():
+        pyro.sample("r", dist.Normal(torch.zeros(p), 1.0).to_event(1))
+
+    svgd = OrderSVGD(model, guide, pyro.optim.Adam({"lr": 1e-6}), num_particles=8, max_plate_nesting=0)
+    svgd.step()
+    before = svgd.particles.sort(-1).values
+    for _ in range(300):
+        svgd.swap_step(moves="mixed")
+    r = svgd.particles
+    assert torch.equal(r.sort(-1).values, before)
+    assert torch.stack([r[:, k] > r[:, k + 1] for k in range(p - 1)], -1).all()
+    with pytest.raises(ValueError, match="moves"):
+        svgd.swap_step(moves="random")
