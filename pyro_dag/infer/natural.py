@@ -202,8 +202,7 @@ class SinkNaturalGradient:
             L_old = fb[(w, w)]
             P_old = L_old @ L_old.T
         else:
-            C_old = family.scale_tril(w)
-            P_old = torch.cholesky_inverse(torch.linalg.cholesky(C_old @ C_old.T))
+            P_old = torch.cholesky_inverse(family.scale_tril(w))             # (C Cᵀ)⁻¹
         m_old = getattr(family.locs, w).detach().clone()
         P_new = (1 - gamma) * P_old + gamma * P_hat
         theta = (1 - gamma) * (P_old @ m_old) + gamma * h.reshape(-1)
