@@ -268,12 +268,25 @@ def run_pyro_dag(x, likelihood, seed, k=1000, **fit_kwargs):
 # ----------------------------------------------------------------------------------------------------------
 # results files and README section
 # ----------------------------------------------------------------------------------------------------------
+# What each results file held when this process read or last wrote it: entries this process did not change
+# since then are not its own, and the file's (possibly newer) version of them wins in save_results.
+_SNAPSHOT = {}
+
+
+def _fingerprints(runs):
+    return {(key, method): json.dumps(value, sort_keys=True, default=_json_default)
+            for key, methods in runs.items() for method, value in methods.items()}
+
+
 def load_results(name):
     path = os.path.join(RESULTS, name)
     if os.path.exists(path):
         with open(path) as f:
-            return json.load(f)
-    return {"runs": {}}
+            res = json.load(f)
+    else:
+        res = {"runs": {}}
+    _SNAPSHOT[name] = _fingerprints(res.get("runs", {}))
+    return res
 
 
 def _json_default(o):
@@ -283,10 +296,12 @@ def _json_default(o):
 
 
 def save_results(name, res):
-    """Merge ``res`` with the JSON file under a lock and write it: entries ``runs[key][method]`` held by this
-    process win; entries written meanwhile by another process are added to ``res`` in place (the dicts inside
-    ``res["runs"]`` keep their identity, so callers may hold references to them). This lets the peers and
-    pyro_dag write the same file at the same time."""
+    """Merge ``res`` with the JSON file under a lock and write it: entries ``runs[key][method]`` this process
+    computed (changed since it read the file) win; every other entry is taken from the file, so entries written
+    meanwhile by another process are added to (or replace the stale copies in) ``res`` in place (the dicts inside
+    ``res["runs"]`` keep their identity, so callers may hold references to them). This lets several benchmark
+    processes write the same file at the same time. (Until 2026-11-29 the stale copies this process had read won,
+    which silently reverted another process's fresh entries.)"""
     import fcntl
     import tempfile
 
@@ -294,18 +309,23 @@ def save_results(name, res):
     path = os.path.join(RESULTS, name)
     with open(os.path.join(tempfile.gettempdir(), f"pyro_dag_{name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        snapshot = _SNAPSHOT.get(name, {})
         disk = load_results(name)
         runs = res.setdefault("runs", {})
         for key, methods in disk.get("runs", {}).items():
             mem = runs.setdefault(key, {})
             for method, value in methods.items():
-                mem.setdefault(method, value)
+                mine = mem.get(method)
+                if mine is None or snapshot.get((key, method)) == json.dumps(mine, sort_keys=True,
+                                                                             default=_json_default):
+                    mem[method] = value
         out = dict(disk)
         out.update(res)
         tmp = path + f".tmp{os.getpid()}"
         with open(tmp, "w") as f:
             json.dump(out, f, indent=1, sort_keys=True, default=_json_default)
         os.replace(tmp, path)
+        _SNAPSHOT[name] = _fingerprints(runs)
 
 
 def environment():
