@@ -268,8 +268,8 @@ def run_pyro_dag(x, likelihood, seed, k=1000, **fit_kwargs):
 # ----------------------------------------------------------------------------------------------------------
 # results files and README section
 # ----------------------------------------------------------------------------------------------------------
-# What each results file held when this process read or last wrote it: entries this process did not change
-# since then are not its own, and the file's (possibly newer) version of them wins in save_results.
+# What each results file held when this process first read it: entries that still equal it are not this
+# process's own, and the file's (possibly newer) version of them wins in save_results.
 _SNAPSHOT = {}
 
 
@@ -285,7 +285,7 @@ def load_results(name):
             res = json.load(f)
     else:
         res = {"runs": {}}
-    _SNAPSHOT[name] = _fingerprints(res.get("runs", {}))
+    _SNAPSHOT.setdefault(name, _fingerprints(res.get("runs", {})))
     return res
 
 
@@ -297,7 +297,7 @@ def _json_default(o):
 
 def save_results(name, res):
     """Merge ``res`` with the JSON file under a lock and write it: entries ``runs[key][method]`` this process
-    computed (changed since it read the file) win; every other entry is taken from the file, so entries written
+    computed (changed since it first read the file) win, at every save; every other entry is taken from the file, so entries written
     meanwhile by another process are added to (or replace the stale copies in) ``res`` in place (the dicts inside
     ``res["runs"]`` keep their identity, so callers may hold references to them). This lets several benchmark
     processes write the same file at the same time. (Until 2026-11-29 the stale copies this process had read won,
@@ -325,7 +325,6 @@ def save_results(name, res):
         with open(tmp, "w") as f:
             json.dump(out, f, indent=1, sort_keys=True, default=_json_default)
         os.replace(tmp, path)
-        _SNAPSHOT[name] = _fingerprints(runs)
 
 
 def environment():
