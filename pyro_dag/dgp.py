@@ -416,7 +416,8 @@ class DAGDGP(PyroModule):
                                     infer=self._site_meta(w, "observation"))
         return values
 
-    def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False):
+    def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False,
+                      state=None):
         """Marginal ancestral sampling (digest-000 Prop. 9, Algorithms 1-3) through the whole DAG.
 
         :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
@@ -426,13 +427,15 @@ class DAGDGP(PyroModule):
         :param dict cache: optional :meth:`cholesky_cache`.
         :param str sampler: ``"conditional"`` (Algorithms 1-3) or ``"joint"`` (see :class:`~pyro_dag.infer.DAGELBO`).
         :param bool antithetic: pair the samples, ``ε`` for the first ``S/2`` and ``-ε`` for the rest (``S`` even).
+        :param state: a sampler state to draw with (default: a fresh one for ``sampler``); pass one to read its
+            draws afterwards (as :class:`~pyro_dag.infer.natural.SinkNaturalGradient` does).
         :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
             marginal variances of the Gaussian each draw came from.
         """
-        if sampler == "joint":
+        if state is None and sampler == "joint":
             sinks = [w for w in self.gp_nodes if self.graph.out_degree(w) == 0]
             state = posterior.joint_state(num_samples, sinks, antithetic=antithetic)
-        else:
+        elif state is None:
             state = posterior.ancestral_state()
         values = {r: (X[r] if idx is None else X[r][idx]) for r in self.root_nodes}
         out = {}

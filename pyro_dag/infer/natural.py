@@ -147,24 +147,11 @@ class SinkNaturalGradient:
             S = self.num_samples
             state = JointSampleState(posterior, S, self.nodes) if structured else MeanFieldState(posterior)
             cache = model.cholesky_cache()
-            values = {r: (X[r] if idx is None else X[r][idx]) for r in model.root_nodes}
             num_cases = n if idx is None else idx.shape[0]
-            if structured:
-                ref = next(iter(values.values()))
-                state._draw(num_cases, ref)
-            # Draw every non-sink node as DAGELBO does (same law), then read off each sink's statistics.
-            for w in model.topo_nodes:
-                if model.graph.out_degree(w) == 0:
-                    continue
-                a, r = model.node_conditional(w, values, cache)
-                loc, cov = state.predict(w, a, r)
-                eps = torch.randn((S,) + loc.shape[-2:], dtype=loc.dtype, device=loc.device)
-                if cov.shape[-1] == 1:
-                    f = loc + cov[..., 0].clamp_min(0).sqrt() * eps
-                else:
-                    f = loc + (torch.linalg.cholesky(cov) @ eps.unsqueeze(-1)).squeeze(-1)
-                state.update(w, a, r, f)
-                values[w] = f
+            # Draw every node as DAGELBO does (same law), then read off each sink's statistics from the state.
+            passes = model.marginal_pass(posterior, X, S, idx, cache, state=state)
+            values = {r: (X[r] if idx is None else X[r][idx]) for r in model.root_nodes}
+            values.update({w: passes[w][0] for w in model.topo_nodes})
             stats = {}
             for w in self.nodes:
                 stats[w] = self._update_node(w, family, posterior, state, values, cache, obs, idx, scale,
