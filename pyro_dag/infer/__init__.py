@@ -2,8 +2,8 @@
 from . import autoguide
 from .context import current_estimator
 from .elbo import DAGELBO
-from .natural import SinkNaturalGradient
+from .natural import GaussianNaturalGradient, SinkNaturalGradient
 
-__all__ = ["DAGELBO", "SinkNaturalGradient", "autoguide", "current_estimator"]
+__all__ = ["DAGELBO", "GaussianNaturalGradient", "SinkNaturalGradient", "autoguide", "current_estimator"]
 from .svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (structure learning, digest-001 §4.5)
 __all__ += ["OrderMaskKernel", "OrderSVGD"]

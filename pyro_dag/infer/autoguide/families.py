@@ -4,6 +4,8 @@ Each family is a :class:`~pyro.nn.PyroModule` holding the variational parameters
 ``posterior()`` method that builds an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`
 from them (inside the guide's ``forward``, so Pyro's parameter capture sees every parameter).
 """
+import contextlib
+
 import torch
 from pyro.nn import PyroModule, PyroParam
 from torch.distributions import transform_to
@@ -12,7 +14,7 @@ from pyro.distributions import constraints
 from ...graph import ChordalStructure
 from .posteriors import Block, DenseGaussianPosterior, MeanFieldPosterior, SparseChordalPosterior
 
-__all__ = ["MeanFieldFamily", "StructuredFamily", "make_family", "STRUCTURES", "BACKENDS"]
+__all__ = ["MeanFieldFamily", "StructuredFamily", "make_family", "substituted_posterior", "STRUCTURES", "BACKENDS"]
 
 STRUCTURES = ("mean_field", "chordal", "full")
 BACKENDS = ("auto", "dense", "sparse")
@@ -30,6 +32,20 @@ def _scale_for(init_scale, node):
     if isinstance(init_scale, dict):
         return float(init_scale.get(node, 1.0))
     return float(init_scale)
+
+
+@contextlib.contextmanager
+def substituted_posterior(family, posterior):
+    """Within the block, ``family.posterior()`` returns ``posterior`` (an
+    :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior` with the family's block layout) instead of
+    building one from the parameters. Used by :class:`~pyro_dag.infer.natural.GaussianNaturalGradient` to
+    differentiate the ELBO with respect to the moments ``(m, Σ)``.
+    """
+    family.__dict__["_substitute"] = posterior
+    try:
+        yield posterior
+    finally:
+        family.__dict__.pop("_substitute", None)
 
 
 class MeanFieldFamily(PyroModule):
@@ -63,6 +79,8 @@ class MeanFieldFamily(PyroModule):
         _assign(self.unit_trils, node, scale_tril / s.unsqueeze(-1))
 
     def posterior(self):
+        if "_substitute" in self.__dict__:
+            return self.__dict__["_substitute"]
         return MeanFieldPosterior(self.blocks, [getattr(self.locs, b.node) for b in self.blocks],
                                   [self.scale_tril(b.node) for b in self.blocks])
 
@@ -180,6 +198,8 @@ class StructuredFamily(PyroModule):
         return "sparse" if self.size > self.AUTO_SPARSE_SIZE else "dense"
 
     def posterior(self):
+        if "_substitute" in self.__dict__:
+            return self.__dict__["_substitute"]
         if self.resolved_backend() == "sparse":
             return SparseChordalPosterior(self.blocks, self.loc(), self.factor_blocks())
         return DenseGaussianPosterior(self.blocks, self.loc(), self.dense_tril())

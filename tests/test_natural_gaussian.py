@@ -1,0 +1,137 @@
+"""GaussianNaturalGradient: natural-gradient steps on the whole inducing posterior, checked against exact
+results in float64 (pure-KL step, conjugate optimum, structure kept, dense = sparse)."""
+import networkx as nx
+import pyro
+import pytest
+import torch
+from pyro import poutine
+
+from helpers import chain_problem, collider_problem, fixed, setup_guide
+from pyro_dag import DAGDGP
+from pyro_dag.gp.likelihoods import Gaussian
+from pyro_dag.infer import DAGELBO, GaussianNaturalGradient
+from pyro_dag.infer.natural import SinkNaturalGradient
+
+GUIDES = [("mean_field", "dense"), ("chordal", "dense"), ("chordal", "sparse"), ("full", "dense")]
+
+
+def _moments(guide):
+    ng = GaussianNaturalGradient.__new__(GaussianNaturalGradient)
+    ng.guide = guide
+    m, lam = ng._moments()
+    return m.detach().clone(), lam.detach().clone()
+
+
+@pytest.mark.parametrize("structure,backend", GUIDES)
+def test_step_without_observations_moves_towards_the_prior_exactly(structure, backend):
+    """With the likelihood scaled away the ELBO is -KL(q || N(0, I)), whose natural-gradient step is exact and
+    deterministic: Λ ← (1-γ) Λ + γ I and Λm ← (1-γ) Λm."""
+    pyro.clear_param_store()
+    model, inputs, data = collider_problem()
+    fixed(model)
+    guide = setup_guide(model, inputs, data, structure=structure, backend=backend)
+    m0, lam0 = _moments(guide)
+    gamma = 0.3
+    no_likelihood = poutine.scale(model, scale=1e-20)  # the KL is added by DAGELBO outside the model's sites
+    GaussianNaturalGradient(no_likelihood, guide, DAGELBO(num_particles=2), step_size=gamma).step(inputs, data)
+    m1, lam1 = _moments(guide)
+    torch.testing.assert_close(lam1, (1 - gamma) * lam0 + gamma * torch.eye(lam0.shape[0], dtype=lam0.dtype),
+                               rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(lam1 @ m1, (1 - gamma) * lam0 @ m0, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("structure,backend", GUIDES)
+def test_full_step_reaches_the_conjugate_optimum(structure, backend):
+    """Root parents and a Gaussian likelihood: the optimum is Titsias' closed form (given exactly by
+    SinkNaturalGradient with γ = 1); one γ = 1 step from a random guide lands on it up to Monte Carlo error."""
+    torch.manual_seed(0)
+    x = torch.linspace(-2, 2, 20, dtype=torch.float64).unsqueeze(-1)
+    y = torch.sin(2 * x) + 0.1 * torch.randn_like(x)
+    y[3] = float("nan")
+    model = DAGDGP(nx.DiGraph([("x", "f")]), num_inducing=6, likelihoods={"f": Gaussian(0.02)}).double()
+    inputs, data = {"x": x}, {"f": y}
+
+    pyro.clear_param_store()
+    ref = setup_guide(model, inputs, data, structure=structure, backend=backend)
+    SinkNaturalGradient(model, ref, step_size=1.0, num_samples=1).step(inputs, data)
+    m_opt, lam_opt = _moments(ref)
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(1)
+    guide = setup_guide(model, inputs, data, structure=structure, backend=backend)
+    GaussianNaturalGradient(model, guide, DAGELBO(num_particles=4000, antithetic=True), step_size=1.0).step(
+        inputs, data)
+    m1, lam1 = _moments(guide)
+    # the precision is estimated from S = 4000 draws (relative error ~ 1/sqrt(S)), the mean then follows it
+    assert (lam1 - lam_opt).norm() / lam_opt.norm() < 0.05
+    assert (m1 - m_opt).norm() / m_opt.norm() < 0.05
+    # and a second, small step from the optimum stays there (the expected natural gradient vanishes)
+    GaussianNaturalGradient(model, guide, DAGELBO(num_particles=4000, antithetic=True), step_size=0.1).step(
+        inputs, data)
+    m2, lam2 = _moments(guide)
+    assert (m2 - m1).norm() / m1.norm() < 0.01
+
+
+def _deep_chain():
+    """x -> a -> b -> c with c observed: H is the path a - b - c (no a - c block)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.linspace(-1.5, 1.5, 10, dtype=torch.float64).unsqueeze(-1)
+    y = torch.sin(2 * x) + 0.1 * torch.randn(10, 1, dtype=torch.float64, generator=g)
+    model = DAGDGP(nx.DiGraph([("x", "a"), ("a", "b"), ("b", "c")]), num_inducing=4,
+                   likelihoods={"c": Gaussian(0.01)}).double()
+    fixed(model)
+    return model, {"x": x}, {"c": y}
+
+
+def test_step_keeps_the_chordal_pattern_and_dense_equals_sparse():
+    """The update lives on H (no a - c coupling appears) and both backends take the same step."""
+    model, inputs, data = _deep_chain()
+    out = {}
+    for backend in ("dense", "sparse"):
+        pyro.clear_param_store()
+        guide = setup_guide(model, inputs, data, structure="chordal", backend=backend)
+        assert set(map(frozenset, guide.family.edges)) == {frozenset("ab"), frozenset("bc")}
+        ng = GaussianNaturalGradient(model, guide, DAGELBO(num_particles=3), step_size=0.05)
+        pyro.set_rng_seed(3)
+        for _ in range(3):
+            ng.step(inputs, data)
+        out[backend] = _moments(guide)
+        fam = guide.family
+        a, c = fam.block_of["a"].slice, fam.block_of["c"].slice
+        assert out[backend][1][a][:, c].abs().max() == 0
+    torch.testing.assert_close(out["sparse"][0], out["dense"][0], rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(out["sparse"][1], out["dense"][1], rtol=1e-8, atol=1e-10)
+
+
+def test_steps_raise_the_elbo_on_a_latent_chain():
+    """Small steps from a randomised guide increase the (averaged) ELBO on a model with a latent node."""
+    pyro.clear_param_store()
+    model, inputs, data = chain_problem()
+    fixed(model)
+    guide = setup_guide(model, inputs, data, structure="chordal")
+    elbo = DAGELBO(num_particles=64)
+    pyro.set_rng_seed(0)
+    before = sum(elbo.loss(model, guide, inputs, data) for _ in range(5)) / 5
+    ng = GaussianNaturalGradient(model, guide, DAGELBO(num_particles=8), step_size=0.1)
+    for _ in range(40):
+        ng.step(inputs, data)
+    after = sum(elbo.loss(model, guide, inputs, data) for _ in range(5)) / 5
+    assert after < before
+    assert ng.last_step_size is not None and ng.last_step_size > 0
+
+
+def test_bad_input():
+    pyro.clear_param_store()
+    model, inputs, data = chain_problem()
+    guide = setup_guide(model, inputs, data, structure="chordal")
+    with pytest.raises(ValueError, match="step_size"):
+        GaussianNaturalGradient(model, guide, step_size=0.0)
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    with pytest.raises(RuntimeError, match="run the guide once"):
+        GaussianNaturalGradient(model, AutoStructuredGuide(model), step_size=0.1)
+    ng = GaussianNaturalGradient(model, guide, step_size=0.1)
+    names = ng.param_names()
+    assert any(n.endswith("offdiag.e0") for n in names) and any(n.endswith("locs.b") for n in names)
+    args = ng.optim_args({"lr": 0.01})
+    assert args(next(iter(names)))["lr"] == 0.0 and args("other")["lr"] == 0.01
