@@ -36,6 +36,13 @@ CONFIGS = {
     # ... or a natural-gradient step (γ = 0.1) on the child's block after every Adam step
     "mean_field-sinkng": dict(structure="mean_field", backend="dense", warm_start=0, sink_step_size=0.1),
     "chordal-dense-cold-sinkng": dict(structure="chordal", backend="dense", warm_start=0, sink_step_size=0.1),
+    # ... or natural-gradient steps (γ = 0.01) on the whole posterior after 1000 Adam steps (antithetic pairs)
+    "mean_field-ng": dict(structure="mean_field", backend="dense", warm_start=0, antithetic=True,
+                          natural_gradient=0.01, natural_gradient_after=1000),
+    "chordal-dense-cold-ng": dict(structure="chordal", backend="dense", warm_start=0, antithetic=True,
+                                  natural_gradient=0.01, natural_gradient_after=1000),
+    "chordal-sparse-cold-ng": dict(structure="chordal", backend="sparse", warm_start=0, antithetic=True,
+                                   natural_gradient=0.01, natural_gradient_after=1000),
 }
 KEYS = ["rmse_train", "rmse_test", "crps_train", "crps_test", "mean_abs_corr", "parent_var", "nlpd_test",
         "seconds_per_step_main", "final_elbo"]
@@ -106,7 +113,9 @@ def main():
                      f"{f('crps_test')} | {f('mean_abs_corr', 3)} | {f('parent_var')} | {f('final_elbo', 1)} | "
                      f"{s['seconds_per_step_main'][0] * 1e3:.1f} |")
     pairs = [("mean_field", "chordal-dense-cold"), ("mean_field-antithetic", "chordal-dense-cold-antithetic"),
-             ("mean_field", "chordal-dense-cold-antithetic"), ("mean_field-sinkng", "chordal-dense-cold-sinkng")]
+             ("mean_field", "chordal-dense-cold-antithetic"), ("mean_field-sinkng", "chordal-dense-cold-sinkng"),
+             ("mean_field-ng", "chordal-dense-cold-ng"), ("mean_field-ng", "chordal-sparse-cold-ng"),
+             ("mean_field", "chordal-dense-cold-ng")]
     paired = []
     for vi, svi in pairs:
         by_seed = {c: {r["seed"]: r for r in runs if r["config"] == c} for c in (vi, svi)}

@@ -29,6 +29,11 @@ def _add_fit_parser(sub):
     fit.add_argument("--antithetic", action="store_true",
                      help="draw the ancestral samples in antithetic pairs (eps, -eps); unbiased, less gradient "
                           "variance (needs an even --num-particles)")
+    fit.add_argument("--natural-gradient", type=float, default=0.0, metavar="GAMMA",
+                     help="after --natural-gradient-after Adam steps, train the whole Gaussian guide with "
+                          "natural-gradient steps of size GAMMA (e.g. 0.01; default 0 = Adam only, the paper's)")
+    fit.add_argument("--natural-gradient-after", type=int, default=500,
+                     help="Adam steps before the natural-gradient steps take over (default 500)")
     fit.add_argument("--warm-start", type=int, default=1000,
                      help="for chordal/full guides: the first N of the steps train a mean-field guide that then "
                           "initialises the structured one (the paper's recipe; default 1000, 0 = cold start)")
@@ -50,13 +55,16 @@ def _run_fit(args):
         raise SystemExit("--steps must be >= 1")
     if args.antithetic and args.num_particles % 2:
         raise SystemExit(f"--antithetic pairs the samples: --num-particles must be even, got {args.num_particles}")
+    if not 0 <= args.natural_gradient <= 1:
+        raise SystemExit(f"--natural-gradient is a step size in (0, 1] (0: off), got {args.natural_gradient}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"--device {args.device}: CUDA is not available on this machine; use --device cpu")
     result = fit_collider(steps=args.steps, structure=args.guide, backend=args.backend, seed=args.seed,
                           device=args.device, num_particles=args.num_particles, lr=args.lr,
                           progress=not args.no_progress, dataset_seed=args.data_seed,
                           warm_start=min(args.warm_start, args.steps - 1), sampler=args.sampler,
-                          antithetic=args.antithetic)
+                          antithetic=args.antithetic, natural_gradient=args.natural_gradient,
+                          natural_gradient_after=args.natural_gradient_after)
     metrics_path, fig_path = save_collider_outputs(result, args.out)
     m = result["metrics"]
     print(f"latent collider | guide={m['structure']} ({m['backend']}) steps={m['steps']} "

@@ -26,7 +26,7 @@ from pyro.infer import SVI
 from ..datasets.collider import collider, collider_model
 from ..infer import DAGELBO
 from ..infer.autoguide import AutoStructuredGuide
-from ..infer.natural import SinkNaturalGradient
+from ..infer.natural import GaussianNaturalGradient, SinkNaturalGradient
 from ..metrics.regression import crps_samples, nlpd_mixture
 
 __all__ = ["fit_collider", "collider_metrics", "plot_collider", "save_collider_outputs"]
@@ -42,7 +42,8 @@ def _progress(iterable, enabled, desc):
 
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
-                 sampler="conditional", sink_step_size=0.0, antithetic=False):
+                 sampler="conditional", sink_step_size=0.0, antithetic=False, natural_gradient=0.0,
+                 natural_gradient_after=500):
     """Fit the paper's collider model and evaluate it.
 
     :param int steps: Adam steps (full batch). :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
@@ -60,6 +61,11 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         (:class:`~pyro_dag.infer.natural.SinkNaturalGradient`, which then owns the child's mean and diagonal
         block; Adam trains the rest); ``0`` (default): Adam only, the paper's protocol.
     :param bool antithetic: DAGELBO's antithetic pairs (``num_particles`` must be even), in both phases.
+    :param float natural_gradient: ``γ`` of :class:`~pyro_dag.infer.natural.GaussianNaturalGradient` steps on the
+        whole inducing posterior, which replace Adam after ``natural_gradient_after`` steps of the main phase
+        (the same DAGELBO estimator); ``0`` (default): Adam only, the paper's protocol.
+    :param int natural_gradient_after: Adam steps before the natural-gradient steps take over (from the
+        initial guide the child's gradients are too large and noisy for a natural-gradient step).
     :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction``.
     """
     device = torch.device(device)
@@ -96,10 +102,19 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         guide(inputs, data)
         guide.warm_start(mf)
         warm_seconds = time.perf_counter() - start
-    svi, ng = trainer(guide, DAGELBO(num_particles=num_particles, sampler=sampler, antithetic=antithetic))
+    if natural_gradient and sink_step_size:
+        raise ValueError("use either natural_gradient (the whole posterior) or sink_step_size (the child only)")
+    main_elbo = DAGELBO(num_particles=num_particles, sampler=sampler, antithetic=antithetic)
+    svi, ng = trainer(guide, main_elbo)
+    gauss_ng = None
     bar = _progress(range(steps - warm_start), progress, f"collider {structure}")
     for step in bar:
-        loss = svi.step(inputs, data)
+        if natural_gradient and step >= natural_gradient_after:
+            if gauss_ng is None:
+                gauss_ng = GaussianNaturalGradient(model, guide, main_elbo, step_size=natural_gradient)
+            loss = gauss_ng.step(inputs, data)
+        else:
+            loss = svi.step(inputs, data)
         if ng is not None:
             ng.step(inputs, data)
         losses.append(loss)
@@ -111,7 +126,9 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
                     if hasattr(guide.family, "resolved_backend") else "dense",
                     "steps": steps, "warm_start_steps": warm_start, "seed": seed, "num_particles": num_particles,
                     "lr": lr, "sink_step_size": sink_step_size, "sampler": sampler,
-                    "antithetic": antithetic, "train_seconds": seconds,
+                    "antithetic": antithetic, "natural_gradient": natural_gradient,
+                    "natural_gradient_after": natural_gradient_after if natural_gradient else None,
+                    "train_seconds": seconds,
                     "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - warm_start), "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
                     "device": str(device), "dtype": "float64"})
     with torch.no_grad():
