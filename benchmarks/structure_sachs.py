@@ -55,6 +55,9 @@ def parse():
     ap.add_argument("--pd-particles", type=int, default=None)
     ap.add_argument("--pd-prior", type=float, default=None,
                     help="uniform edge belief p0 passed as edge_beliefs (SVI-DAG's code used 0.15); default: none")
+    ap.add_argument("--pd-likelihood-scale", type=float, default=None,
+                    help="fit(likelihood_scale=s): a tempered posterior p(D | A)^s (stored as "
+                         "'pyro_dag_<likelihood>_tempered'); default: the posterior (s = 1)")
     ap.add_argument("--k", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=1, help="torch threads for pyro_dag (the target allows 2 cores)")
     ap.add_argument("--cpu", type=int, default=0, help="core to pin to (-1: no pinning)")
@@ -92,12 +95,15 @@ def run_method(method, x, seed, args):
             kw["weighting"] = args.pd_weighting
         if beliefs is not None:
             kw["edge_beliefs"] = beliefs
+        if args.pd_likelihood_scale is not None:
+            kw["likelihood_scale"] = args.pd_likelihood_scale
         return sc.run_pyro_dag(np.asarray(x), args.likelihood, seed, k=args.k, **kw)
     raise ValueError(method)
 
 
-PD_METHODS = ["pyro_dag", "pyro_dag_linear", "pyro_dag_bge"]
-PD_LABELS = {"pyro_dag": "pyro_dag mlp", "pyro_dag_linear": "pyro_dag linear", "pyro_dag_bge": "pyro_dag bge"}
+PD_METHODS = ["pyro_dag", "pyro_dag_linear", "pyro_dag_bge", "pyro_dag_linear_tempered"]
+PD_LABELS = {"pyro_dag": "pyro_dag mlp", "pyro_dag_linear": "pyro_dag linear", "pyro_dag_bge": "pyro_dag bge",
+             "pyro_dag_linear_tempered": "pyro_dag linear, tempered"}
 ROWS = [("brier", 1, 3), ("e_shd", 1, 2), ("e_f1", 100, 2), ("auroc", 100, 2)]
 
 
@@ -186,6 +192,8 @@ def main():
     methods = [m.strip() for m in args.methods.split(",") if m.strip() and m.strip() != "none"]  # none: tables only
     if args.likelihood != "mlp":
         methods = [f"pyro_dag_{args.likelihood}" if m == "pyro_dag" else m for m in methods]
+    if args.pd_likelihood_scale is not None:
+        methods = [f"{m}_tempered" if m.startswith("pyro_dag") else m for m in methods]
     for i in args.folds:
         x = x_all[tr[i]]
         x = (x - x.mean(0)) / x.std(0)

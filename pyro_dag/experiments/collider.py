@@ -43,7 +43,7 @@ def _progress(iterable, enabled, desc):
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
                  sampler="conditional", sink_step_size=0.0, antithetic=False, natural_gradient=0.0,
-                 natural_gradient_after=500):
+                 natural_gradient_after=500, natural_gradient_max_kl=None):
     """Fit the paper's collider model and evaluate it.
 
     :param int steps: Adam steps (full batch). :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
@@ -66,6 +66,8 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         (the same DAGELBO estimator); ``0`` (default): Adam only, the paper's protocol.
     :param int natural_gradient_after: Adam steps before the natural-gradient steps take over (from the
         initial guide the child's gradients are too large and noisy for a natural-gradient step).
+    :param float natural_gradient_max_kl: trust region of the natural-gradient steps in nats
+        (:class:`~pyro_dag.infer.natural.GaussianNaturalGradient` ``max_kl``); ``None``: none.
     :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction``.
     """
     device = torch.device(device)
@@ -111,7 +113,8 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
     for step in bar:
         if natural_gradient and step >= natural_gradient_after:
             if gauss_ng is None:
-                gauss_ng = GaussianNaturalGradient(model, guide, main_elbo, step_size=natural_gradient)
+                gauss_ng = GaussianNaturalGradient(model, guide, main_elbo, step_size=natural_gradient,
+                                                   max_kl=natural_gradient_max_kl)
             loss = gauss_ng.step(inputs, data)
         else:
             loss = svi.step(inputs, data)
@@ -128,6 +131,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
                     "lr": lr, "sink_step_size": sink_step_size, "sampler": sampler,
                     "antithetic": antithetic, "natural_gradient": natural_gradient,
                     "natural_gradient_after": natural_gradient_after if natural_gradient else None,
+                    "natural_gradient_max_kl": natural_gradient_max_kl if natural_gradient else None,
                     "train_seconds": seconds,
                     "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - warm_start), "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
                     "device": str(device), "dtype": "float64"})
