@@ -263,8 +263,10 @@ class GaussianNaturalGradient:
         but clipping the noise biases the precision upwards: on the collider the parents' explaining-away
         variance grows back only slowly (0.045 after 2500 steps instead of 0.15), so it is off by default.
     :param float max_kl: a trust region: ``γ`` is halved (up to 20 times, then the step is skipped) until
-        ``KL(q_new || q_old) ≤ max_kl`` nats. It keeps a step taken from a poor guide, where the Monte Carlo
-        curvature is wild, from throwing the posterior away. ``None`` (default): no limit.
+        ``KL(q_new || q_old) ≤ max_kl`` nats, bounding how far one noisy step can move ``q``. ``None``
+        (default): no limit. On the collider it did not rescue the one run that went wrong when the natural
+        steps started after 500 Adam steps (seed 2 ends at ELBO -17466 with ``max_kl = 1``, -17296 without);
+        starting after 1000 did (10 of 10 seeds).
     """
 
     def __init__(self, model, guide, elbo=None, step_size=0.1, positive_curvature=False, max_kl=None):
