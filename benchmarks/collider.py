@@ -149,8 +149,7 @@ def main():
               "",
               "`-ng` rows: 1000 Adam steps, then 2000 natural-gradient steps on the whole Gaussian posterior "
               "(`GaussianNaturalGradient`, γ = 0.01, the same DAGELBO with 4 samples as 2 antithetic pairs; "
-              "`pyro-dag fit collider --warm-start 0 --antithetic --natural-gradient 0.01 "
-              "--natural-gradient-after 1000`). In the Fisher geometry the explaining-away direction, which "
+              "`pyro-dag fit collider`'s default recipe). In the Fisher geometry the explaining-away direction, which "
               "Adam shrinks along with the tightly constrained sum of the parents, is as easy as the others: "
               "DAG-SVI reaches a far higher ELBO (192 vs 94 with Adam) and a parent variance of 0.154, "
               "next to the value the model implies: the likelihood is invariant to shifting w1 up and w2 down "

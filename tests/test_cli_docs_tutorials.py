@@ -13,7 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.parametrize("sampler,extra", [("conditional", []), ("joint", []), ("conditional", ["--antithetic"]),
                                            ("conditional", ["--warm-start", "0", "--natural-gradient", "0.01",
-                                                            "--natural-gradient-after", "20"])])
+                                                            "--natural-gradient-after", "20"]),
+                                           ("conditional", ["--recipe", "paper"])])
 def test_cli_fit_collider_writes_json_and_png(tmp_path, capsys, sampler, extra):
     assert main(["fit", "collider", "--steps", "30", "--out", str(tmp_path), "--no-progress",
                  "--sampler", sampler] + extra) == 0
@@ -33,6 +34,8 @@ def test_cli_rejects_bad_options(tmp_path):
         main(["fit", "collider", "--steps", "0", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="--num-particles must be even"):
         main(["fit", "collider", "--antithetic", "--num-particles", "3", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--no-antithetic"):  # the recommended recipe pairs the samples
+        main(["fit", "collider", "--num-particles", "3", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="--natural-gradient"):
         main(["fit", "collider", "--natural-gradient", "2", "--out", str(tmp_path)])
 
