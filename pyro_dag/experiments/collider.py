@@ -43,7 +43,7 @@ def _progress(iterable, enabled, desc):
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
                  sampler="conditional", sink_step_size=0.0, antithetic=False, natural_gradient=0.0,
-                 natural_gradient_after=500, natural_gradient_max_kl=None):
+                 natural_gradient_after=1000, natural_gradient_max_kl=None):
     """Fit the paper's collider model and evaluate it.
 
     :param int steps: Adam steps (full batch). :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
