@@ -160,8 +160,8 @@ def main():
               "diverged once (seed 2, in the benchmark's random stream): from a poor guide the curvature "
               "estimate is too noisy.",
               "",
-              "Timing: seeds 3-9 of the first two rows and all rows below the warm ones ran two at a time on two "
-              "pinned cores, one thread each (load about 2); the other runs shared the cores with more jobs "
+              "Timing: seeds 3-9 of the first two rows and all rows below the warm ones (the `-ng` rows included) "
+              "ran two at a time on two pinned cores, one thread each (load about 2); the other runs shared the cores with more jobs "
               "(load 3-5), which inflates their ms / step. The sparse backend is slower "
               "on this problem by design: `H` is a single clique (a triangle), where the dense backend is the "
               "right choice and `backend=\"auto\"` picks it. Dense and sparse followed the same optimisation "
