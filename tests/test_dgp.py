@@ -289,3 +289,37 @@ def test_arviz_conversion_from_guide_and_mcmc():
     assert idata.posterior["a.u"].shape[:2] == (1, 10)
     with pytest.raises(ValueError, match="mcmc"):
         to_inference_data(model)
+
+
+def test_fixed_kernels_reuses_the_factors_and_gives_the_same_elbo():
+    """Inside model.fixed_kernels() the ELBO and its gradients are those computed without it (same random
+    numbers); learnable hyperparameters or inducing inputs are refused with the node's name."""
+    import pyro
+
+    from helpers import collider_problem, fixed, setup_guide
+    from pyro_dag.infer import DAGELBO
+
+    pyro.clear_param_store()
+    model, inputs, data = collider_problem()
+    guide = setup_guide(model, inputs, data, structure="chordal")
+    with pytest.raises(ValueError, match="node 'w1'.*learnable hyperparameters"):
+        with model.fixed_kernels():
+            pass
+    fixed(model)
+    elbo = DAGELBO(num_particles=3)
+    params = [p for _, p in pyro.get_param_store().named_parameters() if p.requires_grad]
+
+    def loss_and_grads():
+        pyro.set_rng_seed(7)
+        loss = elbo.differentiable_loss(model, guide, inputs, data)
+        return loss, torch.autograd.grad(loss, params, allow_unused=True)
+
+    ref_loss, ref_grads = loss_and_grads()
+    with model.fixed_kernels():
+        assert model.cholesky_cache()["w3"][1] is model.cholesky_cache()["w3"][1]  # computed once
+        loss, grads = loss_and_grads()
+    torch.testing.assert_close(loss, ref_loss, rtol=0, atol=0)
+    for g, r in zip(grads, ref_grads):
+        if r is not None:
+            torch.testing.assert_close(g, r, rtol=0, atol=0)
+    assert "_fixed_cholesky" not in model.__dict__
