@@ -317,9 +317,20 @@ def test_fixed_kernels_reuses_the_factors_and_gives_the_same_elbo():
     ref_loss, ref_grads = loss_and_grads()
     with model.fixed_kernels():
         assert model.cholesky_cache()["w3"][1] is model.cholesky_cache()["w3"][1]  # computed once
-        loss, grads = loss_and_grads()
-    torch.testing.assert_close(loss, ref_loss, rtol=0, atol=0)
-    for g, r in zip(grads, ref_grads):
-        if r is not None:
-            torch.testing.assert_close(g, r, rtol=0, atol=0)
-    assert "_fixed_cholesky" not in model.__dict__
+        results = [loss_and_grads() for _ in range(2)]  # the second reuses the root-parent conditionals
+        assert set(model.__dict__["_fixed_conditionals"]) == {"w1", "w2"}
+    for loss, grads in results:
+        torch.testing.assert_close(loss, ref_loss, rtol=0, atol=0)
+        for g, r in zip(grads, ref_grads):
+            if r is not None:
+                torch.testing.assert_close(g, r, rtol=0, atol=0)
+    assert "_fixed_cholesky" not in model.__dict__ and "_fixed_conditionals" not in model.__dict__
+    # a new design matrix (another object) is not served from the cache
+    with model.fixed_kernels():
+        pyro.set_rng_seed(7)
+        shifted = {k: v + 0.1 for k, v in inputs.items()}
+        other = elbo.differentiable_loss(model, guide, shifted, data)
+        again = elbo.differentiable_loss(model, guide, shifted, data)
+    pyro.set_rng_seed(7)
+    torch.testing.assert_close(other, elbo.differentiable_loss(model, guide, shifted, data), rtol=0, atol=0)
+    assert again.item() != ref_loss.item()
