@@ -46,6 +46,16 @@ from .context import suspended
 __all__ = ["GaussianNaturalGradient", "SinkNaturalGradient"]
 
 
+def _freezing_optim_args(names, args):
+    """Per-parameter ``pyro.optim`` arguments: ``args`` for every parameter, ``lr = 0`` for those in ``names``."""
+    frozen = dict(args, lr=0.0)
+
+    def per_param(param_name):
+        return frozen if param_name in names else args
+
+    return per_param
+
+
 class SinkNaturalGradient:
     """Damped natural-gradient (conjugate) steps on the Gaussian-likelihood sinks of a DAGDGP guide.
 
@@ -124,13 +134,7 @@ class SinkNaturalGradient:
 
         :param dict args: the optimiser's arguments for every other parameter, e.g. ``{"lr": 0.01}``.
         """
-        names = self.param_names()
-        frozen = dict(args, lr=0.0)
-
-        def per_param(param_name):
-            return frozen if param_name in names else args
-
-        return per_param
+        return _freezing_optim_args(self.param_names(), args)
 
     # ------------------------------------------------------------------ the step
     @torch.no_grad()
@@ -315,13 +319,7 @@ class GaussianNaturalGradient:
 
     def optim_args(self, args):
         """A per-parameter argument callable for ``pyro.optim`` that freezes (``lr = 0``) what this step sets."""
-        names = self.param_names()
-        frozen = dict(args, lr=0.0)
-
-        def per_param(param_name):
-            return frozen if param_name in names else args
-
-        return per_param
+        return _freezing_optim_args(self.param_names(), args)
 
     def _moments(self):
         """Current ``m`` ``[P]`` and ``Λ`` ``[P, P]`` in the family's block order."""
