@@ -18,7 +18,7 @@ GUIDES = [("mean_field", "dense"), ("chordal", "dense"), ("chordal", "sparse"), 
 def _moments(guide):
     ng = GaussianNaturalGradient.__new__(GaussianNaturalGradient)
     ng.guide = guide
-    m, lam = ng._moments()
+    m, lam, _ = ng._moments()
     return m.detach().clone(), lam.detach().clone()
 
 

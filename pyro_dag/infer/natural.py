@@ -322,14 +322,17 @@ class GaussianNaturalGradient:
         return _freezing_optim_args(self.param_names(), args)
 
     def _moments(self):
-        """Current ``m`` ``[P]`` and ``Λ`` ``[P, P]`` in the family's block order."""
+        """Current ``m`` ``[P]``, ``Λ`` ``[P, P]`` and the moment :meth:`_posterior` takes (``Λ`` for the
+        structured family, the block-diagonal ``Σ`` for mean field), in the family's block order."""
         family = self.guide.family
         if isinstance(family, StructuredFamily):
             L = family.dense_tril()
-            return family.loc(), L @ L.T
+            lam = L @ L.T
+            return family.loc(), lam, lam
         m = torch.cat([getattr(family.locs, b.node) for b in family.blocks])
-        lam = torch.block_diag(*[torch.cholesky_inverse(family.scale_tril(b.node)) for b in family.blocks])
-        return m, lam
+        trils = [family.scale_tril(b.node) for b in family.blocks]
+        lam = torch.block_diag(*[torch.cholesky_inverse(C) for C in trils])
+        return m, lam, torch.block_diag(*[C @ C.T for C in trils])
 
     def _posterior(self, m, moment):
         """The posterior at leaf tensors: ``moment`` is ``Λ`` for the structured family (one Cholesky) and
@@ -356,9 +359,7 @@ class GaussianNaturalGradient:
         family = self.guide.family
         structured = isinstance(family, StructuredFamily)
         with torch.no_grad():
-            m0, lam0 = self._moments()
-            m0, lam0 = m0.detach().clone(), lam0.detach().clone()
-            moment0 = lam0 if structured else torch.cholesky_inverse(torch.linalg.cholesky(lam0))
+            m0, lam0, moment0 = (t.detach().clone() for t in self._moments())
         m = m0.clone().requires_grad_(True)
         moment = moment0.clone().requires_grad_(True)
         with substituted_posterior(family, self._posterior(m, moment)):
@@ -367,7 +368,7 @@ class GaussianNaturalGradient:
         # ∂L/∂Σ = -Λ (∂L/∂Λ) Λ  (dΛ = -Λ dΣ Λ)
         g_cov = -lam0 @ g_moment @ lam0 if structured else g_moment
         with torch.no_grad():
-            chol0 = torch.linalg.cholesky(lam0)
+            chol0 = None if self.max_kl is None else torch.linalg.cholesky(lam0)
             g_cov = 0.5 * (g_cov + g_cov.T) * self._mask
             eye = torch.eye(lam0.shape[0], dtype=lam0.dtype, device=lam0.device)
             # -2 ∂L/∂Σ = (I - Λ) + Ĥ: the KL's part is exact; Ĥ = -2 ∂E[log p(y|V)]/∂Σ = -E[∇² log p(y|V)]
