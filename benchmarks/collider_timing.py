@@ -65,7 +65,7 @@ def main():
     lines = ["### Collider: seconds for 3000 steps (one thread)", "",
              "`python benchmarks/collider_timing.py` (one process, one thread; steady-state seconds per step inside "
              "`model.fixed_kernels()`, times 3000). Target (issue 3): 3000 DAG-SVI steps in ≤ 30 s. Whole runs of "
-             "`fit_collider` also pay for set-up and for the first steps, which are slower: 29.4 s (twice) for the recommended recipe and 34.9 s for 3000 Adam steps from a cold start (`pyro-dag fit collider` and `pyro-dag fit collider --recipe paper --warm-start 0`, both cores idle; repeated runs of one command vary by about ±10 % on this machine).", "",
+             "`fit_collider` also pay for set-up and for the first steps, which are slower: 29.4-39.3 s (five runs) for the recommended recipe and 34.9 s for 3000 Adam steps from a cold start (`pyro-dag fit collider` and `pyro-dag fit collider --recipe paper --warm-start 0`, both cores idle; repeated runs of one command vary by up to a third on this machine).", "",
              "| guide | antithetic | Adam ms / step | natural-gradient ms / step | 3000 Adam steps (s) | "
              "1000 Adam + 2000 natural (s) |", "|---|---|---|---|---|---|"]
     for r in rows:
