@@ -21,6 +21,7 @@ from .gp.inducing import init_inducing_inputs
 from .gp.likelihoods import Gaussian, get_likelihood
 from .infer.context import current_estimator, standard_normal, suspended
 from .kernels import Concat, ParentSpec, RBF, as_fusion_kernel
+from .utils import broadcast_shapes
 
 __all__ = ["DAGDGP", "DAGInputError", "NodePrediction"]
 
@@ -45,7 +46,7 @@ def _concat_values(values):
     """Concatenate ``[..., B, d_i]`` tensors along the last dim, broadcasting leading dims."""
     if len(values) == 1:
         return values[0]
-    batch = torch.broadcast_shapes(*[v.shape[:-1] for v in values])
+    batch = broadcast_shapes(*[v.shape[:-1] for v in values])
     return torch.cat([v.expand(batch + v.shape[-1:]) for v in values], dim=-1)
 
 
@@ -330,8 +331,10 @@ class DAGDGP(PyroModule):
                 cache[w] = (Z, L)
         x = _concat_values([parent_values[p] for p in self.parents[w]])
         fixed = self.__dict__.get("_fixed_conditionals")
-        if fixed is None or x.requires_grad or not all(p in self.root_nodes for p in self.parents[w]):
+        if fixed is None:
             return whitened_conditional(self.kernels[w], Z, L, x, upper=True)
+        if x.requires_grad or not all(p in self.root_nodes for p in self.parents[w]):
+            return whitened_conditional(self.kernels[w], Z, L, x, upper=True, inverse=self._fixed_inverse(w, L))
         # Inside fixed_kernels(), a node whose parents are roots sees the same design matrix at every full-batch
         # step: reuse (a, r) while it is the very same tensor, unmodified (identity and version counter; the
         # cache holds a reference, so the identity cannot be recycled).
@@ -341,6 +344,16 @@ class DAGDGP(PyroModule):
         out = whitened_conditional(self.kernels[w], Z, L, x, upper=True)
         fixed[w] = (x, x._version, out)
         return out
+
+    def _fixed_inverse(self, w, L):
+        """``L_w⁻ᵀ`` of the factor cached by :meth:`fixed_kernels` (computed on first use, kept while the same
+        factor comes back)."""
+        inverses = self.__dict__["_fixed_inverses"]
+        hit = inverses.get(w)
+        if hit is None or hit[0] is not L:
+            eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+            hit = inverses[w] = (L, torch.linalg.solve_triangular(L, eye, upper=True).transpose(-1, -2).contiguous())
+        return hit[1]
 
     def _site_meta(self, w, role):
         return {"dag": {"role": role, "node": w, "model_key": self._key, "graph": self.graph,
@@ -414,11 +427,13 @@ class DAGDGP(PyroModule):
             cache = {w: tuple(t.detach() for t in self._node_cholesky(w)) for w in self.topo_nodes}
         self.__dict__["_fixed_cholesky"] = cache
         self.__dict__["_fixed_conditionals"] = {}
+        self.__dict__["_fixed_inverses"] = {}
         try:
             yield self
         finally:
             self.__dict__.pop("_fixed_cholesky", None)
             self.__dict__.pop("_fixed_conditionals", None)
+            self.__dict__.pop("_fixed_inverses", None)
 
     def _observation_nodes(self, obs, generate):
         if generate:

@@ -26,3 +26,12 @@ def freeze(module, names=None):
             sub.register_buffer(name, value)
             frozen.append(f"{path}.{name}" if path else name)
     return frozen
+
+
+def broadcast_shapes(*shapes):
+    """``torch.broadcast_shapes`` with a fast path for equal shapes (the common case inside the samplers, where
+    the torch function's Python implementation costs tens of microseconds per call)."""
+    first = shapes[0]
+    if all(s == first for s in shapes[1:]):
+        return torch.Size(first)
+    return torch.broadcast_shapes(*shapes)

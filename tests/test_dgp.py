@@ -293,7 +293,9 @@ def test_arviz_conversion_from_guide_and_mcmc():
 
 def test_fixed_kernels_reuses_the_factors_and_gives_the_same_elbo():
     """Inside model.fixed_kernels() the ELBO and its gradients are those computed without it (same random
-    numbers); learnable hyperparameters or inducing inputs are refused with the node's name."""
+    numbers; to rounding, since a node downstream of a latent node interpolates with the cached ``L⁻ᵀ``
+    instead of a triangular solve); learnable hyperparameters or inducing inputs are refused with the
+    node's name."""
     import pyro
 
     from helpers import collider_problem, fixed, setup_guide
@@ -320,11 +322,11 @@ def test_fixed_kernels_reuses_the_factors_and_gives_the_same_elbo():
         results = [loss_and_grads() for _ in range(2)]  # the second reuses the root-parent conditionals
         assert set(model.__dict__["_fixed_conditionals"]) == {"w1", "w2"}
     for loss, grads in results:
-        torch.testing.assert_close(loss, ref_loss, rtol=0, atol=0)
+        torch.testing.assert_close(loss, ref_loss, rtol=1e-12, atol=0)
         for g, r in zip(grads, ref_grads):
             if r is not None:
-                torch.testing.assert_close(g, r, rtol=0, atol=0)
-    assert "_fixed_cholesky" not in model.__dict__ and "_fixed_conditionals" not in model.__dict__
+                torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
+    assert not {"_fixed_cholesky", "_fixed_conditionals", "_fixed_inverses"} & set(model.__dict__)
     # a new design matrix (another object) is not served from the cache
     with model.fixed_kernels():
         pyro.set_rng_seed(7)

@@ -40,7 +40,8 @@ import torch
 
 from ..gp.likelihoods import Gaussian
 from .autoguide.families import MeanFieldFamily, StructuredFamily, _assign, substituted_posterior
-from .autoguide.posteriors import DenseGaussianPosterior, JointSampleState, MeanFieldPosterior, MeanFieldState
+from .autoguide.posteriors import (DenseGaussianPosterior, InducingPosterior, JointSampleState, MeanFieldPosterior,
+                                   MeanFieldState)
 from .context import suspended
 
 __all__ = ["GaussianNaturalGradient", "SinkNaturalGradient"]
@@ -344,6 +345,51 @@ class GaussianNaturalGradient:
         return MeanFieldPosterior(family.blocks, [m[b.slice] for b in family.blocks],
                                   [torch.linalg.cholesky(moment[b.slice, b.slice]) for b in family.blocks])
 
+    def _parameter_gradients(self, args, kwargs):
+        """ELBO gradients with respect to ``(m, Σ)`` by autograd through a posterior built from leaf tensors
+        ``(m, Λ)`` (structured; ``∂L/∂Σ = -Λ (∂L/∂Λ) Λ``) or ``(m, Σ)`` (mean field): any ELBO estimator.
+
+        :returns: ``(loss, ∂L/∂m [P], ∂L/∂Σ [P, P], Λ [P, P], m [P])`` at the current guide.
+        """
+        family = self.guide.family
+        with torch.no_grad():
+            m0, lam0, moment0 = (t.detach().clone() for t in self._moments())
+        m = m0.clone().requires_grad_(True)
+        moment = moment0.clone().requires_grad_(True)
+        with substituted_posterior(family, self._posterior(m, moment)):
+            loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
+        g_m, g_moment = torch.autograd.grad(-loss, [m, moment])       # gradients of the ELBO
+        # dΛ = -Λ dΣ Λ
+        g_cov = -lam0 @ g_moment @ lam0 if isinstance(family, StructuredFamily) else g_moment
+        return loss, g_m, g_cov, lam0, m0
+
+    def _conditional_dagelbo(self):
+        from .elbo import DAGELBO
+
+        return isinstance(self.elbo, DAGELBO) and self.elbo.sampler == "conditional"
+
+    def _moment_gradients(self, args, kwargs):
+        """ELBO gradients of the structured family with respect to ``(m, Σ)`` from a moment-form posterior:
+        the expected log-likelihood's by autograd (no Cholesky in the graph), the KL's in closed form,
+        ``∂KL/∂m = m``, ``∂KL/∂Σ = ½(I - Λ)`` (digest-000 Eq. 92).
+
+        :returns: ``(loss, ∂L/∂m [P], ∂L/∂Σ [P, P], Λ [P, P], m [P])``, ``L`` the ELBO, at the current guide.
+        """
+        family = self.guide.family
+        with torch.no_grad():
+            L = family.dense_tril()
+            m0 = family.loc().detach().clone()
+            lam0 = L @ L.T
+            cov0 = torch.cholesky_inverse(L)
+            kl = 0.5 * (cov0.diagonal().sum() + m0.pow(2).sum() - m0.shape[0] + 2 * L.diagonal().log().sum())
+        m = m0.clone().requires_grad_(True)
+        cov = cov0.clone().requires_grad_(True)
+        with substituted_posterior(family, _MomentPosterior(family.blocks, m, cov, kl)):
+            loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
+        g_m, g_cov = torch.autograd.grad(-loss, [m, cov])            # of the expected log-likelihood
+        eye = torch.eye(m0.shape[0], dtype=m0.dtype, device=m0.device)
+        return loss, g_m - m0, g_cov - 0.5 * (eye - lam0), lam0, m0
+
     def _write(self, m, lam, chol):
         family = self.guide.family
         if isinstance(family, StructuredFamily):
@@ -358,15 +404,10 @@ class GaussianNaturalGradient:
         at the parameters before the step."""
         family = self.guide.family
         structured = isinstance(family, StructuredFamily)
-        with torch.no_grad():
-            m0, lam0, moment0 = (t.detach().clone() for t in self._moments())
-        m = m0.clone().requires_grad_(True)
-        moment = moment0.clone().requires_grad_(True)
-        with substituted_posterior(family, self._posterior(m, moment)):
-            loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
-        g_m, g_moment = torch.autograd.grad(-loss, [m, moment])   # gradients of the ELBO
-        # ∂L/∂Σ = -Λ (∂L/∂Λ) Λ  (dΛ = -Λ dΣ Λ)
-        g_cov = -lam0 @ g_moment @ lam0 if structured else g_moment
+        if structured and self._conditional_dagelbo():
+            loss, g_m, g_cov, lam0, m0 = self._moment_gradients(args, kwargs)
+        else:
+            loss, g_m, g_cov, lam0, m0 = self._parameter_gradients(args, kwargs)
         with torch.no_grad():
             chol0 = None if self.max_kl is None else torch.linalg.cholesky(lam0)
             g_cov = 0.5 * (g_cov + g_cov.T) * self._mask
@@ -394,6 +435,28 @@ class GaussianNaturalGradient:
             self._write(m_new, lam, chol)
         self.last_step_size = gamma
         return loss.item()
+
+
+class _MomentPosterior(DenseGaussianPosterior):
+    """``N(m, Σ)`` given by its moments, for one evaluation of DAGELBO with the conditional sampler, which reads
+    only ``loc`` and ``covariance`` (Algorithm 1): differentiating with respect to a leaf ``Σ`` gives ``∂E/∂Σ``
+    without a Cholesky factorisation and its backward pass. :meth:`kl` is the KL's value only (no gradient):
+    :class:`GaussianNaturalGradient` adds the KL's exact gradient, ``(m, ½(I - Λ))``, itself.
+    """
+
+    def __init__(self, blocks, loc, covariance, kl_value):
+        InducingPosterior.__init__(self, blocks)
+        self.loc = loc
+        self._cov = covariance
+        self._kl_value = kl_value
+
+    def kl(self):
+        return self._kl_value
+
+    def _unsupported(self, *args, **kwargs):
+        raise NotImplementedError("a moment-form posterior serves DAGELBO's conditional sampler only")
+
+    rsample = log_prob = _joint_centred = _joint_precision_row = joint_state = _unsupported
 
 
 def _gaussian_kl(m1, chol1, m0, chol0):

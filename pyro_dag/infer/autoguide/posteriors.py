@@ -25,6 +25,7 @@ import math
 import torch
 
 from ..context import standard_normal
+from ...utils import broadcast_shapes
 
 __all__ = ["Block", "InducingPosterior", "MeanFieldPosterior", "MeanFieldState", "DenseGaussianPosterior",
            "SparseChordalPosterior", "JointSampleState", "gaussian_kl_standard"]
@@ -267,35 +268,43 @@ class DenseAncestralState:
         self.white = None   # e  [..., K]
         self._pending = None
 
-    def _sigma_g(self, node, a):
-        """``Σ_{:,w} G_wᵀ`` ``[..., P, d]`` for ``a`` of shape ``[..., M]``."""
-        b = self.posterior.block_of[node]
-        cols = self.sigma[:, b.slice].reshape(self.posterior.size, b.dim, b.num_inducing)
-        return torch.einsum("...m,pjm->...pj", a, cols)
+    def _cross(self, u, a_u, w, a_w):
+        """``v⁰_uw = G_u Σ_uw G_wᵀ`` ``[..., d_u, d_w]`` for interpolation vectors ``a_u [..., M_u]``,
+        ``a_w [..., M_w]``.
 
-    @staticmethod
-    def _contract(a, rows, block):
-        """``(I ⊗ aᵀ) rows``: ``[..., P_u, k]`` block rows -> ``[..., d_u, k]`` (elementwise; these are tiny
-        per-case matrices, for which batched matmuls are slow)."""
-        r = rows.reshape(rows.shape[:-2] + (block.dim, block.num_inducing, rows.shape[-1]))
-        return (a.unsqueeze(-2).unsqueeze(-1) * r).sum(-2)
+        Contracts ``Σ_uw`` with whichever side has fewer (sample, case) rows first: a node whose parents are
+        roots has one row per case, a node downstream of a drawn node one per (sample, case) pair, so the
+        product costs ``O(B M_u M_w)`` instead of ``O(S B M_u M_w)`` (and nothing of size ``P`` per pair is
+        formed; measured on the collider in benchmarks/README.md, collider-timing).
+        """
+        post = self.posterior
+        bu, bw = post.block_of[u], post.block_of[w]
+        S = self.sigma[bu.slice, bw.slice]
+        if bu.dim == 1 and bw.dim == 1:
+            if a_u.shape[:-1].numel() <= a_w.shape[:-1].numel():
+                v = ((a_u @ S) * a_w).sum(-1)
+            else:
+                v = ((a_w @ S.T) * a_u).sum(-1)
+            return v[..., None, None]
+        S = S.reshape(bu.dim, bu.num_inducing, bw.dim, bw.num_inducing)
+        if a_u.shape[:-1].numel() <= a_w.shape[:-1].numel():
+            t = torch.einsum("...m,imjn->...ijn", a_u, S)                      # [..., d_u, d_w, M_w]
+            return (t * a_w[..., None, None, :]).sum(-1)
+        t = torch.einsum("...n,imjn->...imj", a_w, S)                          # [..., d_u, M_u, d_w]
+        return (t * a_u[..., None, :, None]).sum(-2)
 
     def predict(self, node, a, r):
         post = self.posterior
         b = post.block_of[node]
-        sg = self._sigma_g(node, a)                                  # [..., P, d]
-        v_ww = self._contract(a, sg[..., b.slice, :], b)            # G_w Σ_ww G_wᵀ
+        v_ww = self._cross(node, a, node, a)                         # G_w Σ_ww G_wᵀ
         v_ww = v_ww + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
         loc = a @ post.loc[b.slice].reshape(b.dim, b.num_inducing).T  # μ⁰_w
         if self.drawn:
             # v⁰_{u,w} = G_u Σ_uw G_wᵀ, for every drawn node u, stacked: [..., K, d]
-            parts = []
-            for u, a_u in self.drawn:
-                bu = post.block_of[u]
-                parts.append(self._contract(a_u, sg[..., bu.slice, :], bu))
-            pb = torch.broadcast_shapes(*[t.shape[:-2] for t in parts])
+            parts = [self._cross(u, a_u, node, a) for u, a_u in self.drawn]
+            pb = broadcast_shapes(*[t.shape[:-2] for t in parts])
             v_prev = torch.cat([t.expand(pb + t.shape[-2:]) for t in parts], dim=-2)
-            batch = torch.broadcast_shapes(self.chol.shape[:-2], v_prev.shape[:-2])
+            batch = broadcast_shapes(self.chol.shape[:-2], v_prev.shape[:-2])
             c = torch.linalg.solve_triangular(self.chol.expand(batch + self.chol.shape[-2:]),
                                               v_prev.expand(batch + v_prev.shape[-2:]), upper=False)
             loc = loc + (c.transpose(-1, -2) @ self.white.unsqueeze(-1)).squeeze(-1)
