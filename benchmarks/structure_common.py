@@ -265,6 +265,22 @@ def run_pyro_dag(x, likelihood, seed, k=1000, **fit_kwargs):
             "info": {"fit_kwargs": {kk: v for kk, v in fit_kwargs.items()}, "k": k}}
 
 
+def run_exact(x, likelihood, seed, k=1000, **kwargs):
+    """``pyro_dag.structure.exact_posterior`` (the exact posterior of the model ``fit`` approximates, for collapsed
+    likelihoods and p ≤ 20) followed by ``sample(k)`` exact DAG samples."""
+    import numpy as np
+
+    from pyro_dag.structure import exact_posterior
+
+    t0 = time.perf_counter()
+    post = exact_posterior(np.asarray(x, dtype=float), likelihood=likelihood, **kwargs)
+    samples = post.sample(k, seed=seed)
+    t = time.perf_counter() - t0
+    return {"samples": np.asarray(samples).astype(np.int8), "weights": None, "time_s": t,
+            "edge_probs": post.edge_probs().numpy(), "info": {"kwargs": kwargs, "k": k,
+                                                              "log_evidence": post.log_evidence}}
+
+
 # ----------------------------------------------------------------------------------------------------------
 # results files and README section
 # ----------------------------------------------------------------------------------------------------------

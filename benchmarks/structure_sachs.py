@@ -83,6 +83,9 @@ def run_method(method, x, seed, args):
         return sc.run_ges(x, 100, seed)
     if method == "dibs":
         return sc.run_dibs(x, "linear", seed, n_particles=args.dibs_particles, steps=args.dibs_steps)
+    if method.startswith("exact_"):  # exact_linear, exact_bge, exact_linear_tempered
+        kw = {} if args.pd_likelihood_scale is None else {"likelihood_scale": args.pd_likelihood_scale}
+        return sc.run_exact(np.asarray(x), method.split("_")[1], seed, k=args.k, **kw)
     if method.startswith("pyro_dag"):
         beliefs = None
         if args.pd_prior is not None:
@@ -101,9 +104,11 @@ def run_method(method, x, seed, args):
     raise ValueError(method)
 
 
-PD_METHODS = ["pyro_dag", "pyro_dag_linear", "pyro_dag_bge", "pyro_dag_linear_tempered"]
+PD_METHODS = ["pyro_dag", "pyro_dag_linear", "pyro_dag_bge", "pyro_dag_linear_tempered", "exact_linear", "exact_bge",
+              "exact_linear_tempered"]
 PD_LABELS = {"pyro_dag": "pyro_dag mlp", "pyro_dag_linear": "pyro_dag linear", "pyro_dag_bge": "pyro_dag bge",
-             "pyro_dag_linear_tempered": "pyro_dag linear, tempered"}
+             "pyro_dag_linear_tempered": "pyro_dag linear, tempered", "exact_linear": "exact posterior, linear",
+             "exact_bge": "exact posterior, bge", "exact_linear_tempered": "exact posterior, linear, tempered"}
 ROWS = [("brier", 1, 3), ("e_shd", 1, 2), ("e_f1", 100, 2), ("auroc", 100, 2)]
 
 
@@ -168,7 +173,15 @@ def report(res, args):
             "in `results/sachs_explore_*.json`, `--out`): 80 uniformly weighted particles "
             "(`--pd-particles 80 --pd-weighting uniform`): AUROC 58.4 ± 0.8, E-F1 25.3 ± 0.4, E-SHD 38.6 ± 0.2, "
             "Brier 0.220, 196 s/fold; likelihood^0.1 (`--pd-likelihood-scale 0.1`): AUROC 50.6 ± 1.3, E-F1 18.8, "
-            "E-SHD 39.9, Brier 0.24.\n\n"
+            "E-SHD 39.9, Brier 0.24. `exact posterior` rows (`--methods exact_linear,exact_bge`): "
+            "`pyro_dag.structure.exact_posterior`, the exact posterior of the same model (uniform order prior, the "
+            "same edge prior and collapsed likelihood as `fit`) by dynamic programming over the 2^11 node subsets, "
+            "1000 exact DAG samples per fold, fit's defaults (`expected_parents=1.5`), nothing tuned. They "
+            "separate the model from the inference: with the BGe score the exact posterior ranks edges far better "
+            "than the variational fit of the same posterior (AUROC 68 vs 55), so on Sachs most of the gap to the "
+            "targets is the approximation; its E-SHD stays near 33 because the posterior itself puts its mass on "
+            "dense graphs (N = 6700 non-Gaussian rows; sparser edge priors, `expected_parents` 1.0 or 0.5, moved "
+            "it by less than 0.5 on folds 0-2).\n\n"
             "**DAG level against cdt's 18-edge graph** (the paper's truth; E-SHD counts a reversal as 2, as SVI-DAG's "
             "code):\n\n" + t1 +
             "\n\n**SVI-DAG's \"CPDAG\" convention against the 17-edge consensus DAG** (E-SHD on CPDAG marks; Brier, F1, "
@@ -201,7 +214,7 @@ def main():
     if args.likelihood != "mlp":
         methods = [f"pyro_dag_{args.likelihood}" if m == "pyro_dag" else m for m in methods]
     if args.pd_likelihood_scale is not None:
-        methods = [f"{m}_tempered" if m.startswith("pyro_dag") else m for m in methods]
+        methods = [f"{m}_tempered" if m.startswith(("pyro_dag", "exact_")) else m for m in methods]
     for i in args.folds:
         x = x_all[tr[i]]
         x = (x - x.mean(0)) / x.std(0)

@@ -9,7 +9,8 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
   :class:`NodeHyperNet`;
 * guides: :class:`AutoEdgeFlowGuide`, :class:`ConditionalSplineCoupling`, :func:`edge_flow`;
 * inference: :class:`~pyro_dag.infer.svgd.OrderSVGD`, :class:`~pyro_dag.infer.svgd.OrderMaskKernel`;
-* one call: :func:`fit` -> :class:`StructurePosterior`; :func:`structure_model`.
+* one call: :func:`fit` -> :class:`StructurePosterior`; :func:`structure_model`;
+* exact reference for small graphs (collapsed likelihoods): :func:`exact_posterior` -> :class:`ExactStructurePosterior`.
 """
 from .distributions import (
     LogisticBeta,
@@ -27,6 +28,7 @@ from .distributions import (
 )
 from .models import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
 from .guides import AutoEdgeFlowGuide, ConditionalSplineCoupling, edge_flow
+from .exact import ExactStructurePosterior, exact_posterior, local_scores
 from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (after the modules it imports lazily)
 from .fitting import StructureModel, StructurePosterior, fit, structure_model
 
@@ -34,6 +36,7 @@ __all__ = [
     "AutoEdgeFlowGuide",
     "BGeSEM",
     "ConditionalSplineCoupling",
+    "ExactStructurePosterior",
     "LinearGaussianSEM",
     "LogisticBeta",
     "MLPSEM",
@@ -48,10 +51,12 @@ __all__ = [
     "dag",
     "edge_belief_prior",
     "edge_flow",
+    "exact_posterior",
     "fill_offdiag",
     "fit",
     "hard_order_mask",
     "is_acyclic",
+    "local_scores",
     "log_sinkhorn",
     "offdiag",
     "soft_order_mask",

@@ -1,0 +1,222 @@
+"""The exact posterior of :class:`~pyro_dag.structure.StructureModel` for small graphs, by dynamic programming
+over node orders (Koivisto & Sood 2004; Koivisto 2006), for the collapsed likelihoods.
+
+Beyond the paper, as a reference: SVI-DAG (digest-001 §2) puts ``r ~ N(0, σ²I)`` on the node potentials, so the
+order they induce is uniform over the ``p!`` orders, and ``γ_ij ~ LogisticBeta(α_ij, β_ij)`` on the edge logits, so
+given the order each allowed edge ``i -> j`` is present independently with probability ``q_ij = α_ij / (α_ij +
+β_ij)`` (``sigmoid(γ) ~ Beta(α, β)``). With a likelihood whose parameters are integrated out
+(:class:`~pyro_dag.structure.LinearGaussianSEM` with ``marginalize=True``, :class:`~pyro_dag.structure.BGeSEM`),
+the evidence factorises over nodes, ``p(X | G) = Π_j f_j(pa_j)``, and the posterior over (order, DAG) is
+order-modular:
+
+    p(≺, G | X) ∝ Π_j Π_{i ≺ j} q_ij^{[i ∈ pa_j]} (1 - q_ij)^{[i ∉ pa_j]} f_j(pa_j).
+
+Summing parent sets within the allowed predecessors ``S`` gives one number per (node, predecessor set),
+``β_j(S) = Π_{i ∈ S} (1 - q_ij) Σ_{G ⊆ S} f_j(G) Π_{i ∈ G} q_ij / (1 - q_ij)`` (a zeta transform over subsets),
+and sums over orders run forward and backward over the ``2^p`` subsets:
+``L(S) = Σ_{k ∈ S} L(S \\ k) β_k(S \\ k)``, ``R(T) = Σ_{k ∈ T} β_k(V \\ T) R(T \\ k)``. Then ``Z = L(V)`` and
+
+    P(i -> j | X) = Σ_{S ∌ j, S ∋ i} L(S) [β_j(S) - (1 - q_ij) β_j(S \\ i)] R(V \\ S \\ j) / Z,
+
+and exact DAG samples come from drawing the order backwards and then each node's parent set. Cost
+``O(p² 2^p)`` time and ``O(p 2^p)`` memory, plus ``p 2^{p-1}`` local scores: seconds for ``p ≤ 15``, minutes
+near the limit ``p = 20``. Everything is in log space, float64.
+"""
+import math
+import numbers
+
+import numpy as np
+import torch
+
+from .models import BGeSEM, LinearGaussianSEM
+
+__all__ = ["ExactStructurePosterior", "exact_posterior", "local_scores"]
+
+MAX_NODES = 20
+
+
+def _masks_bits(p):
+    """``[2^p, p]`` bool: bit ``i`` of every subset mask."""
+    m = np.arange(1 << p)
+    return ((m[:, None] >> np.arange(p)) & 1).astype(bool)
+
+
+def local_scores(mechanism, X, chunk=4096):
+    """Per-node log evidence of every parent set, ``f_j(G)`` for all ``G ⊆ V \\ {j}``.
+
+    :param mechanism: a collapsed mechanism (:class:`~pyro_dag.structure.LinearGaussianSEM` with
+        ``marginalize=True`` or :class:`~pyro_dag.structure.BGeSEM`).
+    :param torch.Tensor X: ``[N, p]`` data (as the mechanism sees it).
+    :returns: ``numpy`` array ``[p, 2^p]`` (float64): entry ``[j, mask]`` is ``log p(x_j | x_G)`` for the parent set
+        ``G`` = the bits of ``mask``; ``-inf`` where ``mask`` contains ``j``.
+    """
+    N, p = X.shape
+    X = X.to(torch.float64)
+    if isinstance(mechanism, LinearGaussianSEM):
+        if not mechanism.marginalize:
+            raise ValueError("local_scores needs a collapsed likelihood: LinearGaussianSEM(marginalize=True)")
+        gram = X.T @ X
+
+        def score(A):
+            return mechanism.node_evidence(gram, N, A)
+    elif isinstance(mechanism, BGeSEM):
+        def score(A):
+            return mechanism.node_scores(X, A)
+    else:
+        raise TypeError(f"exact posteriors need a collapsed likelihood (LinearGaussianSEM(marginalize=True) or "
+                        f"BGeSEM); got {type(mechanism).__name__}")
+    bits = torch.as_tensor(_masks_bits(p), dtype=torch.float64)
+    eye = torch.eye(p, dtype=torch.float64)
+    out = np.empty((p, 1 << p))
+    mechanism.double()
+    with torch.no_grad():
+        for start in range(0, 1 << p, chunk):
+            b = bits[start:start + chunk]                        # [c, p]: the parent set, for every node
+            A = b[:, :, None] * (1 - eye)                        # A[c, i, j] = bit i, no self-loops
+            out[:, start:start + chunk] = score(A).T.numpy()
+    out[_masks_bits(p).T] = -np.inf                                # parent sets containing the node itself
+    return out
+
+
+def _zeta(z, p):
+    """In-place log-space subset sum: ``z[S] <- logsumexp_{G ⊆ S} z[G]`` along the last axis (``2^p``)."""
+    idx = np.arange(1 << p)
+    for i in range(p):
+        with_i = idx[(idx >> i) & 1 == 1]
+        z[..., with_i] = np.logaddexp(z[..., with_i], z[..., with_i ^ (1 << i)])
+    return z
+
+
+class ExactStructurePosterior:
+    """The exact posterior over DAGs of :class:`~pyro_dag.structure.StructureModel` with a collapsed likelihood
+    (see the module docstring). Same queries as :class:`~pyro_dag.structure.fitting.StructurePosterior`.
+
+    :ivar float log_evidence: ``log p(X)`` under the model (uniform order prior, edge prior ``q``).
+    :ivar list node_names: column names (or ``None``).
+    """
+
+    def __init__(self, log_f, q, node_names=None):
+        p = log_f.shape[0]
+        self.num_nodes = p
+        self.node_names = node_names
+        self._q = q
+        full = (1 << p) - 1
+        bits = _masks_bits(p)                                             # [2^p, p]
+        log_q = np.log(np.clip(q, 1e-300, 1.0))
+        log_1mq = np.log(np.clip(1.0 - q, 1e-300, 1.0))
+        np.fill_diagonal(log_1mq, 0.0)
+        # g_j(G) = f_j(G) + Σ_{i ∈ G} log(q_ij / (1 - q_ij));  c_j(S) = Σ_{i ∈ S} log(1 - q_ij)
+        odds = (log_q - log_1mq).T                                        # [j, i]
+        np.fill_diagonal(odds, 0.0)
+        self._g = log_f + odds @ bits.T.astype(float)                     # [p, 2^p]
+        self._g[~np.isfinite(log_f)] = -np.inf
+        c = log_1mq.T @ bits.T.astype(float)                             # [p, 2^p]
+        self._zeta = _zeta(self._g.copy(), p)                             # Z_j(S)
+        self._beta = c + self._zeta                                       # β_j(S)
+        pop = bits.sum(1)
+        L = np.full(1 << p, -np.inf)
+        R = np.full(1 << p, -np.inf)
+        L[0] = R[0] = 0.0
+        for level in range(1, p + 1):
+            S = np.nonzero(pop == level)[0]
+            cand_L = np.full((len(S), p), -np.inf)
+            cand_R = np.full((len(S), p), -np.inf)
+            for k in range(p):
+                has = (S >> k) & 1 == 1
+                Sk = S[has] ^ (1 << k)
+                cand_L[has, k] = L[Sk] + self._beta[k, Sk]
+                cand_R[has, k] = R[Sk] + self._beta[k, full ^ S[has]]
+            L[S] = _logsumexp(cand_L, axis=1)
+            R[S] = _logsumexp(cand_R, axis=1)
+        self._L, self._R = L, R
+        self.log_evidence = float(L[full]) - math.lgamma(p + 1)           # uniform over the p! orders
+        self._log_Z = float(L[full])
+        P = np.zeros((p, p))
+        idx = np.arange(1 << p)
+        for j in range(p):
+            no_j = idx[(idx >> j) & 1 == 0]
+            for i in range(p):
+                if i == j:
+                    continue
+                S = no_j[(no_j >> i) & 1 == 1]
+                # log(Σ_{G ⊆ S, i ∈ G} e^{g_j(G)}) = Z_j(S) + log(1 - e^{Z_j(S \ i) - Z_j(S)})
+                zs, zsi = self._zeta[j, S], self._zeta[j, S ^ (1 << i)]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    part = zs + np.log1p(-np.exp(np.minimum(zsi - zs, 0.0)))
+                terms = L[S] + (c[j, S] + part) + R[full ^ S ^ (1 << j)]
+                P[i, j] = math.exp(min(0.0, _logsumexp(terms) - self._log_Z))
+        self._edge_probs = P
+
+    def edge_probs(self):
+        """``[p, p]`` tensor (float64), ``P[i, j] = P(i -> j | X)`` exactly."""
+        return torch.as_tensor(self._edge_probs)
+
+    def sample(self, num_samples, seed=0):
+        """Exact DAG samples ``[num_samples, p, p]`` (float64 0/1): the order drawn backwards from the DP, then each
+        node's parent set among its predecessors."""
+        if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
+            raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+        rng = np.random.default_rng(seed)
+        p = self.num_nodes
+        full = (1 << p) - 1
+        idx = np.arange(1 << p)
+        out = np.zeros((num_samples, p, p))
+        for s in range(num_samples):
+            T = full
+            while T:
+                ks = [k for k in range(p) if (T >> k) & 1]
+                logw = np.array([self._L[T ^ (1 << k)] + self._beta[k, T ^ (1 << k)] for k in ks])
+                k = ks[_draw(rng, logw)]
+                S = T ^ (1 << k)
+                subsets = idx[(idx & ~S) == 0]
+                G = subsets[_draw(rng, self._g[k, subsets])]
+                out[s, :, k] = (G >> np.arange(p)) & 1
+                T = S
+        return torch.as_tensor(out)
+
+
+def _logsumexp(a, axis=None):
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    return np.squeeze(out, axis=axis) if axis is not None else float(out.reshape(()))
+
+
+def _draw(rng, logw):
+    w = np.exp(logw - np.max(logw))
+    return int(rng.choice(len(w), p=w / w.sum()))
+
+
+def exact_posterior(data, likelihood="linear", edge_beliefs=None, *, expected_parents=1.5, prior_concentration=20.0,
+                    belief_strength=500.0, standardize=True, likelihood_scale=1.0, node_names=None):
+    """Exact edge posteriors (and exact DAG samples) of the model :func:`~pyro_dag.structure.fit` approximates, for
+    ``p ≤ 20`` variables and the collapsed likelihoods; same arguments and prior as :func:`~pyro_dag.structure.fit`.
+
+    :param data: ``[N, p]`` tensor, array or DataFrame. :param str likelihood: ``"linear"`` or ``"bge"``.
+    :param edge_beliefs: optional ``[p, p]`` prior beliefs ``P(i -> j)`` (0.5 = no opinion).
+    :param float likelihood_scale: tempering power of the likelihood (1: the posterior).
+    :returns: :class:`ExactStructurePosterior`.
+    """
+    from .fitting import _prior, _to_tensor
+
+    X, names = _to_tensor(data, torch.float64, None)
+    N, p = X.shape
+    if p > MAX_NODES:
+        raise ValueError(f"exact_posterior enumerates the 2^p subsets of the {p} variables; use it for p ≤ {MAX_NODES} "
+                         "(pyro_dag.structure.fit scales further)")
+    if likelihood not in ("linear", "bge"):
+        raise ValueError(f"exact_posterior needs a collapsed likelihood, 'linear' or 'bge'; got {likelihood!r}")
+    if not (isinstance(likelihood_scale, numbers.Real) and likelihood_scale > 0):
+        raise ValueError(f"likelihood_scale must be a positive number; got {likelihood_scale!r}")
+    if standardize:
+        sd = X.std(0, keepdim=True)
+        if (sd == 0).any():
+            raise ValueError(f"columns {(sd[0] == 0).nonzero().flatten().tolist()} are constant; drop them")
+        X = (X - X.mean(0, keepdim=True)) / sd
+    alpha, beta = _prior(p, edge_beliefs, expected_parents, prior_concentration, belief_strength, torch.float64, None)
+    q = (alpha / (alpha + beta)).numpy()
+    np.fill_diagonal(q, 0.0)
+    mech = LinearGaussianSEM(p, marginalize=True) if likelihood == "linear" else BGeSEM(p)
+    log_f = likelihood_scale * local_scores(mech, X)
+    return ExactStructurePosterior(log_f, q, node_names if node_names is not None else names)
