@@ -159,7 +159,6 @@ class ExactStructurePosterior:
         rng = np.random.default_rng(seed)
         p = self.num_nodes
         full = (1 << p) - 1
-        idx = np.arange(1 << p)
         out = np.zeros((num_samples, p, p))
         for s in range(num_samples):
             T = full
@@ -168,11 +167,20 @@ class ExactStructurePosterior:
                 logw = np.array([self._L[T ^ (1 << k)] + self._beta[k, T ^ (1 << k)] for k in ks])
                 k = ks[_draw(rng, logw)]
                 S = T ^ (1 << k)
-                subsets = idx[(idx & ~S) == 0]
+                subsets = _submasks(S, p)
                 G = subsets[_draw(rng, self._g[k, subsets])]
                 out[s, :, k] = (G >> np.arange(p)) & 1
                 T = S
         return torch.as_tensor(out)
+
+
+def _submasks(S, p):
+    """All subsets of the mask ``S`` as an int array (``2^|S|`` entries)."""
+    subs = np.zeros(1, dtype=np.int64)
+    for i in range(p):
+        if (S >> i) & 1:
+            subs = np.concatenate([subs, subs | (1 << i)])
+    return subs
 
 
 def _logsumexp(a, axis=None):
