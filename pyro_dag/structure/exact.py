@@ -14,9 +14,9 @@ order-modular:
 Summing parent sets within the allowed predecessors ``S`` gives one number per (node, predecessor set),
 ``β_j(S) = Π_{i ∈ S} (1 - q_ij) Σ_{G ⊆ S} f_j(G) Π_{i ∈ G} q_ij / (1 - q_ij)`` (a zeta transform over subsets),
 and sums over orders run forward and backward over the ``2^p`` subsets:
-``L(S) = Σ_{k ∈ S} L(S \\ k) β_k(S \\ k)``, ``R(T) = Σ_{k ∈ T} β_k(V \\ T) R(T \\ k)``. Then ``Z = L(V)`` and
+``L(S) = Σ_{k ∈ S} L(S ∖ k) β_k(S ∖ k)``, ``R(T) = Σ_{k ∈ T} β_k(V ∖ T) R(T ∖ k)``. Then ``Z = L(V)`` and
 
-    P(i -> j | X) = Σ_{S ∌ j, S ∋ i} L(S) [β_j(S) - (1 - q_ij) β_j(S \\ i)] R(V \\ S \\ j) / Z,
+    P(i -> j | X) = Σ_{S ∌ j, S ∋ i} L(S) [β_j(S) - (1 - q_ij) β_j(S ∖ i)] R(V ∖ S ∖ j) / Z,
 
 and exact DAG samples come from drawing the order backwards and then each node's parent set. Cost
 ``O(p² 2^p)`` time and ``O(p 2^p)`` memory, plus ``p 2^{p-1}`` local scores: seconds for ``p ≤ 15``, minutes
@@ -42,7 +42,7 @@ def _masks_bits(p):
 
 
 def local_scores(mechanism, X, chunk=4096):
-    """Per-node log evidence of every parent set, ``f_j(G)`` for all ``G ⊆ V \\ {j}``.
+    """Per-node log evidence of every parent set, ``f_j(G)`` for all ``G ⊆ V ∖ {j}``.
 
     :param mechanism: a collapsed mechanism (:class:`~pyro_dag.structure.LinearGaussianSEM` with
         ``marginalize=True`` or :class:`~pyro_dag.structure.BGeSEM`).
