@@ -385,7 +385,7 @@ class OrderSVGD:
         return total / num_samples
 
     @torch.no_grad()
-    def swap_step(self, *args, num_samples=1, moves="adjacent", **kwargs):
+    def swap_step(self, *args, num_samples=1, moves="adjacent", order_score=None, **kwargs):
         """Metropolis-Hastings order moves on the particles, targeting the same ``p(r) exp(L(phi; r))`` as SVGD.
 
         Each particle proposes to swap the potentials of two nodes that are adjacent in its order (a symmetric
@@ -394,6 +394,10 @@ class OrderSVGD:
         ``min(1, exp(L(phi; r') - L(phi; r)))``, the ELBOs estimated with common random numbers
         (:meth:`particle_elbos`). Gradients through the relaxed order mask hardly move a particle across an order
         boundary (digest-001 §11.3, §11.5); these discrete moves do. Returns the acceptance rate.
+
+        ``order_score``: optional callable ``potentials [K, p] -> [K]`` used in place of the ELBO, e.g. an
+        :class:`~pyro_dag.structure.exact.OrderScorer` giving ``log p(D, order)`` with the edges summed out exactly
+        (then the moves are order-MCMC moves on the particles, free of the flow's ELBO gap).
         """
         K = self.num_particles
         particles = pyro.param(self.particle_name).unconstrained()
@@ -413,13 +417,16 @@ class OrderSVGD:
         i, j = order[rows, pos], order[rows, pos2]
         proposal = r.clone()
         proposal[rows, i], proposal[rows, j] = r[rows, j], r[rows, i]
-        seed = int(torch.randint(0, 2**62, ()).item())
-        elbos = []
-        for value in (r, proposal):
-            particles.data.copy_(value)
-            with torch.random.fork_rng(devices=[r.device] if r.device.type == "cuda" else []):
-                torch.manual_seed(seed)
-                elbos.append(self.particle_elbos(*args, num_samples=num_samples, **kwargs))
+        if order_score is not None:
+            elbos = [torch.as_tensor(order_score(value)).to(r.device) for value in (r, proposal)]
+        else:
+            seed = int(torch.randint(0, 2**62, ()).item())
+            elbos = []
+            for value in (r, proposal):
+                particles.data.copy_(value)
+                with torch.random.fork_rng(devices=[r.device] if r.device.type == "cuda" else []):
+                    torch.manual_seed(seed)
+                    elbos.append(self.particle_elbos(*args, num_samples=num_samples, **kwargs))
         log_u = torch.rand(K, device=r.device, dtype=r.dtype).log()
         accept = log_u < (elbos[1] - elbos[0]).to(r.dtype)
         particles.data.copy_(torch.where(accept.unsqueeze(-1), proposal, r))

@@ -30,7 +30,7 @@ import torch
 
 from .models import BGeSEM, LinearGaussianSEM
 
-__all__ = ["ExactStructurePosterior", "exact_posterior", "local_scores"]
+__all__ = ["ExactStructurePosterior", "OrderScorer", "exact_posterior", "local_scores"]
 
 MAX_NODES = 20
 
@@ -41,7 +41,41 @@ def _masks_bits(p):
     return ((m[:, None] >> np.arange(p)) & 1).astype(bool)
 
 
-def local_scores(mechanism, X, chunk=4096):
+def _node_score_fn(mechanism, X):
+    N = X.shape[0]
+    if isinstance(mechanism, LinearGaussianSEM):
+        if not mechanism.marginalize:
+            raise ValueError("local_scores needs a collapsed likelihood: LinearGaussianSEM(marginalize=True)")
+        gram = X.T @ X
+        return lambda A: mechanism.node_evidence(gram, N, A)
+    if isinstance(mechanism, BGeSEM):
+        return lambda A: mechanism.node_scores(X, A)
+    raise TypeError(f"exact posteriors need a collapsed likelihood (LinearGaussianSEM(marginalize=True) or "
+                    f"BGeSEM); got {type(mechanism).__name__}")
+
+
+def _scores_for_masks(mechanism, X, masks):
+    """``[p, len(masks)]`` log evidence ``f_j(mask)`` of each parent-set mask for every node (``-inf`` where the
+    mask contains the node), in chunks that keep the mechanism's ``[chunk, p, p, p]`` temporaries small."""
+    X = X.to(torch.float64)
+    p = X.shape[1]
+    score = _node_score_fn(mechanism, X)
+    mechanism.double()
+    masks = np.asarray(masks, dtype=np.int64)
+    bits = (masks[:, None] >> np.arange(p)) & 1                       # [n, p]
+    eye = torch.eye(p, dtype=torch.float64)
+    chunk = int(max(64, min(4096, 2 ** 25 // p ** 3)))
+    out = np.empty((p, len(masks)))
+    with torch.no_grad():
+        for start in range(0, len(masks), chunk):
+            b = torch.as_tensor(bits[start:start + chunk], dtype=torch.float64)
+            A = b[:, :, None] * (1 - eye)                                 # A[c, i, j] = bit i, no self-loops
+            out[:, start:start + chunk] = score(A).T.numpy()
+    out[bits.T.astype(bool)] = -np.inf                                     # parent sets containing the node itself
+    return out
+
+
+def local_scores(mechanism, X):
     """Per-node log evidence of every parent set, ``f_j(G)`` for all ``G ⊆ V ∖ {j}``.
 
     :param mechanism: a collapsed mechanism (:class:`~pyro_dag.structure.LinearGaussianSEM` with
@@ -50,32 +84,75 @@ def local_scores(mechanism, X, chunk=4096):
     :returns: ``numpy`` array ``[p, 2^p]`` (float64): entry ``[j, mask]`` is ``log p(x_j | x_G)`` for the parent set
         ``G`` = the bits of ``mask``; ``-inf`` where ``mask`` contains ``j``.
     """
-    N, p = X.shape
-    X = X.to(torch.float64)
-    if isinstance(mechanism, LinearGaussianSEM):
-        if not mechanism.marginalize:
-            raise ValueError("local_scores needs a collapsed likelihood: LinearGaussianSEM(marginalize=True)")
-        gram = X.T @ X
+    return _scores_for_masks(mechanism, X, np.arange(1 << X.shape[1]))
 
-        def score(A):
-            return mechanism.node_evidence(gram, N, A)
-    elif isinstance(mechanism, BGeSEM):
-        def score(A):
-            return mechanism.node_scores(X, A)
-    else:
-        raise TypeError(f"exact posteriors need a collapsed likelihood (LinearGaussianSEM(marginalize=True) or "
-                        f"BGeSEM); got {type(mechanism).__name__}")
-    bits = torch.as_tensor(_masks_bits(p), dtype=torch.float64)
-    eye = torch.eye(p, dtype=torch.float64)
-    out = np.empty((p, 1 << p))
-    mechanism.double()
-    with torch.no_grad():
-        for start in range(0, 1 << p, chunk):
-            b = bits[start:start + chunk]                        # [c, p]: the parent set, for every node
-            A = b[:, :, None] * (1 - eye)                        # A[c, i, j] = bit i, no self-loops
-            out[:, start:start + chunk] = score(A).T.numpy()
-    out[_masks_bits(p).T] = -np.inf                                # parent sets containing the node itself
-    return out
+
+class OrderScorer:
+    """``log p(X, ≺)`` of node orders under :class:`~pyro_dag.structure.StructureModel` with a collapsed
+    likelihood, up to a constant, optionally with parent sets capped at ``max_parents`` (order MCMC's score,
+    Friedman & Koller 2003):
+
+        log Σ_{G_1..G_p: G_j ⊆ pred_j, |G_j| ≤ K} Π_j Π_{i ∈ pred_j} q_ij^{[i ∈ G_j]} (1 - q_ij)^{[i ∉ G_j]} f_j(G_j)^s
+
+    (``s`` the likelihood's tempering power). The per-node local scores are computed once (``Σ_{k ≤ K} C(p-1, k)``
+    parent sets per node); one order costs ``O(p · #sets)``. :func:`~pyro_dag.structure.fit` uses it for the
+    particles' order moves and weights with the collapsed likelihoods (``order_score="exact"``).
+
+    :param mechanism: :class:`~pyro_dag.structure.LinearGaussianSEM` (``marginalize=True``) or
+        :class:`~pyro_dag.structure.BGeSEM`. :param torch.Tensor X: ``[N, p]`` data as the mechanism sees it.
+    :param q: ``[p, p]`` prior edge probabilities given the order (``α / (α + β)`` of the edge prior).
+    :param int max_parents: cap on the parent-set size (``None``: none, ``2^{p-1}`` sets per node).
+    """
+
+    def __init__(self, mechanism, X, q, max_parents=None):
+        p = X.shape[1]
+        q = np.asarray(torch.as_tensor(q, dtype=torch.float64).cpu(), dtype=float).copy()
+        np.fill_diagonal(q, 0.0)
+        self.num_nodes, self.max_parents = p, max_parents
+        masks = np.arange(1 << p, dtype=np.int64) if max_parents is None or max_parents >= p - 1 else \
+            _masks_up_to(p, int(max_parents))
+        self.masks = masks
+        self._f = _scores_for_masks(mechanism, X, masks)                    # [p, n]
+        log_q = np.log(np.clip(q, 1e-300, 1.0))
+        log_1mq = np.log(np.clip(1.0 - q, 1e-300, 1.0))
+        np.fill_diagonal(log_1mq, 0.0)
+        bits = ((masks[:, None] >> np.arange(p)) & 1).astype(float)        # [n, i]
+        odds = (log_q - log_1mq).T                                           # [j, i]
+        np.fill_diagonal(odds, 0.0)
+        self._odds = odds @ bits.T                                           # [j, n]
+        self._log_1mq = torch.as_tensor(log_1mq.T)                           # [j, i]
+        self._masks_t = torch.as_tensor(masks)
+
+    @property
+    def num_parent_sets(self):
+        """Parent sets scored per node."""
+        return int(self.masks.shape[0])
+
+    def __call__(self, potentials, scale=1.0):
+        """``[K]`` log scores of the orders of ``potentials`` ``[K, p]`` (higher = upstream; ties broken as
+        ``r_i > r_j`` strictly, as :class:`~pyro_dag.structure.OrderedDAG`)."""
+        r = torch.as_tensor(potentials).detach().cpu().to(torch.float64)
+        if r.dim() == 1:
+            r = r.unsqueeze(0)
+        pred = r.unsqueeze(-1) > r.unsqueeze(-2)                             # [K, i, j]: i upstream of j
+        weights = torch.as_tensor(1 << np.arange(self.num_nodes), dtype=torch.int64)
+        pred_mask = (pred.to(torch.int64) * weights[:, None]).sum(-2)        # [K, j]
+        total = (pred.to(torch.float64) * self._log_1mq.T.unsqueeze(0)).sum((-1, -2))
+        g = torch.as_tensor(scale * self._f + self._odds)                    # [j, n]
+        for j in range(self.num_nodes):
+            inside = (self._masks_t.unsqueeze(0) & ~pred_mask[:, j:j + 1]) == 0   # [K, n]: G ⊆ pred_j
+            total = total + torch.where(inside, g[j].unsqueeze(0), torch.tensor(-math.inf, dtype=g.dtype)).logsumexp(-1)
+        return total
+
+
+def _masks_up_to(p, k):
+    """Subset masks of ``p`` bits with at most ``k`` bits set, in increasing size."""
+    import itertools
+
+    out = [0]
+    for size in range(1, k + 1):
+        out.extend(sum(1 << i for i in c) for c in itertools.combinations(range(p), size))
+    return np.array(out, dtype=np.int64)
 
 
 def _zeta(z, p):
@@ -150,6 +227,33 @@ class ExactStructurePosterior:
     def edge_probs(self):
         """``[p, p]`` tensor (float64), ``P[i, j] = P(i -> j | X)`` exactly."""
         return torch.as_tensor(self._edge_probs)
+
+    def _order(self, order):
+        order = [int(k) for k in (order.tolist() if torch.is_tensor(order) else order)]
+        if sorted(order) != list(range(self.num_nodes)):
+            raise ValueError(f"order must be a permutation of 0..{self.num_nodes - 1} (upstream first); got {order}")
+        return order
+
+    def order_log_prob(self, order):
+        """``log p(≺ | X)`` of one order (a permutation of the nodes, upstream first):
+        ``Σ_j log β_j(pred_j) - log Σ_≺' Π_j β_j(pred'_j)``."""
+        pred, total = 0, 0.0
+        for k in self._order(order):
+            total += self._beta[k, pred]
+            pred |= 1 << k
+        return float(total - self._log_Z)
+
+    def edge_probs_given_order(self, order):
+        """``[p, p]`` exact ``P(i -> j | ≺, X)`` for one order (upstream first): given the order the parent sets are
+        independent, ``P(i ∈ pa_j | ≺) = 1 - (1 - q_ij) β_j(pred_j ∖ i) / β_j(pred_j)`` for ``i ≺ j``, else 0."""
+        P = np.zeros((self.num_nodes, self.num_nodes))
+        pred = 0
+        for j in self._order(order):
+            for i in range(self.num_nodes):
+                if (pred >> i) & 1:
+                    P[i, j] = -math.expm1(self._zeta[j, pred ^ (1 << i)] - self._zeta[j, pred])
+            pred |= 1 << j
+        return torch.as_tensor(P)
 
     def sample(self, num_samples, seed=0):
         """Exact DAG samples ``[num_samples, p, p]`` (float64 0/1): the order drawn backwards from the DP, then each

@@ -48,6 +48,43 @@ def test_edge_posteriors_match_brute_force(p, mechanism):
     assert post.log_evidence == pytest.approx(log_total - math.lgamma(p + 1), rel=1e-12)
 
 
+def test_order_queries_match_brute_force():
+    """p(≺ | X) and P(i -> j | ≺, X) against enumeration of the DAGs consistent with each order; the order
+    probabilities sum to one and mix the conditional edge probabilities into the marginal ones."""
+    p = 4
+    rng = np.random.default_rng(5)
+    X = torch.as_tensor(rng.normal(size=(30, p)))
+    X[:, 2] += X[:, 0]
+    log_f = local_scores(LinearGaussianSEM(p, marginalize=True), X)
+    q = rng.uniform(0.2, 0.8, size=(p, p))
+    np.fill_diagonal(q, 0.0)
+    post = ExactStructurePosterior(log_f, q)
+    mix, total = np.zeros((p, p)), 0.0
+    for order in itertools.permutations(range(p)):
+        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
+        weights, edges = [], np.zeros((p, p))
+        for present in itertools.product([0, 1], repeat=len(pairs)):
+            A = np.zeros((p, p), dtype=int)
+            logw = 0.0
+            for (i, j), e in zip(pairs, present):
+                A[i, j] = e
+                logw += math.log(q[i, j]) if e else math.log(1 - q[i, j])
+            logw += sum(log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
+            weights.append(logw)
+            edges += A * math.exp(logw)
+        log_order = np.logaddexp.reduce(weights)
+        np.testing.assert_allclose(post.edge_probs_given_order(list(order)).numpy(), edges / math.exp(log_order),
+                                   rtol=1e-9, atol=1e-12)
+        lp = post.order_log_prob(list(order))
+        total += math.exp(lp)
+        mix += math.exp(lp) * post.edge_probs_given_order(list(order)).numpy()
+        assert lp == pytest.approx(log_order - post._log_Z, abs=1e-9)
+    assert total == pytest.approx(1.0, rel=1e-10)
+    np.testing.assert_allclose(mix, post.edge_probs().numpy(), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="permutation"):
+        post.order_log_prob([0, 1, 1, 2])
+
+
 def test_local_scores_are_the_mechanisms_node_scores():
     rng = np.random.default_rng(0)
     X = torch.as_tensor(rng.normal(size=(25, 4)))
@@ -88,3 +125,41 @@ def test_exact_posterior_recovers_a_strong_chain_and_checks_input():
         exact_posterior(rng.normal(size=(30, 21)))
     with pytest.raises(TypeError, match="collapsed likelihood"):
         local_scores(object(), torch.zeros(3, 2))
+
+
+def test_order_scorer_matches_the_exact_order_posterior_and_the_capped_brute_force():
+    """Without a cap, OrderScorer differences between orders are the exact log p(≺ | X) differences; with
+    max_parents = 1 it equals enumeration of the DAGs with at most one parent per node."""
+    from pyro_dag.structure.exact import OrderScorer
+
+    p = 4
+    rng = np.random.default_rng(7)
+    X = torch.as_tensor(rng.normal(size=(40, p)))
+    X[:, 1] += X[:, 0]
+    X[:, 3] += X[:, 1] - X[:, 2]
+    mech = LinearGaussianSEM(p, marginalize=True)
+    q = rng.uniform(0.2, 0.8, size=(p, p))
+    np.fill_diagonal(q, 0.0)
+    post = ExactStructurePosterior(local_scores(mech, X), q)
+    full = OrderScorer(mech, X, q)
+    capped = OrderScorer(mech, X, q, max_parents=1)
+    assert full.num_parent_sets == 16 and capped.num_parent_sets == 5
+    log_f = local_scores(mech, X)
+    orders = [list(o) for o in itertools.permutations(range(p))]
+    pots = torch.stack([torch.as_tensor([float(p - o.index(k)) for k in range(p)]) for o in orders])  # upstream high
+    got, got_capped = full(pots), capped(pots, scale=0.5)
+    ref = torch.as_tensor([post.order_log_prob(o) for o in orders], dtype=torch.float64)
+    torch.testing.assert_close(got - got[0], ref - ref[0], rtol=1e-9, atol=1e-9)
+    for k, order in enumerate(orders):
+        total = -math.inf
+        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
+        for present in itertools.product([0, 1], repeat=len(pairs)):
+            A = np.zeros((p, p), dtype=int)
+            for (i, j), e in zip(pairs, present):
+                A[i, j] = e
+            if A.sum(0).max() > 1:
+                continue
+            logw = sum(math.log(q[i, j]) if A[i, j] else math.log(1 - q[i, j]) for i, j in pairs)
+            logw += sum(0.5 * log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
+            total = np.logaddexp(total, logw)
+        assert got_capped[k].item() == pytest.approx(total, rel=1e-10)
