@@ -10,6 +10,22 @@ from pyro_dag.structure import BGeSEM, LinearGaussianSEM, fit, is_acyclic
 from pyro_dag.structure.exact import ExactStructurePosterior, exact_posterior, local_scores
 
 
+def _dags_of_order(order, q, log_f, scale=1.0, max_parents=None):
+    """Every DAG consistent with ``order`` (upstream first) with its unnormalised log posterior weight
+    ``Σ_{i ≺ j} log q^{[i ∈ pa_j]} (1 - q)^{[i ∉ pa_j]} + scale Σ_j f_j(pa_j)`` (in-degree at most ``max_parents``)."""
+    p = len(order)
+    pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
+    for present in itertools.product([0, 1], repeat=len(pairs)):
+        A = np.zeros((p, p), dtype=int)
+        for (i, j), e in zip(pairs, present):
+            A[i, j] = e
+        if max_parents is not None and A.sum(0).max() > max_parents:
+            continue
+        logw = sum(math.log(q[i, j]) if A[i, j] else math.log(1 - q[i, j]) for i, j in pairs)
+        logw += scale * sum(log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
+        yield A, logw
+
+
 def _brute_force(log_f, q):
     """Edge posteriors and log Σ over all p! orders and all DAGs consistent with each, of
     Π_j Π_{i ≺ j} q^{[i ∈ pa_j]} (1 - q)^{[i ∉ pa_j]} f_j(pa_j)."""
@@ -17,16 +33,7 @@ def _brute_force(log_f, q):
     P = np.zeros((p, p))
     total = -np.inf
     for order in itertools.permutations(range(p)):
-        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
-        for present in itertools.product([0, 1], repeat=len(pairs)):
-            A = np.zeros((p, p), dtype=int)
-            logw = 0.0
-            for (i, j), e in zip(pairs, present):
-                A[i, j] = e
-                logw += math.log(q[i, j]) if e else math.log(1 - q[i, j])
-            for j in range(p):
-                mask = sum(1 << i for i in range(p) if A[i, j])
-                logw += log_f[j, mask]
+        for A, logw in _dags_of_order(order, q, log_f):
             total = np.logaddexp(total, logw)
             P += A * math.exp(logw)
     return P / math.exp(total), total
@@ -61,15 +68,8 @@ def test_order_queries_match_brute_force():
     post = ExactStructurePosterior(log_f, q)
     mix, total = np.zeros((p, p)), 0.0
     for order in itertools.permutations(range(p)):
-        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
         weights, edges = [], np.zeros((p, p))
-        for present in itertools.product([0, 1], repeat=len(pairs)):
-            A = np.zeros((p, p), dtype=int)
-            logw = 0.0
-            for (i, j), e in zip(pairs, present):
-                A[i, j] = e
-                logw += math.log(q[i, j]) if e else math.log(1 - q[i, j])
-            logw += sum(log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
+        for A, logw in _dags_of_order(order, q, log_f):
             weights.append(logw)
             edges += A * math.exp(logw)
         log_order = np.logaddexp.reduce(weights)
@@ -151,15 +151,5 @@ def test_order_scorer_matches_the_exact_order_posterior_and_the_capped_brute_for
     ref = torch.as_tensor([post.order_log_prob(o) for o in orders], dtype=torch.float64)
     torch.testing.assert_close(got - got[0], ref - ref[0], rtol=1e-9, atol=1e-9)
     for k, order in enumerate(orders):
-        total = -math.inf
-        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
-        for present in itertools.product([0, 1], repeat=len(pairs)):
-            A = np.zeros((p, p), dtype=int)
-            for (i, j), e in zip(pairs, present):
-                A[i, j] = e
-            if A.sum(0).max() > 1:
-                continue
-            logw = sum(math.log(q[i, j]) if A[i, j] else math.log(1 - q[i, j]) for i, j in pairs)
-            logw += sum(0.5 * log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
-            total = np.logaddexp(total, logw)
+        total = np.logaddexp.reduce([w for _, w in _dags_of_order(order, q, log_f, scale=0.5, max_parents=1)])
         assert got_capped[k].item() == pytest.approx(total, rel=1e-10)
