@@ -57,10 +57,13 @@ def _node_score_fn(mechanism, X):
 def _scores_for_masks(mechanism, X, masks):
     """``[p, len(masks)]`` log evidence ``f_j(mask)`` of each parent-set mask for every node (``-inf`` where the
     mask contains the node), in chunks that keep the mechanism's ``[chunk, p, p, p]`` temporaries small."""
+    import copy
+
     X = X.to(torch.float64)
     p = X.shape[1]
+    _node_score_fn(mechanism, X)                    # checks the mechanism type first
+    mechanism = copy.deepcopy(mechanism).double()  # float64 scores without changing the caller's module
     score = _node_score_fn(mechanism, X)
-    mechanism.double()
     masks = np.asarray(masks, dtype=np.int64)
     bits = (masks[:, None] >> np.arange(p)) & 1                       # [n, p]
     eye = torch.eye(p, dtype=torch.float64)
