@@ -7,14 +7,14 @@ given the order each allowed edge ``i -> j`` is present independently with proba
 β_ij)`` (``sigmoid(γ) ~ Beta(α, β)``). With a likelihood whose parameters are integrated out
 (:class:`~pyro_dag.structure.LinearGaussianSEM` with ``marginalize=True``, :class:`~pyro_dag.structure.BGeSEM`),
 the evidence factorises over nodes, ``p(X | G) = Π_j f_j(pa_j)``, and the posterior over (order, DAG) is
-order-modular:
+order-modular::
 
     p(≺, G | X) ∝ Π_j Π_{i ≺ j} q_ij^{[i ∈ pa_j]} (1 - q_ij)^{[i ∉ pa_j]} f_j(pa_j).
 
 Summing parent sets within the allowed predecessors ``S`` gives one number per (node, predecessor set),
 ``β_j(S) = Π_{i ∈ S} (1 - q_ij) Σ_{G ⊆ S} f_j(G) Π_{i ∈ G} q_ij / (1 - q_ij)`` (a zeta transform over subsets),
 and sums over orders run forward and backward over the ``2^p`` subsets:
-``L(S) = Σ_{k ∈ S} L(S ∖ k) β_k(S ∖ k)``, ``R(T) = Σ_{k ∈ T} β_k(V ∖ T) R(T ∖ k)``. Then ``Z = L(V)`` and
+``L(S) = Σ_{k ∈ S} L(S ∖ k) β_k(S ∖ k)``, ``R(T) = Σ_{k ∈ T} β_k(V ∖ T) R(T ∖ k)``. Then ``Z = L(V)`` and::
 
     P(i -> j | X) = Σ_{S ∌ j, S ∋ i} L(S) [β_j(S) - (1 - q_ij) β_j(S ∖ i)] R(V ∖ S ∖ j) / Z,
 
@@ -93,7 +93,7 @@ def local_scores(mechanism, X):
 class OrderScorer:
     """``log p(X, ≺)`` of node orders under :class:`~pyro_dag.structure.StructureModel` with a collapsed
     likelihood, up to a constant, optionally with parent sets capped at ``max_parents`` (order MCMC's score,
-    Friedman & Koller 2003):
+    Friedman & Koller 2003)::
 
         log Σ_{G_1..G_p: G_j ⊆ pred_j, |G_j| ≤ K} Π_j Π_{i ∈ pred_j} q_ij^{[i ∈ G_j]} (1 - q_ij)^{[i ∉ G_j]} f_j(G_j)^s
 
