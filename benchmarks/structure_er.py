@@ -39,6 +39,8 @@ def parse():
     ap.add_argument("--k", type=int, default=1000, help="posterior samples for pyro_dag")
     ap.add_argument("--pd-likelihood", default=None,
                     help="override fit's likelihood (default: linear / mlp); results go under 'pyro_dag_<name>'")
+    ap.add_argument("--pd-order-score", default=None, help="fit(order_score=...): exact or elbo (default: fit's)")
+    ap.add_argument("--pd-candidates", type=int, default=None, help="fit(candidate_parents=...) (default: fit's)")
     ap.add_argument("--cpu", type=int, default=0, help="core to pin to (-1: no pinning)")
     ap.add_argument("--force", action="store_true", help="recompute entries already in the JSON")
     ap.add_argument("--out", default=None)
@@ -69,7 +71,9 @@ def run_method(method, x, mech, seed, args):
         return sc.run_exact(x, method.split("_", 1)[1], seed, k=args.k)
     if method.startswith("pyro_dag"):
         lik = args.pd_likelihood or ("linear" if mech == "linear" else "mlp")
-        return sc.run_pyro_dag(x, lik, seed, k=args.k, num_steps=args.pd_steps, num_particles=args.pd_particles)
+        kw = {k: v for k, v in (("order_score", args.pd_order_score), ("candidate_parents", args.pd_candidates))
+              if v is not None}
+        return sc.run_pyro_dag(x, lik, seed, k=args.k, num_steps=args.pd_steps, num_particles=args.pd_particles, **kw)
     raise ValueError(f"unknown method {method!r}")
 
 

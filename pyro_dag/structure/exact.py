@@ -92,44 +92,63 @@ def local_scores(mechanism, X):
 
 class OrderScorer:
     """``log p(X, ≺)`` of node orders under :class:`~pyro_dag.structure.StructureModel` with a collapsed
-    likelihood, up to a constant, optionally with parent sets capped at ``max_parents`` (order MCMC's score,
-    Friedman & Koller 2003)::
+    likelihood, up to a constant, with each node's parent sets restricted to subsets of its candidate parents
+    (all other nodes by default) of at most ``max_parents`` elements (order MCMC's score, Friedman & Koller
+    2003)::
 
-        log Σ_{G_1..G_p: G_j ⊆ pred_j, |G_j| ≤ K} Π_j Π_{i ∈ pred_j} q_ij^{[i ∈ G_j]} (1 - q_ij)^{[i ∉ G_j]} f_j(G_j)^s
+        log Σ_{G_1..G_p: G_j ⊆ pred_j ∩ C_j, |G_j| ≤ K} Π_j Π_{i ∈ pred_j} q_ij^{[i ∈ G_j]} (1 - q_ij)^{[i ∉ G_j]} f_j(G_j)^s
 
-    (``s`` the likelihood's tempering power). The per-node local scores are computed once (``Σ_{k ≤ K} C(p-1, k)``
-    parent sets per node); one order costs ``O(p · #sets)``. :func:`~pyro_dag.structure.fit` uses it for the
-    particles' order moves and weights with the collapsed likelihoods (``order_score="exact"``).
+    (``s`` the likelihood's tempering power). With ``candidates=c`` the candidate parents ``C_j`` of node ``j`` are
+    the ``c`` other nodes whose single-parent evidence ``f_j({i}) - f_j(∅)`` is largest (the usual candidate-set
+    restriction of order MCMC). The local scores are computed once (``2^c`` or ``Σ_{k ≤ K} C(p-1, k)`` parent sets
+    per node); one order costs ``O(Σ_j #sets_j)``. :func:`~pyro_dag.structure.fit` uses it for the particles'
+    order moves and weights with the collapsed likelihoods (``order_score="exact"``).
 
     :param mechanism: :class:`~pyro_dag.structure.LinearGaussianSEM` (``marginalize=True``) or
         :class:`~pyro_dag.structure.BGeSEM`. :param torch.Tensor X: ``[N, p]`` data as the mechanism sees it.
     :param q: ``[p, p]`` prior edge probabilities given the order (``α / (α + β)`` of the edge prior).
-    :param int max_parents: cap on the parent-set size (``None``: none, ``2^{p-1}`` sets per node).
+    :param int max_parents: cap on the parent-set size (``None``: none).
+    :param int candidates: number of candidate parents per node (``None``: all ``p - 1``).
     """
 
-    def __init__(self, mechanism, X, q, max_parents=None):
+    def __init__(self, mechanism, X, q, max_parents=None, candidates=None):
         p = X.shape[1]
         q = np.asarray(torch.as_tensor(q, dtype=torch.float64).cpu(), dtype=float).copy()
         np.fill_diagonal(q, 0.0)
-        self.num_nodes, self.max_parents = p, max_parents
-        masks = np.arange(1 << p, dtype=np.int64) if max_parents is None or max_parents >= p - 1 else \
-            _masks_up_to(p, int(max_parents))
-        self.masks = masks
-        self._f = _scores_for_masks(mechanism, X, masks)                    # [p, n]
+        self.num_nodes, self.max_parents, self.candidates = p, max_parents, candidates
         log_q = np.log(np.clip(q, 1e-300, 1.0))
         log_1mq = np.log(np.clip(1.0 - q, 1e-300, 1.0))
         np.fill_diagonal(log_1mq, 0.0)
-        bits = ((masks[:, None] >> np.arange(p)) & 1).astype(float)        # [n, i]
         odds = (log_q - log_1mq).T                                           # [j, i]
         np.fill_diagonal(odds, 0.0)
-        self._odds = odds @ bits.T                                           # [j, n]
+        cap = p - 1 if max_parents is None else min(int(max_parents), p - 1)
+        if candidates is None or candidates >= p - 1:
+            masks = _masks_up_to(p, cap)
+            f_all = _scores_for_masks(mechanism, X, masks)                   # [p, n], shared masks
+            node_masks = [masks[(masks >> j) & 1 == 0] for j in range(p)]
+            node_f = [f_all[j][(masks >> j) & 1 == 0] for j in range(p)]
+            self.candidate_parents = [[i for i in range(p) if i != j] for j in range(p)]
+        else:
+            single = _scores_for_masks(mechanism, X, np.array([0] + [1 << i for i in range(p)], dtype=np.int64))
+            node_masks, node_f, self.candidate_parents = [], [], []
+            for j in range(p):
+                gain = single[j, 1:] - single[j, 0]
+                gain[j] = -np.inf
+                cand = np.argsort(-gain)[:int(candidates)]
+                self.candidate_parents.append(sorted(int(i) for i in cand))
+                masks = _submasks_up_to(cand, cap)
+                node_masks.append(masks)
+                node_f.append(_scores_for_masks(mechanism, X, masks)[j])
+        self._masks = [torch.as_tensor(m) for m in node_masks]
+        self._f = [torch.as_tensor(f) for f in node_f]
+        self._odds = [torch.as_tensor(((m[:, None] >> np.arange(p)) & 1).astype(float) @ odds[j])
+                      for j, m in enumerate(node_masks)]
         self._log_1mq = torch.as_tensor(log_1mq.T)                           # [j, i]
-        self._masks_t = torch.as_tensor(masks)
 
     @property
     def num_parent_sets(self):
-        """Parent sets scored per node."""
-        return int(self.masks.shape[0])
+        """Parent sets scored per node (the largest over nodes)."""
+        return max(int(m.shape[0]) for m in self._masks)
 
     def __call__(self, potentials, scale=1.0):
         """``[K]`` log scores of the orders of ``potentials`` ``[K, p]`` (higher = upstream; ties broken as
@@ -141,21 +160,29 @@ class OrderScorer:
         weights = torch.as_tensor(1 << np.arange(self.num_nodes), dtype=torch.int64)
         pred_mask = (pred.to(torch.int64) * weights[:, None]).sum(-2)        # [K, j]
         total = (pred.to(torch.float64) * self._log_1mq.T.unsqueeze(0)).sum((-1, -2))
-        g = torch.as_tensor(scale * self._f + self._odds)                    # [j, n]
+        neg_inf = torch.tensor(-math.inf, dtype=torch.float64)
         for j in range(self.num_nodes):
-            inside = (self._masks_t.unsqueeze(0) & ~pred_mask[:, j:j + 1]) == 0   # [K, n]: G ⊆ pred_j
-            total = total + torch.where(inside, g[j].unsqueeze(0), torch.tensor(-math.inf, dtype=g.dtype)).logsumexp(-1)
+            g = scale * self._f[j] + self._odds[j]                            # [n_j]
+            inside = (self._masks[j].unsqueeze(0) & ~pred_mask[:, j:j + 1]) == 0   # [K, n_j]: G ⊆ pred_j
+            total = total + torch.where(inside, g.unsqueeze(0), neg_inf).logsumexp(-1)
         return total
 
 
-def _masks_up_to(p, k):
-    """Subset masks of ``p`` bits with at most ``k`` bits set, in increasing size."""
+def _submasks_up_to(nodes, k):
+    """Masks of the subsets of ``nodes`` with at most ``k`` elements."""
     import itertools
 
     out = [0]
-    for size in range(1, k + 1):
-        out.extend(sum(1 << i for i in c) for c in itertools.combinations(range(p), size))
+    for size in range(1, min(k, len(nodes)) + 1):
+        out.extend(sum(1 << int(i) for i in c) for c in itertools.combinations(nodes, size))
     return np.array(out, dtype=np.int64)
+
+
+def _masks_up_to(p, k):
+    """Subset masks of ``p`` bits with at most ``k`` bits set (all ``2^p`` when ``k ≥ p``)."""
+    if k >= p:
+        return np.arange(1 << p, dtype=np.int64)
+    return _submasks_up_to(range(p), k)
 
 
 def _zeta(z, p):

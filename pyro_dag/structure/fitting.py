@@ -332,6 +332,7 @@ def fit(
     swap_moves=None,
     order_score=None,
     max_parents=None,
+    candidate_parents=None,
     node_names=None,
     dtype=torch.float32,
     device=None,
@@ -412,9 +413,12 @@ def fit(
         93.5 (benchmarks/README.md). Above 14 nodes the score needs a parent-set cap, and a wrong cap misleads
         the moves: ER p = 20 linear (true in-degrees up to 6), seed 0, ``max_parents=4``: AUROC 80.4 vs 91.3 with
         the ELBO, so it is opt-in there.
-    :param int max_parents: parent-set cap of the exact order score (``None``: none for ``p ≤ 14``, 4 above;
-        ``Σ_{k ≤ K} C(p-1, k)`` local scores per node are computed once). Set it at least to the largest
-        in-degree you expect.
+    :param int max_parents: parent-set cap of the exact order score (``None``: none for ``p ≤ 14``, 4 above unless
+        ``candidate_parents`` is given; ``Σ_{k ≤ K} C(p-1, k)`` local scores per node are computed once). Set it at
+        least to the largest in-degree you expect.
+    :param int candidate_parents: restrict each node's parent sets in the exact order score to its
+        ``candidate_parents`` best single parents (:class:`~pyro_dag.structure.exact.OrderScorer` ``candidates``;
+        ``2^c`` local scores per node); ``None``: all nodes.
     :param str weighting: how the posterior weighs the particles: ``"order"`` (distinct orders weighted by their
         exact order score, needs ``order_score="exact"``), ``"elbo"`` (by their ELBO, see
         :meth:`StructurePosterior.particle_weights`) or ``"uniform"`` (the paper). Default (``None``): ``"order"``
@@ -490,7 +494,7 @@ def fit(
     if order_score == "exact" and likelihood not in ("linear", "bge"):
         raise ValueError(f"order_score='exact' needs a collapsed likelihood ('linear' or 'bge'); got {likelihood!r}")
     if max_parents is None:
-        max_parents = None if p <= 14 else 4
+        max_parents = None if (p <= 14 or candidate_parents is not None) else 4
     elif not (isinstance(max_parents, numbers.Integral) and max_parents >= 0):
         raise ValueError(f"max_parents must be a non-negative integer or None; got {max_parents!r}")
     if weighting is None:
@@ -523,7 +527,8 @@ def fit(
             from .exact import OrderScorer
 
             X64 = X.detach().to(device="cpu", dtype=torch.float64)
-            scorer = OrderScorer(mech, X64, alpha / (alpha + beta), max_parents=max_parents)
+            scorer = OrderScorer(mech, X64, alpha / (alpha + beta), max_parents=max_parents,
+                                 candidates=candidate_parents)
         mech = mech.to(dtype=dtype, device=device)
         model = StructureModel(mech, alpha, beta)
         guide = AutoEdgeFlowGuide(
@@ -591,7 +596,7 @@ def fit(
         edge_temperature=edge_temperature, edge_relaxation=edge_relaxation, edge_offset=edge_offset, swap_every=swap_every,
         swap_until=swap_until, swap_moves=swap_moves, warmup=warmup, soft_warmup=soft_warmup, param_kl_weight=param_kl_weight,
         likelihood_scale=likelihood_scale, weighting=weighting, repulsion_cap=repulsion_cap, standardize=standardize,
-        order_score=order_score, max_parents=max_parents,
+        order_score=order_score, max_parents=max_parents, candidate_parents=candidate_parents,
     )
     post = StructurePosterior(model, guide, svgd, X, names, state, losses, settings, wall, weighting=weighting)
     post.order_scorer = scorer
