@@ -494,6 +494,8 @@ def fit(
         order_score = "exact" if (likelihood in ("linear", "bge") and p <= 14) else "elbo"
     if order_score == "exact" and likelihood not in ("linear", "bge"):
         raise ValueError(f"order_score='exact' needs a collapsed likelihood ('linear' or 'bge'); got {likelihood!r}")
+    if candidate_parents is not None and not (isinstance(candidate_parents, numbers.Integral) and candidate_parents > 0):
+        raise ValueError(f"candidate_parents must be a positive integer or None; got {candidate_parents!r}")
     if max_parents is None:
         max_parents = None if (p <= 14 or candidate_parents is not None) else 4
     elif not (isinstance(max_parents, numbers.Integral) and max_parents >= 0):
