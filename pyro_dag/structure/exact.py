@@ -35,21 +35,38 @@ __all__ = ["ExactStructurePosterior", "OrderScorer", "exact_posterior", "local_s
 MAX_NODES = 20
 
 
-def _masks_bits(p):
-    """``[2^p, p]`` bool: bit ``i`` of every subset mask."""
-    m = np.arange(1 << p)
-    return ((m[:, None] >> np.arange(p)) & 1).astype(bool)
+def _mask_bits(masks, p):
+    """``[n, p]`` bool: bit ``i`` of each of the ``n`` subset masks."""
+    masks = np.asarray(masks, dtype=np.int64)
+    return ((masks[:, None] >> np.arange(p)) & 1).astype(bool)
+
+
+def _edge_prior_logs(q):
+    """``(log(1 - q) [i, j], log(q / (1 - q)) [j, i])`` of the edge probabilities given the order, both with a zero
+    diagonal (the factors of ``β_j``; the clip keeps ``q`` of 0 or 1 finite)."""
+    log_q = np.log(np.clip(q, 1e-300, 1.0))
+    log_1mq = np.log(np.clip(1.0 - q, 1e-300, 1.0))
+    np.fill_diagonal(log_1mq, 0.0)
+    odds = (log_q - log_1mq).T
+    np.fill_diagonal(odds, 0.0)
+    return log_1mq, odds
 
 
 def _node_score_fn(mechanism, X):
+    """``A [c, p, p] -> [c, p]`` per-node log evidence of a collapsed mechanism, scored in float64 on a copy (the
+    caller's module keeps its dtype)."""
+    import copy
+
     N = X.shape[0]
     if isinstance(mechanism, LinearGaussianSEM):
         if not mechanism.marginalize:
             raise ValueError("local_scores needs a collapsed likelihood: LinearGaussianSEM(marginalize=True)")
+        mech = copy.deepcopy(mechanism).double()
         gram = X.T @ X
-        return lambda A: mechanism.node_evidence(gram, N, A)
+        return lambda A: mech.node_evidence(gram, N, A)
     if isinstance(mechanism, BGeSEM):
-        return lambda A: mechanism.node_scores(X, A)
+        mech = copy.deepcopy(mechanism).double()
+        return lambda A: mech.node_scores(X, A)
     raise TypeError(f"exact posteriors need a collapsed likelihood (LinearGaussianSEM(marginalize=True) or "
                     f"BGeSEM); got {type(mechanism).__name__}")
 
@@ -57,15 +74,10 @@ def _node_score_fn(mechanism, X):
 def _scores_for_masks(mechanism, X, masks):
     """``[p, len(masks)]`` log evidence ``f_j(mask)`` of each parent-set mask for every node (``-inf`` where the
     mask contains the node), in chunks that keep the mechanism's ``[chunk, p, p, p]`` temporaries small."""
-    import copy
-
     X = X.to(torch.float64)
     p = X.shape[1]
-    _node_score_fn(mechanism, X)                    # checks the mechanism type first
-    mechanism = copy.deepcopy(mechanism).double()  # float64 scores without changing the caller's module
     score = _node_score_fn(mechanism, X)
-    masks = np.asarray(masks, dtype=np.int64)
-    bits = (masks[:, None] >> np.arange(p)) & 1                       # [n, p]
+    bits = _mask_bits(masks, p)                                          # [n, p]
     eye = torch.eye(p, dtype=torch.float64)
     chunk = int(max(64, min(4096, 2 ** 25 // p ** 3)))
     out = np.empty((p, len(masks)))
@@ -74,7 +86,7 @@ def _scores_for_masks(mechanism, X, masks):
             b = torch.as_tensor(bits[start:start + chunk], dtype=torch.float64)
             A = b[:, :, None] * (1 - eye)                                 # A[c, i, j] = bit i, no self-loops
             out[:, start:start + chunk] = score(A).T.numpy()
-    out[bits.T.astype(bool)] = -np.inf                                     # parent sets containing the node itself
+    out[bits.T] = -np.inf                                     # parent sets containing the node itself
     return out
 
 
@@ -113,20 +125,16 @@ class OrderScorer:
 
     def __init__(self, mechanism, X, q, max_parents=None, candidates=None):
         p = X.shape[1]
-        q = np.asarray(torch.as_tensor(q, dtype=torch.float64).cpu(), dtype=float).copy()
-        np.fill_diagonal(q, 0.0)
+        q = np.asarray(torch.as_tensor(q, dtype=torch.float64).cpu(), dtype=float)
         self.num_nodes, self.max_parents, self.candidates = p, max_parents, candidates
-        log_q = np.log(np.clip(q, 1e-300, 1.0))
-        log_1mq = np.log(np.clip(1.0 - q, 1e-300, 1.0))
-        np.fill_diagonal(log_1mq, 0.0)
-        odds = (log_q - log_1mq).T                                           # [j, i]
-        np.fill_diagonal(odds, 0.0)
+        log_1mq, odds = _edge_prior_logs(q)                                  # [i, j], [j, i]
         cap = p - 1 if max_parents is None else min(int(max_parents), p - 1)
         if candidates is None or candidates >= p - 1:
             masks = _masks_up_to(p, cap)
             f_all = _scores_for_masks(mechanism, X, masks)                   # [p, n], shared masks
-            node_masks = [masks[(masks >> j) & 1 == 0] for j in range(p)]
-            node_f = [f_all[j][(masks >> j) & 1 == 0] for j in range(p)]
+            bits = _mask_bits(masks, p)
+            node_masks = [masks[~bits[:, j]] for j in range(p)]
+            node_f = [f_all[j][~bits[:, j]] for j in range(p)]
             self.candidate_parents = [[i for i in range(p) if i != j] for j in range(p)]
         else:
             single = _scores_for_masks(mechanism, X, np.array([0] + [1 << i for i in range(p)], dtype=np.int64))
@@ -141,8 +149,7 @@ class OrderScorer:
                 node_f.append(_scores_for_masks(mechanism, X, masks)[j])
         self._masks = [torch.as_tensor(m) for m in node_masks]
         self._f = [torch.as_tensor(f) for f in node_f]
-        self._odds = [torch.as_tensor(((m[:, None] >> np.arange(p)) & 1).astype(float) @ odds[j])
-                      for j, m in enumerate(node_masks)]
+        self._odds = [torch.as_tensor(_mask_bits(m, p).astype(float) @ odds[j]) for j, m in enumerate(node_masks)]
         self._log_1mq = torch.as_tensor(log_1mq.T)                           # [j, i]
 
     @property
@@ -169,9 +176,16 @@ class OrderScorer:
 
 
 def _submasks_up_to(nodes, k):
-    """Masks of the subsets of ``nodes`` with at most ``k`` elements."""
+    """Masks of the subsets of ``nodes`` with at most ``k`` elements (all ``2^len(nodes)``, in binary counting
+    order over ``nodes``, when ``k ≥ len(nodes)``)."""
     import itertools
 
+    nodes = [int(i) for i in nodes]
+    if k >= len(nodes):
+        subs = np.zeros(1, dtype=np.int64)
+        for i in nodes:
+            subs = np.concatenate([subs, subs | (1 << i)])
+        return subs
     out = [0]
     for size in range(1, min(k, len(nodes)) + 1):
         out.extend(sum(1 << int(i) for i in c) for c in itertools.combinations(nodes, size))
@@ -208,13 +222,9 @@ class ExactStructurePosterior:
         self.node_names = node_names
         self._q = q
         full = (1 << p) - 1
-        bits = _masks_bits(p)                                             # [2^p, p]
-        log_q = np.log(np.clip(q, 1e-300, 1.0))
-        log_1mq = np.log(np.clip(1.0 - q, 1e-300, 1.0))
-        np.fill_diagonal(log_1mq, 0.0)
+        bits = _mask_bits(np.arange(1 << p), p)                           # [2^p, p]
         # g_j(G) = f_j(G) + Σ_{i ∈ G} log(q_ij / (1 - q_ij));  c_j(S) = Σ_{i ∈ S} log(1 - q_ij)
-        odds = (log_q - log_1mq).T                                        # [j, i]
-        np.fill_diagonal(odds, 0.0)
+        log_1mq, odds = _edge_prior_logs(q)                               # [i, j], [j, i]
         self._g = log_f + odds @ bits.T.astype(float)                     # [p, 2^p]
         self._g[~np.isfinite(log_f)] = -np.inf
         c = log_1mq.T @ bits.T.astype(float)                             # [p, 2^p]
@@ -301,20 +311,11 @@ class ExactStructurePosterior:
                 logw = np.array([self._L[T ^ (1 << k)] + self._beta[k, T ^ (1 << k)] for k in ks])
                 k = ks[_draw(rng, logw)]
                 S = T ^ (1 << k)
-                subsets = _submasks(S, p)
+                subsets = _submasks_up_to([i for i in range(p) if (S >> i) & 1], p)
                 G = subsets[_draw(rng, self._g[k, subsets])]
                 out[s, :, k] = (G >> np.arange(p)) & 1
                 T = S
         return torch.as_tensor(out)
-
-
-def _submasks(S, p):
-    """All subsets of the mask ``S`` as an int array (``2^|S|`` entries)."""
-    subs = np.zeros(1, dtype=np.int64)
-    for i in range(p):
-        if (S >> i) & 1:
-            subs = np.concatenate([subs, subs | (1 << i)])
-    return subs
 
 
 def _logsumexp(a, axis=None):
