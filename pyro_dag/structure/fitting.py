@@ -161,10 +161,13 @@ class StructurePosterior:
     Attributes: ``model`` (:class:`StructureModel`), ``guide`` (:class:`AutoEdgeFlowGuide`), ``svgd``
     (:class:`OrderSVGD`), ``mechanism``, ``data`` (the standardised ``[N, p]`` tensor used for fitting),
     ``node_names``, ``losses`` (one float per step), ``param_state`` (the Pyro param-store scope holding the fitted
-    parameters), ``settings`` and ``wall_time`` (seconds).
+    parameters), ``settings``, ``wall_time`` (seconds), ``order_scorer`` (an
+    :class:`~pyro_dag.structure.exact.OrderScorer` with ``order_score="exact"``) and ``visited`` (``[M, p]``
+    potentials of the distinct orders visited late in the run, ``order_history``; else ``None``).
 
     Posterior draws follow the paper: pick a particle ``r_k`` (uniformly, or by its order's ELBO weight, see
-    :meth:`particle_weights`; attribute ``weighting``), ``gamma ~ q_phi(gamma | r_k)``,
+    :meth:`particle_weights`; attribute ``weighting``; with ``weighting="order"`` any visited order, see
+    :meth:`support`), ``gamma ~ q_phi(gamma | r_k)``,
     ``B_ij ~ q(B_ij | gamma, r_k) = Bernoulli(sigmoid(gamma_ij + delta_ij(r_k)))`` (``delta = 0`` in the paper's
     guide, see :class:`~pyro_dag.structure.guides.EdgeOffsetNet`), ``A = B * M(r_k)``; every sample is a DAG.
     """
@@ -175,6 +178,10 @@ class StructurePosterior:
         self.elbo_samples = elbo_samples
         self._elbos = None
         self.order_scorer = None  # an OrderScorer when fitted with order_score="exact" (weighting="order")
+        # [M, p] potentials of the distinct orders the particles visited late in the run (fit's order_history), the
+        # support of weighting="order"; None: the particles alone
+        self.visited = None
+        self._support_cache = {}
         self.model = model
         self.guide = guide
         self.svgd = svgd
@@ -208,7 +215,8 @@ class StructurePosterior:
         shared equally by its particles: the "support-restricted posterior" over the visited orders
         (digest-004 §5.2). It corrects the equal weighting of particles stuck in worse orders. ``"order"``: the
         same grouping with ``L_o = log p(D, o)``, every DAG consistent with ``o`` summed out exactly
-        (:attr:`order_scorer`, fitted with ``order_score="exact"``; no ELBO gap).
+        (:attr:`order_scorer`, fitted with ``order_score="exact"``; no ELBO gap). The posterior's queries mix over
+        :meth:`support`, which with ``"order"`` also holds the orders the particles visited (:attr:`visited`).
         """
         weighting = self.weighting if weighting is None else weighting
         if weighting not in ("uniform", "elbo", "order"):
@@ -228,40 +236,63 @@ class StructurePosterior:
                     torch.manual_seed(self.settings.get("seed", 0) + 1)
                     self._elbos = (num_samples, self.svgd.particle_elbos(self.data, num_samples=num_samples))
             L = self._elbos[1].to(r.dtype)
-        order = torch.argsort(-r, -1)
-        keys = {}
-        group = torch.tensor([keys.setdefault(tuple(o.tolist()), len(keys)) for o in order.cpu()], device=r.device)
-        G = len(keys)
+        group, first = _distinct_orders(r)
+        G = len(first)
         counts = torch.zeros(G, dtype=r.dtype, device=r.device).index_add_(0, group, torch.ones_like(L))
         Lg = torch.zeros(G, dtype=r.dtype, device=r.device).index_add_(0, group, L) / counts
         wg = torch.softmax(Lg, 0)
         return wg[group] / counts[group]
 
+    def support(self, weighting=None):
+        """The potentials the posterior mixes over and their weights: ``([M, p], [M])``.
+
+        With ``weighting="order"`` and a recorded history (:attr:`visited`, fit's ``order_history``): every distinct
+        order among the visited ones and the particles' current ones, weighted by its exact score
+        ``softmax_o log p(D, o)`` (:attr:`order_scorer`), orders below ``e^{-30}`` of the best one dropped: the
+        "support-restricted" posterior of the visited orders (digest-004 §5.2) with the orders of the whole
+        Markov-chain history instead of the ``K`` final positions. Otherwise the particles and
+        :meth:`particle_weights`.
+        """
+        weighting = self.weighting if weighting is None else weighting
+        if weighting != "order" or self.visited is None:
+            return self.particles, self.particle_weights(weighting)
+        if "order" not in self._support_cache:
+            if self.order_scorer is None:
+                raise ValueError("weighting='order' needs a posterior fitted with order_score='exact'")
+            r = torch.cat([self.visited.to(self.particles), self.particles], 0)
+            _, first = _distinct_orders(r)
+            r = r[first]
+            scale = self.settings.get("likelihood_scale", 1.0)
+            L = torch.cat([self.order_scorer(chunk, scale=scale) for chunk in r.split(2048)]).to(r.device, r.dtype)
+            keep = L > L.max() - 30.0
+            self._support_cache["order"] = (r[keep], torch.softmax(L[keep], 0))
+        return self._support_cache["order"]
+
     def edge_probs(self, num_samples=1000, seed=None, weighting=None):
         """``[p, p]`` posterior edge probabilities ``P(i -> j)`` (Rao-Blackwellised over the Bernoulli edges).
 
-        ``E[sigmoid(gamma_ij) M_ij(r)]`` averaged over the particles (weights: :meth:`particle_weights`) and
-        ``ceil(num_samples / K)`` flow draws each.
+        ``E[sigmoid(gamma_ij) M_ij(r)]`` averaged over the potentials of :meth:`support` (the particles, or the
+        visited orders) with their weights, ``ceil(num_samples / M)`` flow draws each.
         """
-        w = self.particle_weights(weighting)
-        store_scope, rng = self._generator_scope(seed)
-        with store_scope, rng:
-            if seed is not None:
-                torch.manual_seed(seed)
-            r = self.svgd.particles
-            per = max(1, math.ceil(num_samples / r.shape[0]))
-            return (self.guide.edge_probs(r, per) * w[:, None, None]).sum(0)
-
-    def sample(self, num_samples=1000, seed=None, weighting=None):
-        """``[num_samples, p, p]`` hard DAG samples (every one acyclic); particles drawn by their weights."""
-        if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
-        w = self.particle_weights(weighting)
+        r, w = self.support(weighting)
         store_scope, rng = self._generator_scope(seed)
         with store_scope, rng, torch.no_grad():
             if seed is not None:
                 torch.manual_seed(seed)
-            r = self.svgd.particles
+            per = max(1, math.ceil(num_samples / r.shape[0]))
+            return sum((self.guide.edge_probs(rc, per) * wc[:, None, None]).sum(0)
+                       for rc, wc in zip(r.split(4096), w.split(4096)))
+
+    def sample(self, num_samples=1000, seed=None, weighting=None):
+        """``[num_samples, p, p]`` hard DAG samples (every one acyclic); potentials of :meth:`support` (particles or
+        visited orders) drawn by their weights, one flow draw each."""
+        if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
+            raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+        r, w = self.support(weighting)
+        store_scope, rng = self._generator_scope(seed)
+        with store_scope, rng, torch.no_grad():
+            if seed is not None:
+                torch.manual_seed(seed)
             idx = torch.multinomial(w, num_samples, replacement=True)
             return self.guide.sample_dags(r[idx], 1)[0]
 
@@ -283,6 +314,20 @@ class StructurePosterior:
                 if i != j and P[i, j] > threshold:
                     g.add_edge(names[i], names[j], prob=float(P[i, j]))
         return g
+
+
+def _distinct_orders(r):
+    """Group potentials ``[K, p]`` by their order: ``(group [K], first [G])``, ``group[k]`` the index of ``r[k]``'s
+    order among the distinct ones (in order of appearance), ``first[g]`` the first row with order ``g``."""
+    keys = {}
+    first = []
+    group = []
+    for k, o in enumerate(torch.argsort(-r, -1).tolist()):
+        g = keys.setdefault(tuple(o), len(keys))
+        if g == len(first):
+            first.append(k)
+        group.append(g)
+    return torch.tensor(group, device=r.device), torch.tensor(first, device=r.device)
 
 
 class _Null:
@@ -333,6 +378,7 @@ def fit(
     order_score=None,
     max_parents=None,
     candidate_parents=None,
+    order_history=None,
     node_names=None,
     dtype=torch.float32,
     device=None,
@@ -430,6 +476,14 @@ def fit(
         ``"uniform"`` otherwise (minibatch ELBO estimates are too noisy to weigh orders). All are available
         afterwards through the ``weighting`` argument of :meth:`StructurePosterior.edge_probs` and
         :meth:`StructurePosterior.sample`.
+    :param float order_history: with ``weighting="order"``: the fraction of the run, at its end, over which every
+        distinct order the particles visit is kept (:attr:`StructurePosterior.visited`); the posterior then mixes
+        over all of them, each weighted by its exact score (:meth:`StructurePosterior.support`), instead of over
+        the ``K`` final positions only. ``0`` keeps the particles only. Default (``None``): 0.5 with
+        ``weighting="order"``. Measured on Sachs (fold 0, BGe): the 40 final orders held 1e-3 of the exact
+        posterior's order mass and their weighted edge probabilities were 0.065 (mean abs) from the exact ones;
+        the 7547 orders visited over the last half held 0.07 and gave 0.033 (0.014 with exact conditionals): the
+        posterior over orders is flat, so the chains' history, not their end points, is the sample.
     :param list node_names: names of the columns.
     :param dtype: float dtype (float32 or float64); ``device``: torch device (default: the data's, else CPU).
     :param callable callback: ``callback(step, posterior_svgd, loss)`` after every step.
@@ -507,6 +561,13 @@ def fit(
         weighting = "order" if order_score == "exact" else ("elbo" if likelihood in ("linear", "bge") else "uniform")
     if weighting == "order" and order_score != "exact":
         raise ValueError("weighting='order' needs order_score='exact'")
+    if order_history is None:
+        order_history = 0.5 if weighting == "order" else 0.0
+    if not (isinstance(order_history, numbers.Real) and 0 <= order_history <= 1):
+        raise ValueError(f"order_history must be a fraction in [0, 1]; got {order_history!r}")
+    if order_history > 0 and weighting != "order":
+        raise ValueError("order_history keeps visited orders for weighting='order' (exact order scores); "
+                         f"got weighting={weighting!r}: set order_history=0 or weighting='order'")
     if soft_warmup is None:
         soft_warmup = 0.0 if likelihood in ("linear", "bge") else 0.3
     if not (isinstance(soft_warmup, numbers.Real) and 0 <= soft_warmup <= 1):
@@ -570,6 +631,7 @@ def fit(
             repulsion_cap=repulsion_cap,
         )
         svgd_ref["svgd"] = svgd
+        visited, visited_r = {}, []  # order -> row of visited_r (order_history)
         bar = tqdm(range(num_steps), disable=not progress, desc="pyro_dag.fit", leave=False)
         for step in bar:
             frac = step / max(1, num_steps - 1)
@@ -588,6 +650,11 @@ def fit(
             if swap_every and step % swap_every == 0 and step < swap_until * num_steps:
                 svgd.swap_step(X, moves=swap_moves, order_score=None if scorer is None else
                                (lambda r: scorer(r, scale=model.likelihood_scale)))
+            if order_history > 0 and step >= (1.0 - order_history) * num_steps:
+                r_now = svgd.particles.detach()
+                for k, o in enumerate(torch.argsort(-r_now, -1).tolist()):
+                    if visited.setdefault(tuple(o), len(visited)) == len(visited_r):
+                        visited_r.append(r_now[k].clone())
             if callback is not None:
                 callback(step, svgd, loss)
             if progress and (step % 25 == 0 or step == num_steps - 1):
@@ -603,7 +670,9 @@ def fit(
         swap_until=swap_until, swap_moves=swap_moves, warmup=warmup, soft_warmup=soft_warmup, param_kl_weight=param_kl_weight,
         likelihood_scale=likelihood_scale, weighting=weighting, repulsion_cap=repulsion_cap, standardize=standardize,
         order_score=order_score, max_parents=max_parents, candidate_parents=candidate_parents,
+        order_history=order_history,
     )
     post = StructurePosterior(model, guide, svgd, X, names, state, losses, settings, wall, weighting=weighting)
     post.order_scorer = scorer
+    post.visited = torch.stack(visited_r) if visited_r else None
     return post
