@@ -187,14 +187,15 @@ def run(args):
             raise SystemExit(f"--exact handles at most {MAX_NODES} variables; the data have {X.shape[1]}")
         post = exact_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
                                node_names=names)
-        post.settings = {"method": "exact", "num_particles": "exact", "num_steps": 0,
-                         "expected_parents": args.expected_parents, "log_evidence": post.log_evidence}
+        settings = {"method": "exact", "num_particles": "exact", "num_steps": 0,
+                    "expected_parents": args.expected_parents, "log_evidence": post.log_evidence}
         P = post.edge_probs().float()
     else:
         post = fit(X.to(args.device), likelihood=likelihood, num_particles=args.particles, num_steps=args.steps,
                    seed=args.seed, progress=not args.no_progress, expected_parents=args.expected_parents,
                    node_names=names, weighting=weighting)
         P = post.edge_probs(max(args.samples, 1000), seed=args.seed).cpu()
+        settings = post.settings
     S = post.sample(args.samples, seed=args.seed).cpu()
     wall = time.perf_counter() - t0
     os.makedirs(args.out, exist_ok=True)
@@ -202,13 +203,13 @@ def run(args):
         "data": desc,
         "nodes": names,
         "likelihood": likelihood,
-        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in post.settings.items()},
+        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()},
         "wall_seconds": wall,
         "edge_probs": P.tolist(),
         "mean_num_edges": float(S.sum((-1, -2)).float().mean()),
     }
-    print(f"pyro-dag discover | {desc} | likelihood={likelihood} particles={post.settings['num_particles']} "
-          f"steps={post.settings['num_steps']} | {wall:.1f}s")
+    print(f"pyro-dag discover | {desc} | likelihood={likelihood} particles={settings['num_particles']} "
+          f"steps={settings['num_steps']} | {wall:.1f}s")
     order = sorted(((float(P[i, j]), names[i], names[j]) for i in range(len(names)) for j in range(len(names))
                     if i != j), reverse=True)
     print("  most probable edges: " + ", ".join(f"{a}->{b} {q:.2f}" for q, a, b in order[:8]))
