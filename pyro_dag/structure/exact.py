@@ -151,6 +151,8 @@ class OrderScorer:
         self._f = [torch.as_tensor(f) for f in node_f]
         self._odds = [torch.as_tensor(_mask_bits(m, p).astype(float) @ odds[j]) for j, m in enumerate(node_masks)]
         self._log_1mq = torch.as_tensor(log_1mq.T)                           # [j, i]
+        self._cache = {}
+        self.cache_size = 1_000_000
 
     @property
     def num_parent_sets(self):
@@ -159,13 +161,30 @@ class OrderScorer:
 
     def __call__(self, potentials, scale=1.0):
         """``[K]`` log scores of the orders of ``potentials`` ``[K, p]`` (higher = upstream; ties broken as
-        ``r_i > r_j`` strictly, as :class:`~pyro_dag.structure.OrderedDAG`)."""
+        ``r_i > r_j`` strictly, as :class:`~pyro_dag.structure.OrderedDAG`).
+
+        Scores are memoised per (order, ``scale``): :func:`~pyro_dag.structure.fit` scores each particle's current
+        order and a proposal at every step, and its posterior re-scores every visited order, so most orders come
+        back (``cache_size`` entries at most; the cache is emptied when full).
+        """
         r = torch.as_tensor(potentials).detach().cpu().to(torch.float64)
         if r.dim() == 1:
             r = r.unsqueeze(0)
         pred = r.unsqueeze(-1) > r.unsqueeze(-2)                             # [K, i, j]: i upstream of j
         weights = torch.as_tensor(1 << np.arange(self.num_nodes), dtype=torch.int64)
-        pred_mask = (pred.to(torch.int64) * weights[:, None]).sum(-2)        # [K, j]
+        pred_mask = (pred.to(torch.int64) * weights[:, None]).sum(-2)        # [K, j]: predecessor set of j
+        keys = [(float(scale),) + tuple(row) for row in pred_mask.tolist()]  # the order, exactly (ties included)
+        out = torch.tensor([self._cache.get(k, math.nan) for k in keys], dtype=torch.float64)
+        todo = torch.isnan(out).nonzero().flatten()
+        if len(todo):
+            fresh = self._score(pred[todo], pred_mask[todo], scale)
+            out[todo] = fresh
+            if len(self._cache) + len(todo) > self.cache_size:
+                self._cache.clear()
+            self._cache.update(zip((keys[k] for k in todo.tolist()), fresh.tolist()))
+        return out
+
+    def _score(self, pred, pred_mask, scale):
         total = (pred.to(torch.float64) * self._log_1mq.T.unsqueeze(0)).sum((-1, -2))
         neg_inf = torch.tensor(-math.inf, dtype=torch.float64)
         for j in range(self.num_nodes):

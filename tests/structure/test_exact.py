@@ -153,6 +153,15 @@ def test_order_scorer_matches_the_exact_order_posterior_and_the_capped_brute_for
     for k, order in enumerate(orders):
         total = np.logaddexp.reduce([w for _, w in _dags_of_order(order, q, log_f, scale=0.5, max_parents=1)])
         assert got_capped[k].item() == pytest.approx(total, rel=1e-10)
+    # memoised scores: the same orders (other potentials, shuffled rows) and scales give the same values; a new
+    # scale is not served from the cache; an emptied cache recomputes the same numbers
+    perm = torch.randperm(len(orders), generator=torch.Generator().manual_seed(0))
+    again = full(pots[perm] * 3.0 - 1.0)
+    torch.testing.assert_close(again, got[perm], rtol=0, atol=0)
+    tempered = full(pots, scale=0.5)
+    assert not torch.allclose(tempered, got)
+    full._cache.clear()
+    torch.testing.assert_close(full(pots, scale=0.5), tempered, rtol=1e-12, atol=1e-12)
 
 
 def test_order_scorer_with_candidate_parents_matches_restricted_enumeration():
