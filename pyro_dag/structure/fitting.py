@@ -271,17 +271,22 @@ class StructurePosterior:
     def edge_probs(self, num_samples=1000, seed=None, weighting=None):
         """``[p, p]`` posterior edge probabilities ``P(i -> j)`` (Rao-Blackwellised over the Bernoulli edges).
 
-        ``E[sigmoid(gamma_ij) M_ij(r)]`` averaged over the potentials of :meth:`support` (the particles, or the
-        visited orders) with their weights, ``ceil(num_samples / M)`` flow draws each.
+        ``E[sigmoid(gamma_ij) M_ij(r)]`` over ``num_samples`` potentials drawn from :meth:`support` (the particles,
+        or the visited orders) by systematic resampling of their weights (each potential ``num_samples * w``
+        times, rounded), one flow draw each: the Monte Carlo budget is ``num_samples`` however many orders the
+        support holds.
         """
+        if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
+            raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
         r, w = self.support(weighting)
         store_scope, rng = self._generator_scope(seed)
         with store_scope, rng, torch.no_grad():
             if seed is not None:
                 torch.manual_seed(seed)
-            per = max(1, math.ceil(num_samples / r.shape[0]))
-            return sum((self.guide.edge_probs(rc, per) * wc[:, None, None]).sum(0)
-                       for rc, wc in zip(r.split(4096), w.split(4096)))
+            u = (torch.arange(num_samples, dtype=w.dtype, device=w.device) + torch.rand((), dtype=w.dtype,
+                                                                                       device=w.device)) / num_samples
+            idx = torch.searchsorted(w.cumsum(0), u).clamp(max=w.shape[0] - 1)
+            return sum(self.guide.edge_probs(rc, 1).sum(0) for rc in r[idx].split(4096)) / num_samples
 
     def sample(self, num_samples=1000, seed=None, weighting=None):
         """``[num_samples, p, p]`` hard DAG samples (every one acyclic); potentials of :meth:`support` (particles or
