@@ -256,8 +256,8 @@ class StructurePosterior:
         weighting = self.weighting if weighting is None else weighting
         if weighting != "order" or self.visited is None:
             return self.particles, self.particle_weights(weighting)
-        key = ("order", id(self.visited))  # a user may replace or drop the recorded history
-        if key not in self._support_cache:
+        cached = self._support_cache.get("order")
+        if cached is None or cached[0] is not self.visited:  # a user may replace or drop the recorded history
             if self.order_scorer is None:
                 raise ValueError("weighting='order' needs a posterior fitted with order_score='exact'")
             r = torch.cat([self.visited.to(self.particles), self.particles], 0)
@@ -266,8 +266,8 @@ class StructurePosterior:
             scale = self.settings.get("likelihood_scale", 1.0)
             L = torch.cat([self.order_scorer(chunk, scale=scale) for chunk in r.split(2048)]).to(r.device, r.dtype)
             keep = L > L.max() - 30.0
-            self._support_cache = {key: (r[keep], torch.softmax(L[keep], 0))}
-        return self._support_cache[key]
+            cached = self._support_cache["order"] = (self.visited, r[keep], torch.softmax(L[keep], 0))
+        return cached[1], cached[2]
 
     def edge_probs(self, num_samples=1000, seed=None, weighting=None):
         """``[p, p]`` posterior edge probabilities ``P(i -> j)`` (Rao-Blackwellised over the Bernoulli edges).
