@@ -261,6 +261,24 @@ class EdgeOffsetNet(nn.Module):
         return self.layers[-1](h)
 
 
+class _FisherScaledOffset(torch.autograd.Function):
+    """Identity on the offset ``delta``; its backward divides the incoming gradient by the Bernoulli Fisher
+    information ``sigmoid'(logits)`` of the edge it shifts, clipped at ``max_scale`` (see
+    :class:`AutoEdgeFlowGuide` ``offset_gradient_cap``)."""
+
+    @staticmethod
+    def forward(ctx, delta, logits, max_scale):
+        ctx.save_for_backward(logits)
+        ctx.max_scale = max_scale
+        return delta.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (logits,) = ctx.saved_tensors
+        s = torch.sigmoid(logits)
+        return grad / (s * (1 - s)).clamp(min=1.0 / ctx.max_scale), None, None
+
+
 class EdgeFlow(nn.Module):
     """Container of the edge-logit flow; :meth:`transforms` lists them for ``ConditionalTransformedDistribution``.
 
@@ -355,6 +373,14 @@ class AutoEdgeFlowGuide(AutoGuide):
     :param bool edge_offset: use ``q(B | gamma, r) = Bernoulli(sigmoid(gamma + delta(r)))`` with an
         :class:`EdgeOffsetNet` (default) instead of the paper's ``q(B | gamma) = p(B | gamma)``; see there.
     :param tuple offset_hidden: widths of the offset network.
+    :param float offset_gradient_cap: the gradient reaching each edge's offset ``delta_ij`` is divided by the
+        Bernoulli Fisher information ``sigmoid'(gamma_ij + delta_ij)`` (per-edge natural-gradient scaling), by at most
+        this factor; ``1`` gives the plain gradient. The ELBO is unchanged; only the update direction of the
+        offset network is (a preconditioned direction, since the network is shared between edges). Why: the plain
+        gradient of a Bernoulli logit shrinks as ``sigmoid'``, so an edge whose logit ran to an extreme early in
+        training (when the particles' orders were still poor) stays there. Measured (ER p = 10 linear, seed 3):
+        plain gradient, edge 2 -> 7 at logit 23.6, ``P = 1.0`` in every top order where the exact conditional is
+        0.011 (mean |P - exact| 0.032, max 0.99); with the cap 1000: ``P = 0.018``, mean 0.008, max 0.11.
     :param float init_scale: initial scale of ``q(r)`` (its location starts at a ``N(0, 1)`` draw).
 
     Example::
@@ -382,6 +408,7 @@ class AutoEdgeFlowGuide(AutoGuide):
         edge_relaxation="concrete",
         edge_offset=True,
         offset_hidden=(64,),
+        offset_gradient_cap=1000.0,
         init_scale=1.0,
     ):
         if mechanism is not None and not isinstance(mechanism, Mechanism):
@@ -398,6 +425,9 @@ class AutoEdgeFlowGuide(AutoGuide):
         self.edge_relaxation = edge_relaxation
         self.edge_offset = bool(edge_offset)
         self.offset_hidden = tuple(offset_hidden)
+        if not (isinstance(offset_gradient_cap, numbers.Real) and offset_gradient_cap >= 1):
+            raise ValueError(f"offset_gradient_cap must be a number >= 1 (1: plain gradient); got {offset_gradient_cap!r}")
+        self.offset_gradient_cap = float(offset_gradient_cap)
         if not init_scale > 0:
             raise ValueError(f"init_scale must be positive; got {init_scale!r}")
         self.init_scale = float(init_scale)
@@ -475,7 +505,10 @@ class AutoEdgeFlowGuide(AutoGuide):
         if not self.edge_offset:
             return gamma
         m = offdiag(soft_order_mask(potentials, self.order_temperature, self.sinkhorn_iters, self.scale_normalize))
-        return gamma + self.offset_net(m)
+        delta = self.offset_net(m)
+        if self.offset_gradient_cap > 1:
+            delta = _FisherScaledOffset.apply(delta, (gamma + delta).detach(), self.offset_gradient_cap)
+        return gamma + delta
 
     def dag_distribution(self, potentials, edge_logits_flat):
         """``q(A | r, gamma)``: the straight-through :class:`RelaxedOrderedDAG` with the guide's temperatures."""

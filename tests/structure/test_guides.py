@@ -104,3 +104,43 @@ def test_auto_edge_flow_guide_errors():
         AutoEdgeFlowGuide(model, mechanism=mech, potential_site="potentials")(X)
     with pytest.raises(TypeError, match="Mechanism"):
         AutoEdgeFlowGuide(model, mechanism=object())
+
+
+def test_edge_offset_gradient_is_fisher_scaled_and_the_logits_unchanged():
+    """offset_gradient_cap: the logits gamma + delta(r) are the same; the gradient reaching delta is the plain one
+    divided by sigmoid'(gamma + delta), clipped at the cap (cap 1: the plain gradient)."""
+    p = 4
+    mech = LinearGaussianSEM(p, marginalize=True)
+    model = _model_factory(p, mech)
+    X = torch.randn(30, p)
+    r = torch.randn(3, p)
+    grads, logits = {}, {}
+    for cap in (1.0, 50.0):
+        pyro.clear_param_store()
+        torch.manual_seed(0)
+        guide = AutoEdgeFlowGuide(model, mechanism=mech, hidden_dims=(8,), num_blocks=2, sinkhorn_iters=10,
+                                  offset_gradient_cap=cap)
+        guide(X)  # set up the networks
+        with torch.no_grad():  # a non-trivial offset, some of it saturated
+            guide.offset_net.layers[-1].bias.copy_(torch.linspace(-8.0, 8.0, p * (p - 1)))
+        gamma = torch.linspace(-2.0, 2.0, p * (p - 1)).expand(3, -1)
+        delta = None
+
+        def keep(d):
+            nonlocal delta
+            delta = d
+            d.retain_grad()
+            return d
+
+        handle = guide.offset_net.register_forward_hook(lambda mod, inp, out: keep(out))
+        ell = guide.guide_edge_logits(r, gamma)
+        handle.remove()
+        weights = torch.linspace(-1.0, 1.0, ell.numel()).reshape(ell.shape)
+        (weights * torch.sigmoid(ell)).sum().backward()
+        grads[cap], logits[cap] = delta.grad.clone(), ell.detach()
+    torch.testing.assert_close(logits[50.0], logits[1.0])
+    s = torch.sigmoid(logits[1.0])
+    torch.testing.assert_close(grads[50.0], grads[1.0] / (s * (1 - s)).clamp(min=1 / 50.0))
+    torch.testing.assert_close(grads[1.0], weights * s * (1 - s))  # d/d(ell) of sum(w * sigmoid(ell))
+    with pytest.raises(ValueError, match="offset_gradient_cap"):
+        AutoEdgeFlowGuide(model, mechanism=mech, offset_gradient_cap=0.5)
