@@ -18,7 +18,9 @@ def _chain(n, seed):
 
 def test_three_node_linear_recovers_the_skeleton():
     X = _chain(1000, 0)
-    post = fit(X, likelihood="linear", num_steps=250, expected_parents=1.0, seed=0, **FAST)
+    # 400 steps: with 250 the edge offsets (Fisher-scaled gradients) are still settling (skeleton 0-2: 0.43 vs
+    # exact 0.07); at 400 mean |P - exact| is 5e-4 (1000 steps with the plain gradient: 4e-3)
+    post = fit(X, likelihood="linear", num_steps=400, expected_parents=1.0, seed=0, **FAST)
     assert isinstance(post, StructurePosterior)
     P = post.edge_probs(2000, seed=1)
     skel = P + P.T
@@ -28,7 +30,7 @@ def test_three_node_linear_recovers_the_skeleton():
     assert S.shape == (500, 3, 3) and is_acyclic(S).all()
     # the Rao-Blackwellised probabilities agree with the sample frequencies (Monte Carlo error)
     assert (S.float().mean(0) - P).abs().max() < 0.12
-    assert len(post.losses) == 250 and all(np.isfinite(post.losses))
+    assert len(post.losses) == 400 and all(np.isfinite(post.losses))
 
 
 @pytest.mark.parametrize("correct", [True, False])
@@ -120,13 +122,14 @@ def test_exact_order_score_brings_fit_to_the_exact_posterior():
     d = torch.randn(n, generator=g)
     e = 0.9 * c + 0.5 * d + 0.6 * torch.randn(n, generator=g)
     X = torch.stack([a, b, c, d, e], 1)
-    post = fit(X, likelihood="linear", num_steps=250, seed=0, **FAST)
+    post = fit(X, likelihood="linear", num_steps=500, seed=0, **FAST)
     assert post.settings["order_score"] == "exact" and post.weighting == "order"
     exact = exact_posterior(X, likelihood="linear").edge_probs().float()
     P = post.edge_probs(2000, seed=1)
     # the posterior mixes over every order visited in the last half of the run (order_history=0.5), weighted by
-    # its exact score; measured (seeds 0-2): mean |P - exact| 0.013 / 0.007 / 0.008, max 0.095 / 0.031 / 0.032
-    assert (P - exact).abs().mean() < 0.025 and (P - exact).abs().max() < 0.15
+    # its exact score; measured (seeds 0-2, 500 steps): mean |P - exact| 0.0095 / 0.0065 / 0.0055, max 0.094 / 0.037
+    # / 0.040 (before the Fisher-scaled offset gradients, 250 steps: 0.013 / 0.007 / 0.008, max 0.095 / 0.031 / 0.032)
+    assert (P - exact).abs().mean() < 0.02 and (P - exact).abs().max() < 0.15
     assert is_acyclic(post.sample(200, seed=0)).all()
     r, w = post.support()
     orders = {tuple(o) for o in torch.argsort(-r, -1).tolist()}
@@ -134,12 +137,13 @@ def test_exact_order_score_brings_fit_to_the_exact_posterior():
     assert torch.isclose(w.sum(), torch.tensor(1.0)) and (w >= 0).all()
     w = post.particle_weights("order")
     assert torch.isclose(w.sum(), torch.tensor(1.0)) and (w >= 0).all()
-    # the particles' final orders alone (order_history=0): measured mean 0.047 (0.066 with order_score="elbo")
-    post0 = fit(X, likelihood="linear", num_steps=250, seed=0, order_history=0.0, **FAST)
+    # the particles' final orders alone (order_history=0, the same training run): measured mean 0.071 / 0.031 /
+    # 0.029, max 0.37 / 0.16 / 0.13 -- ten final orders hold little of the order posterior
+    post0 = fit(X, likelihood="linear", num_steps=500, seed=0, order_history=0.0, **FAST)
     assert post0.visited is None and post0.support()[0].shape[0] == post0.svgd.num_particles
     P0 = post0.edge_probs(2000, seed=1)
-    assert (P0 - exact).abs().mean() < 0.06 and (P0 - exact).abs().max() < 0.3
-    assert (P - exact).abs().mean() < (P0 - exact).abs().mean()
+    assert (P0 - exact).abs().mean() < 0.1
+    assert (P - exact).abs().mean() < 0.5 * (P0 - exact).abs().mean()
     with pytest.raises(ValueError, match="collapsed likelihood"):
         fit(X, likelihood="mlp", order_score="exact", num_steps=1, **FAST)
     with pytest.raises(ValueError, match="needs order_score='exact'"):
