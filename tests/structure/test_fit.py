@@ -152,3 +152,6 @@ def test_exact_order_score_brings_fit_to_the_exact_posterior():
         fit(X, likelihood="linear", weighting="uniform", order_history=0.5, num_steps=1, **FAST)
     with pytest.raises(ValueError, match="order_history"):
         fit(X, likelihood="linear", order_history=1.5, num_steps=1, **FAST)
+    with pytest.raises(ValueError, match="offset_gradient_cap"):
+        fit(X, likelihood="linear", offset_gradient_cap=0.5, num_steps=1, **FAST)
+    assert fit(X, likelihood="linear", offset_gradient_cap=1.0, num_steps=2, **FAST).settings["offset_gradient_cap"] == 1.0
