@@ -380,7 +380,7 @@ class AutoEdgeFlowGuide(AutoGuide):
         gradient of a Bernoulli logit shrinks as ``sigmoid'``, so an edge whose logit ran to an extreme early in
         training (when the particles' orders were still poor) stays there. Measured (ER p = 10 linear, seed 3):
         plain gradient, edge 2 -> 7 at logit 23.6, ``P = 1.0`` in every top order where the exact conditional is
-        0.011 (mean |P - exact| 0.032, max 0.99); with the cap 1000: ``P = 0.018``, mean 0.008, max 0.11.
+        0.011 (mean absolute error 0.032, largest 0.99); with the cap 1000: ``P = 0.018``, mean 0.008, largest 0.11.
     :param float init_scale: initial scale of ``q(r)`` (its location starts at a ``N(0, 1)`` draw).
 
     Example::
