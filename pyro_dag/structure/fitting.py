@@ -644,7 +644,7 @@ def fit(
             repulsion_cap=repulsion_cap,
         )
         svgd_ref["svgd"] = svgd
-        visited, visited_r = {}, []  # order -> row of visited_r (order_history)
+        visited_r = []  # [K, p] particles of each recorded step (order_history); deduplicated by order at the end
         bar = tqdm(range(num_steps), disable=not progress, desc="pyro_dag.fit", leave=False)
         for step in bar:
             frac = step / max(1, num_steps - 1)
@@ -664,10 +664,7 @@ def fit(
                 svgd.swap_step(X, moves=swap_moves, order_score=None if scorer is None else
                                (lambda r: scorer(r, scale=model.likelihood_scale)))
             if order_history > 0 and step >= (1.0 - order_history) * num_steps:
-                r_now = svgd.particles.detach()
-                for k, o in enumerate(torch.argsort(-r_now, -1).tolist()):
-                    if visited.setdefault(tuple(o), len(visited)) == len(visited_r):
-                        visited_r.append(r_now[k].clone())
+                visited_r.append(svgd.particles.detach().clone())
             if callback is not None:
                 callback(step, svgd, loss)
             if progress and (step % 25 == 0 or step == num_steps - 1):
@@ -688,5 +685,7 @@ def fit(
     )
     post = StructurePosterior(model, guide, svgd, X, names, state, losses, settings, wall, weighting=weighting)
     post.order_scorer = scorer
-    post.visited = torch.stack(visited_r) if visited_r else None
+    if visited_r:
+        visited = torch.cat(visited_r, 0)
+        post.visited = visited[_distinct_orders(visited)[1]]  # the first potentials seen with each order
     return post
