@@ -1,4 +1,7 @@
-"""DAGELBO: the DAG-DGP evidence lower bound estimator of digest-000 §2.5-2.10, as a Pyro ELBO.
+"""DAGELBO: the evidence lower bound estimator of the DAG-DGP paper as a Pyro ELBO.
+
+Perlino, Hamelijnck, Johansen & Damoulas (2026), "Deep Gaussian Processes on Directed Acyclic Graphs",
+arXiv:2607.09645, Eqs. (92)-(95) and Algorithm 4:
 
 ``L̂ = (n/B) (1/S) Σ_s Σ_{i∈B} Σ_w E_{N(μ_{w,b}, σ²_{w,b})}[log p_w(Y_w^{(i)} | f)] - KL(q(U) || p(U))``
 
@@ -6,7 +9,7 @@
 * node values are drawn by marginal ancestral sampling in topological order, conditioning on the
   values already drawn for the same (sample, case) pair (Prop. 9; Algorithms 1-3);
 * the expected log-likelihood at each observed node is evaluated under the final Gaussian conditional
-  in closed form (Gaussian, Poisson) or by Gauss-Hermite quadrature (Rao-Blackwellisation, §2.5);
+  in closed form (Gaussian, Poisson) or by Gauss-Hermite quadrature (Rao-Blackwellisation);
 * minibatching through the model's ``"data"`` plate scales the data term by ``n/B`` (Eq. 94).
 
 Other latent sites of the model (e.g. hyperparameters with priors) are estimated as in ``Trace_ELBO``
@@ -17,20 +20,29 @@ from pyro import poutine
 from pyro.infer.elbo import ELBO
 from pyro.infer.util import torch_item
 from pyro.poutine.util import prune_subsample_sites
-from pyro.util import warn_if_nan
 
-from .context import MarginalEstimator, estimating
+from .checks import LIKELY_CAUSES, NonFiniteLossError, check_finite_gradients, data_scale_note
+from .context import MarginalEstimator
 
 __all__ = ["DAGELBO"]
 
 
 class DAGELBO(ELBO):
-    """The paper's ELBO estimator for :class:`~pyro_dag.DAGDGP` models (digest-000 §2.5, Algorithm 4).
+    """The DAG-DGP paper's ELBO estimator for :class:`~pyro_dag.DAGDGP` models (Perlino et al. 2026,
+    arXiv:2607.09645, Eqs. 92-95, Algorithm 4).
 
     Use it with :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` in ``pyro.infer.SVI``::
 
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
         loss = svi.step(inputs, data)          # inputs, data as for the model
+
+    Each evaluation enters a :class:`~pyro_dag.infer.context.MarginalEstimator` effect handler around one run
+    of the guide and one of the model: the guide publishes ``q(U)`` and its KL to it, the model draws node
+    values against it.
+
+    A loss or gradient that is not finite raises :class:`~pyro_dag.infer.checks.NonFiniteLossError` naming the
+    term (the KL or the node whose expected log-likelihood is not finite) instead of passing an infinite loss
+    to the optimiser.
 
     :param int num_particles: ``S``, ancestral samples per data case (vectorised).
     :param str sampler: how node values are drawn for a structured (chordal/full) guide.
@@ -39,12 +51,11 @@ class DAGELBO(ELBO):
         elimination-tree path. ``"joint"`` (beyond the paper): one joint draw of the inducing outputs per
         (sample, case) pair by a single block back-substitution, and each sink's predictive Rao-Blackwellised
         over its own block (:class:`~pyro_dag.infer.autoguide.posteriors.JointSampleState`); the same ELBO in
-        expectation at a cost per node independent of the graph's depth, with more gradient variance
-        (``benchmarks/README.md`` measures both). Mean-field guides are unaffected.
+        expectation at a cost per node independent of the graph's depth, with more gradient variance.
+        Mean-field guides are unaffected.
     :param bool antithetic: draw the ``S`` samples in antithetic pairs, ``ε`` and ``-ε`` (``S`` must be even;
         beyond the paper). Each draw keeps its law, so the estimate stays unbiased; the odd-order terms of the
-        integrand in ``ε`` cancel within each pair. It pays when the posterior of latent parents is broad, as
-        under DAG-SVI on the collider (``benchmarks/README.md``).
+        integrand in ``ε`` cancel within each pair.
     """
 
     SAMPLERS = ("conditional", "joint")
@@ -65,8 +76,7 @@ class DAGELBO(ELBO):
         self.num_particles = int(num_particles)
 
     def _traces(self, model, guide, args, kwargs):
-        estimator = MarginalEstimator(self.num_particles, self.sampler, self.antithetic)
-        with estimating(estimator):
+        with MarginalEstimator(self.num_particles, self.sampler, self.antithetic) as estimator:
             guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
             model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
         if not estimator.posteriors:
@@ -88,13 +98,53 @@ class DAGELBO(ELBO):
         _, model_trace, guide_trace = self._traces(model, guide, args, kwargs)
         return model_trace, guide_trace
 
-    def differentiable_loss(self, model, guide, *args, **kwargs):
-        """The negative ELBO as a differentiable scalar tensor."""
+    def _loss(self, model, guide, args, kwargs):
         estimator, model_trace, guide_trace = self._traces(model, guide, args, kwargs)
         elbo = model_trace.log_prob_sum() - guide_trace.log_prob_sum() - sum(estimator.kl_terms)
         loss = -elbo
-        warn_if_nan(loss, "loss")
-        return loss
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(self._describe_non_finite(loss, estimator, model_trace, guide_trace,
+                                                               args, kwargs))
+        return loss, model_trace, guide_trace
+
+    @staticmethod
+    def _describe_non_finite(loss, estimator, model_trace, guide_trace, args, kwargs):
+        terms = []
+        for key, kl in estimator.kl_by_model.items():
+            if not torch.isfinite(kl):
+                terms.append(f"the KL(q(U) || p(U)) of the inducing posterior is {float(kl.detach())} (the guide's "
+                             "parameters are not finite: an earlier step diverged)")
+        for name, site in model_trace.nodes.items():
+            if site["type"] != "sample":
+                continue
+            value = site.get("log_prob_sum")  # memoised by log_prob_sum()
+            if value is None:
+                continue
+            if torch.isfinite(value):
+                continue
+            role = site["infer"].get("dag", {}).get("role")
+            node = site["infer"].get("dag", {}).get("node")
+            if role is None and name.endswith(".y") and site["fn"].__class__.__name__ == "Unit":
+                node, role = name[:-2], "observation"
+            if role == "observation":
+                terms.append(f"the expected log-likelihood of node {node!r} (site {name!r}) is "
+                             f"{float(value.detach())}")
+            else:
+                terms.append(f"the model's log-density at site {name!r} is {float(value.detach())}")
+        for name, site in guide_trace.nodes.items():
+            value = site.get("log_prob_sum")
+            if site["type"] == "sample" and value is not None and not torch.isfinite(value):
+                terms.append(f"the guide's log-density at site {name!r} is {float(value.detach())}")
+        what = "; ".join(terms) if terms else "the terms are finite but their sum is not"
+        return (f"DAGELBO evaluation: the loss is {float(loss.detach())}: {what}. {LIKELY_CAUSES}"
+                f"{data_scale_note(args, kwargs)}")
+
+    def differentiable_loss(self, model, guide, *args, **kwargs):
+        """The negative ELBO as a differentiable scalar tensor.
+
+        :raises NonFiniteLossError: if it is not finite, naming the term.
+        """
+        return self._loss(model, guide, args, kwargs)[0]
 
     def loss(self, model, guide, *args, **kwargs):
         """:returns: the negative ELBO estimate (a float)."""
@@ -102,8 +152,17 @@ class DAGELBO(ELBO):
             return torch_item(self.differentiable_loss(model, guide, *args, **kwargs))
 
     def loss_and_grads(self, model, guide, *args, **kwargs):
-        """Negative ELBO (a float); gradients are accumulated into the parameters."""
-        loss = self.differentiable_loss(model, guide, *args, **kwargs)
+        """Negative ELBO (a float); gradients are accumulated into the parameters.
+
+        :raises NonFiniteLossError: if the loss or the gradient of a parameter is not finite, naming it.
+        """
+        loss, model_trace, guide_trace = self._loss(model, guide, args, kwargs)
         if loss.requires_grad:
             loss.backward()
+            params = {}
+            for trace in (guide_trace, model_trace):
+                for name, site in trace.nodes.items():
+                    if site["type"] == "param":
+                        params[name] = site["value"].unconstrained()
+            check_finite_gradients(params.items(), "DAGELBO evaluation", loss=loss.item())
         return torch_item(loss)
