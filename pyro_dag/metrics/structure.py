@@ -1,9 +1,15 @@
-"""Structure-learning metrics on posteriors over DAGs (digest-001 §7.2, §11.11; digest-004 §5.3).
+"""Structure-learning metrics on posteriors over DAGs.
+
+The metrics of SVI-DAG (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal
+Discovery*, arXiv:2608.04930, App. C: Brier score, expected SHD, expected F1, AUROC) plus AUPRC, as recommended for
+posteriors over DAGs by Wang, Wicker & Kwiatkowska 2022 (*Tractable Uncertainty for Structure Learning*, ICML).
+The graph algorithms they use (acyclicity, CPDAGs) live in :mod:`pyro_dag.graph`; :func:`is_dag`,
+:func:`dag_to_cpdag` and :func:`cpdag_to_dags` are re-exported here.
 
 Conventions
 -----------
 * **Adjacency**: ``A[i, j] = 1`` means the edge ``i -> j`` (row = parent, column = child). SVI-DAG's paper
-  uses the transpose (digest-001 §1); transpose such matrices before scoring.
+  uses the transpose; transpose such matrices before scoring.
 * **Posterior input**: either an edge-probability matrix ``P`` of shape ``[p, p]`` with
   ``P[i, j] = P(i -> j)``, or adjacency samples of shape ``[k, p, p]`` (0/1 entries; optional ``weights``
   ``[k]`` for weighted particles such as DiBS's mixture). Tensors, arrays and nested lists are accepted.
@@ -24,20 +30,27 @@ Levels (keyword ``level``)
     unordered pairs ``i < j``; a pair is positive when the two nodes are adjacent. ``P(adjacent) =
     P[i, j] + P[j, i]`` (exact for DAG posteriors, where the two directions exclude each other). SVI-DAG's
     code calls its skeleton scores "CPDAG-level" and uses ``max(P[i, j], P[j, i])`` instead
-    (``symmetrize="max"``, digest-001 §7.2); use that option only to put numbers beside the paper's Table 2.
+    (``symmetrize="max"``); use that option only to put numbers beside the paper's Table 2.
 
 Structural Hamming distance (:func:`expected_shd`) is a sum over unordered pairs. Each pair is in one of the
 states none, ``i -> j``, ``j -> i`` or both (an undirected CPDAG edge, or a 2-cycle of a cyclic graph). A pair
 costs 0 when the states agree, 1 when exactly one graph has the pair (an addition or a deletion), and
 ``reversal_cost`` when both have the pair with different marks. ``reversal_cost=1`` is the textbook SHD used by
 DiBS (Lorch et al. 2021) and by SVI-DAG's CPDAG code; ``reversal_cost=2`` equals ``FP + FN`` over directed
-entries, SVI-DAG's DAG-level code (digest-001 §7.2).
+entries, SVI-DAG's DAG-level code.
 """
 import numbers
 
 import numpy as np
 import torch
 from scipy.stats import rankdata
+
+from ..graph import cpdag_to_dags, dag_to_cpdag, is_acyclic
+from ..graph._arrays import as_numpy as _as_numpy
+from ..graph._arrays import check_binary as _check_binary
+from ..graph._arrays import check_square as _check_square
+from ..graph._arrays import check_zero_diag as _check_zero_diag
+from ..graph.cpdag import _cpdag_one, _cpdags, _raise_cycle
 
 __all__ = [
     "is_dag",
@@ -59,44 +72,6 @@ _PROB_TOL = 1e-6
 # ----------------------------------------------------------------------------------------------------------
 # input handling
 # ----------------------------------------------------------------------------------------------------------
-def _as_numpy(x, name):
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu().numpy()
-    try:
-        a = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name} must be a tensor, an array or a nested list of numbers; got {type(x).__name__}") from e
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or inf; pass finite edge probabilities or 0/1 adjacency samples")
-    return a
-
-
-def _check_square(a, name, batched=False):
-    if batched:
-        ok = a.ndim == 3 and a.shape[1] == a.shape[2]
-        shape = "[k, p, p]"
-    else:
-        ok = a.ndim == 2 and a.shape[0] == a.shape[1]
-        shape = "[p, p]"
-    if not ok:
-        raise ValueError(f"{name} must have shape {shape}; got {list(a.shape)}")
-    if a.shape[-1] < 2:
-        raise ValueError(f"{name} must have at least 2 nodes; got p = {a.shape[-1]}")
-
-
-def _check_binary(a, name):
-    if not np.all((a == 0) | (a == 1)):
-        bad = a[(a != 0) & (a != 1)].ravel()[:3]
-        raise ValueError(f"{name} must contain only 0/1 entries (an adjacency matrix); found values such as {bad.tolist()}. "
-                         "Threshold edge probabilities first or pass a [k, p, p] stack of sampled graphs.")
-
-
-def _check_zero_diag(a, name):
-    d = np.diagonal(a, axis1=-2, axis2=-1)
-    if np.any(d != 0):
-        raise ValueError(f"{name} has a non-zero diagonal (self-loops); set A[..., i, i] = 0")
-
-
 def _truth(true_adj, p=None):
     t = _as_numpy(true_adj, "true_adj")
     _check_square(t, "true_adj")
@@ -160,25 +135,8 @@ def _upper_mask(p):
     return np.triu(np.ones((p, p), dtype=bool), k=1)
 
 
-# ----------------------------------------------------------------------------------------------------------
-# graphs
-# ----------------------------------------------------------------------------------------------------------
-def _topological_ok(a):
-    """Kahn's algorithm on one int matrix; True if acyclic."""
-    a = a.astype(bool).copy()
-    indeg = a.sum(0)
-    alive = np.ones(a.shape[0], dtype=bool)
-    while True:
-        roots = alive & (indeg == 0)
-        if not roots.any():
-            return not alive.any()
-        alive &= ~roots
-        indeg = indeg - a[roots].sum(0)
-        a[roots] = False
-
-
 def is_dag(adj):
-    """Whether a 0/1 adjacency matrix (``A[i, j] = 1`` means ``i -> j``) is acyclic.
+    """Whether a 0/1 adjacency matrix (``A[i, j] = 1`` means ``i -> j``) is acyclic (:func:`pyro_dag.graph.is_acyclic`).
 
     :param adj: ``[p, p]`` adjacency, or ``[k, p, p]`` samples.
     :returns: a bool for ``[p, p]`` input, a ``[k]`` bool numpy array for samples.
@@ -189,154 +147,13 @@ def is_dag(adj):
         (True, False)
     """
     a = _as_numpy(adj, "adj")
-    if a.ndim == 2:
-        _check_square(a, "adj")
-        _check_binary(a, "adj")
-        return bool(_topological_ok(a) and not np.any(np.diagonal(a)))
-    _check_square(a, "adj", batched=True)
+    _check_square(a, "adj", batched=a.ndim != 2)
     _check_binary(a, "adj")
-    return np.array([_topological_ok(g) and not np.any(np.diagonal(g)) for g in a])
+    return is_acyclic(a)
 
 
-def _raise_cycle(a, name):
-    import networkx as nx
-
-    g = nx.DiGraph([(int(i), int(j)) for i, j in zip(*np.nonzero(a))])
-    cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(g)) + f" -> {nx.find_cycle(g)[0][0]}"
-    raise ValueError(f"{name} is not acyclic (cycle {cycle}); CPDAGs exist only for DAGs. "
-                     "Remove an edge of the cycle, or score this graph at level='dag' or 'skeleton'.")
-
-
-def _cpdag_one(a):
-    """CPDAG of one DAG given as an int8 [p, p] matrix (v-structures, then Meek R1-R3 to a fixed point)."""
-    p = a.shape[0]
-    a = a.astype(np.int64)
-    skel = ((a + a.T) > 0).astype(np.int64)
-    nonadj = 1 - skel - np.eye(p, dtype=np.int64)  # i != j and not adjacent
-    # i -> k is compelled by a v-structure when some j -> k has j non-adjacent to i.
-    d = a * ((nonadj @ a) > 0)
-    u = skel - d - d.T
-    while True:
-        r1 = (d.T @ nonadj) > 0  # a -> b, b - c, a !~ c  =>  b -> c
-        r2 = (d @ d) > 0  # a -> b -> c, a - c  =>  a -> c
-        w = u[:, None, :] * d.T[None, :, :]  # w[a, b, c] = [a - c] [c -> b]
-        r3 = np.einsum("abc,cd,abd->ab", w, nonadj, w) > 0  # two non-adjacent c, d with a - c -> b, a - d -> b
-        new = (u > 0) & (r1 | r2 | r3)
-        if not new.any():
-            break
-        if np.any(new & new.T):  # cannot happen for a DAG (the rules are sound); guard against bugs
-            raise RuntimeError("Meek rules produced a conflicting orientation; please report this graph")
-        new = new.astype(np.int64)
-        d = d + new
-        u = u - new - new.T
-    return (d + u).astype(np.int8)
-
-
-def _unique_graphs(s):
-    flat = s.reshape(s.shape[0], -1)
-    uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
-    return uniq.reshape(-1, s.shape[1], s.shape[2]), inverse.reshape(-1)
-
-
-def _cpdags(s, name):
-    """CPDAGs of a [k, p, p] int8 stack of DAGs (each distinct graph converted once)."""
-    uniq, inverse = _unique_graphs(s)
-    out = np.empty_like(uniq)
-    for n, g in enumerate(uniq):
-        if not _topological_ok(g):
-            _raise_cycle(g, f"{name}[{int(np.nonzero(inverse == n)[0][0])}]")
-        out[n] = _cpdag_one(g)
-    return out[inverse]
-
-
-def dag_to_cpdag(adj):
-    """The CPDAG (essential graph) of a DAG: the graph shared by its Markov equivalence class.
-
-    Edges in a v-structure ``i -> k <- j`` (``i``, ``j`` non-adjacent) are compelled; Meek's rules R1-R3
-    (Meek 1995) then orient every other edge whose direction is implied, and the remaining edges are
-    reversible. Rules R1-R3 are complete when the only background knowledge is the v-structures
-    (digest-001 §7.2; digest-004 §5.3).
-
-    :param adj: ``[p, p]`` DAG adjacency (``A[i, j] = 1`` means ``i -> j``) or ``[k, p, p]`` samples; a
-        torch tensor, numpy array or nested list.
-    :returns: the CPDAG matrix of the same shape, type, dtype and device as the input (a numpy int8 array
-        for list input): ``C[i, j] = 1, C[j, i] = 0`` is a compelled ``i -> j``; ``C[i, j] = C[j, i] = 1`` is
-        a reversible ``i - j``.
-    :raises ValueError: if a graph has a cycle (the cycle is shown) or entries other than 0/1.
-
-    Example::
-
-        >>> dag_to_cpdag([[0, 1, 0], [0, 0, 1], [0, 0, 0]])      # chain 0 -> 1 -> 2: all reversible
-        array([[0, 1, 0],
-               [1, 0, 1],
-               [0, 1, 0]], dtype=int8)
-    """
-    a = _as_numpy(adj, "adj")
-    batched = a.ndim == 3
-    _check_square(a, "adj", batched=batched)
-    _check_binary(a, "adj")
-    _check_zero_diag(a, "adj")
-    s = a.astype(np.int8) if batched else a.astype(np.int8)[None]
-    c = _cpdags(s, "adj")
-    c = c if batched else c[0]
-    if isinstance(adj, torch.Tensor):
-        return torch.as_tensor(c, device=adj.device).to(adj.dtype)
-    if isinstance(adj, np.ndarray):
-        return c.astype(adj.dtype, copy=False)
-    return c
-
-
-def cpdag_to_dags(cpdag, num_samples=1, seed=None):
-    """Random DAGs in the Markov equivalence class of a CPDAG (random consistent extensions).
-
-    Uses the extension algorithm of Dor & Tarsi (1992): repeatedly pick, uniformly at random, a node ``x``
-    that has no outgoing directed edge and whose undirected neighbours are adjacent to all of ``x``'s other
-    neighbours; orient its undirected edges into ``x`` and remove it. Every DAG of the class can be returned,
-    but **not uniformly** (the draw is uniform over elimination sequences, not over DAGs). Use it to score a
-    point-estimate method that returns a CPDAG (GES, PC) with sample-based metrics.
-
-    :param cpdag: ``[p, p]`` PDAG (``C[i, j] = C[j, i] = 1`` for an undirected edge).
-    :param int num_samples: number of DAGs ``k``.
-    :param seed: an int seed or a ``numpy.random.Generator``.
-    :returns: ``[k, p, p]`` numpy int8 array of DAGs, each with the same skeleton and v-structures as the input.
-    :raises ValueError: if the PDAG has no consistent extension (e.g. a directed cycle, or undirected edges
-        that cannot be oriented without creating a new v-structure or cycle).
-    """
-    c = _as_numpy(cpdag, "cpdag")
-    _check_square(c, "cpdag")
-    _check_binary(c, "cpdag")
-    _check_zero_diag(c, "cpdag")
-    if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
-        raise ValueError(f"num_samples must be a positive int; got {num_samples!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    c = c.astype(bool)
-    p = c.shape[0]
-    out = np.zeros((num_samples, p, p), dtype=np.int8)
-    for n in range(num_samples):
-        und = c & c.T
-        dirc = c & ~c.T
-        adj = c | c.T
-        alive = np.ones(p, dtype=bool)
-        dag = dirc.copy()
-        while alive.any():
-            cands = []
-            for x in np.nonzero(alive)[0]:
-                if dirc[x, alive].any():  # x has an outgoing directed edge: not a sink
-                    continue
-                nb_und = np.nonzero(und[x] & alive)[0]
-                nb_all = np.nonzero(adj[x] & alive)[0]
-                if all(adj[y, [z for z in nb_all if z != y]].all() for y in nb_und):
-                    cands.append(x)
-            if not cands:
-                raise ValueError("cpdag has no consistent DAG extension (a directed cycle, or undirected edges that "
-                                 "would create a new v-structure); it is not the CPDAG of a DAG")
-            x = cands[rng.integers(len(cands))]
-            for y in np.nonzero(und[x] & alive)[0]:
-                dag[y, x] = True
-            alive[x] = False
-            und[x, :] = und[:, x] = False
-        out[n] = dag
-    return out
+def _topological_ok(a):
+    return bool(is_acyclic(a))
 
 
 def edge_marginals(samples, weights=None):
@@ -395,7 +212,7 @@ def _scores_labels(pred, true_adj, level, weights, symmetrize):
 # metrics
 # ----------------------------------------------------------------------------------------------------------
 def brier(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
-    """Brier score of edge probabilities: ``mean over pairs of (P_pair - 1[pair in truth])²`` (digest-001 §7.2).
+    """Brier score of edge probabilities: ``mean over pairs of (P_pair - 1[pair in truth])²`` (SVI-DAG, App. C).
 
     Lower is better; 0 is perfect. At ``level="dag"`` this is ``1/(p(p-1)) Σ_{i≠j} (P_ij - A_ij)²``.
 
@@ -432,7 +249,7 @@ def _cost_table(reversal_cost):
 
 
 def expected_shd(pred, true_adj, level="dag", reversal_cost=1, weights=None, return_all=False):
-    """Expected structural Hamming distance ``E_q[SHD(G, G*)]`` (digest-001 §7.2).
+    """Expected structural Hamming distance ``E_q[SHD(G, G*)]`` (SVI-DAG, App. C).
 
     Per unordered pair: 0 if the two graphs agree, 1 for a missing or extra adjacency, ``reversal_cost`` for
     an adjacency present in both with different marks (reversed, or directed vs. undirected at CPDAG level).
@@ -505,7 +322,7 @@ def _f1(pred_pos, true_pos):
 
 
 def expected_f1(samples, true_adj, level="dag", weights=None, return_all=False):
-    """Expected F1 score ``E_q[F1(G, G*)]`` of sampled graphs (digest-001 §7.2).
+    """Expected F1 score ``E_q[F1(G, G*)]`` of sampled graphs (SVI-DAG, App. C).
 
     Each sample is a binary classifier of the pairs (``"dag"``: ordered pairs; ``"cpdag"``: off-diagonal
     entries of the CPDAG matrices; ``"skeleton"``: adjacencies). ``F1 = 2TP / (2TP + FP + FN)``, which is the
@@ -566,7 +383,7 @@ def _auprc(scores, labels):
 
 
 def auroc(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
-    """Area under the ROC curve of the edge probabilities as scores for true vs. absent pairs (digest-001 §7.2).
+    """Area under the ROC curve of the edge probabilities as scores for true vs. absent pairs (SVI-DAG, App. C).
 
     Computed as the Mann-Whitney statistic ``P(score_pos > score_neg) + ½ P(score_pos = score_neg)`` with
     average ranks for ties. 0.5 is chance. Returns ``nan`` when the truth has only one class of pairs.
@@ -585,8 +402,7 @@ def auprc(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
 
     ``AP = Σ_t (R_t - R_{t-1}) P_t`` over the distinct score thresholds ``t`` in decreasing order (tied scores
     form one threshold), as scikit-learn's ``average_precision_score``. The chance level is the fraction of
-    positive pairs. Returns ``nan`` when the truth has no positive pair. Not in SVI-DAG's paper (digest-004
-    §5.3 suggests it).
+    positive pairs. Returns ``nan`` when the truth has no positive pair. Not in SVI-DAG's paper (Wang et al. 2022 suggest it).
 
     :param pred: ``[p, p]`` edge probabilities or ``[k, p, p]`` samples (``"cpdag"`` needs samples).
     :param true_adj: ``[p, p]`` ground-truth adjacency.

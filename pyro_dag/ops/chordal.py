@@ -18,6 +18,8 @@ block and touches only the blocks of ``L``; nothing of size ``P × P`` is formed
 """
 import torch
 
+from ..graph import elimination_tree
+
 __all__ = ["ChordalFactor", "SparseConditioningState"]
 
 
@@ -49,7 +51,7 @@ class ChordalFactor:
                 earlier[i].append(j)
         self.later = {v: sorted(n, key=self.pos.__getitem__) for v, n in later.items()}      # N(j)
         self.earlier = {v: sorted(n, key=self.pos.__getitem__) for v, n in earlier.items()}  # row pattern
-        self.parent = {v: (self.later[v][0] if self.later[v] else None) for v in self.order}
+        self.parent = elimination_tree(self.order, self.later)
         self._paths = {}
 
     @classmethod

@@ -1,99 +1,23 @@
-"""DAG bookkeeping for DAG-DGPs: validation, node roles, orders, moralisation and chordal completion.
+"""Moralisation, chordal completion, perfect elimination orders, cliques and elimination trees.
 
-The chordal machinery follows digest-000 §2.4: take the ancestral set of the observed nodes (roots
+The structure of a DAG-SVI posterior (Perlino, Hamelijnck, Johansen & Damoulas 2026, *Deep Gaussian Processes on Directed Acyclic Graphs*, arXiv:2607.09645, App. E.4): take the ancestral set of the observed nodes (roots
 excluded, since they carry no inducing points), moralise it, complete it to a chordal graph with MCS-M
-(Berry et al. 2004), and compute a perfect elimination order (PEO) by maximum cardinality search with
-ties broken by declaration order, so everything is deterministic.
-
-All functions take a :class:`networkx.DiGraph` whose nodes are strings. "Declaration order" is the
-order of ``graph.nodes`` (insertion order).
+(Berry, Blair, Heggernes & Peyton 2004), and compute a perfect elimination order (PEO) by maximum cardinality
+search (Tarjan & Yannakakis 1984) with ties broken by declaration order, so everything is deterministic.
 """
 import networkx as nx
 
-__all__ = [
-    "DAGStructureError",
-    "validate_dag",
-    "roots",
-    "non_roots",
-    "parents",
-    "topological_order",
-    "ancestral_set",
-    "moral_graph",
-    "chordal_completion",
-    "maximum_cardinality_search",
-    "perfect_elimination_order",
-    "is_perfect_elimination_order",
-    "maximal_cliques",
-    "antichain_decomposition",
-    "ChordalStructure",
-    "chordal_structure",
-]
+from .dag import DAGStructureError, ancestral_set, non_roots, parents, validate_dag
 
-
-class DAGStructureError(ValueError):
-    """Raised when a graph cannot be used as a DAG-DGP structure; the message names the node and the fix."""
-
-
-def validate_dag(graph):
-    """Check that ``graph`` is a :class:`networkx.DiGraph` with string nodes and no directed cycle.
-
-    :raises DAGStructureError: naming one cycle (``a -> b -> a``) or the offending node.
-    :returns: ``graph`` unchanged.
-    """
-    if not isinstance(graph, nx.DiGraph):
-        raise DAGStructureError(f"expected a networkx.DiGraph, got {type(graph).__name__}; build one with "
-                                "nx.DiGraph([(parent, child), ...])")
-    if graph.number_of_nodes() == 0:
-        raise DAGStructureError("the graph has no nodes; add at least one root and one GP node")
-    for node in graph.nodes:
-        if not isinstance(node, str):
-            raise DAGStructureError(f"node {node!r} is not a string; relabel the graph with "
-                                    "nx.relabel_nodes(g, str)")
-        if "." in node:
-            raise DAGStructureError(f"node name {node!r} contains '.', which Pyro site names reserve "
-                                    "(sites are '{node}.u', '{node}.y'); rename the node")
-    if not nx.is_directed_acyclic_graph(graph):
-        cycle = nx.find_cycle(graph)
-        path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
-        raise DAGStructureError(f"the graph has a directed cycle: {path}; remove one of these edges")
-    return graph
-
-
-def roots(graph):
-    """Nodes without parents, in declaration order (they hold design matrices, digest-000 §1.1)."""
-    return [v for v in graph.nodes if graph.in_degree(v) == 0]
-
-
-def non_roots(graph):
-    """Nodes with at least one parent, in declaration order (each carries a GP)."""
-    return [v for v in graph.nodes if graph.in_degree(v) > 0]
-
-
-def parents(graph, node):
-    """The parents of ``node`` in a deterministic order: declaration order of the graph."""
-    pa = set(graph.predecessors(node))
-    return [v for v in graph.nodes if v in pa]
-
-
-def topological_order(graph):
-    """A deterministic topological order (Kahn's algorithm, ties broken by declaration order)."""
-    rank = {v: i for i, v in enumerate(graph.nodes)}
-    return list(nx.lexicographical_topological_sort(graph, key=rank.__getitem__))
-
-
-def ancestral_set(graph, nodes):
-    """``(Anc(S) ∪ S)`` restricted to non-roots, in declaration order (digest-000 §2.4 step 2)."""
-    keep = set(nodes)
-    for v in nodes:
-        keep |= nx.ancestors(graph, v)
-    return [v for v in non_roots(graph) if v in keep]
+__all__ = ["ChordalStructure", "chordal_completion", "chordal_structure", "elimination_tree", "is_perfect_elimination_order",
+           "maximal_cliques", "maximum_cardinality_search", "moral_graph", "perfect_elimination_order"]
 
 
 def moral_graph(graph, nodes=None):
     """Moralise the DAG induced on ``nodes`` (default: all nodes).
 
     Adds an undirected edge for each parent-child pair and between every pair of co-parents of each
-    child, where both lie in ``nodes`` (digest-000 §2.4 step 3). Node order = declaration order.
+    child, where both lie in ``nodes`` (Perlino et al. 2026, App. E.4). Node order = declaration order.
     """
     nodes = list(graph.nodes) if nodes is None else [v for v in graph.nodes if v in set(nodes)]
     keep = set(nodes)
@@ -173,7 +97,7 @@ def chordal_completion(graph):
 def perfect_elimination_order(chordal):
     """A perfect elimination order of a chordal graph: the reverse of the MCS visit order.
 
-    For each vertex, its later neighbours in the order form a clique (digest-000 §2.4 step 6).
+    For each vertex, its later neighbours in the order form a clique.
 
     :raises DAGStructureError: if the graph is not chordal.
     """
@@ -199,7 +123,7 @@ def maximal_cliques(chordal, order=None):
 
     The cliques are read off the elimination fronts ``{v} ∪ later-neighbours(v)``; the list is ordered
     by the reverse PEO position of each clique's first vertex, which satisfies the running-intersection
-    property used by the clique factorisation (digest-000 §2.2, Eq. 6).
+    property used by the clique factorisation (Perlino et al. 2026, Eq. 6).
     """
     order = perfect_elimination_order(chordal) if order is None else list(order)
     pos = {v: i for i, v in enumerate(order)}
@@ -218,23 +142,22 @@ def maximal_cliques(chordal, order=None):
     return cliques
 
 
-def antichain_decomposition(graph):
-    """Progressive antichain decomposition ``V = ⊔ A_ℓ`` (digest-000 §3.1, Prop. 1).
+def elimination_tree(order, later):
+    """The elimination tree of a chordal pattern in a perfect elimination order.
 
-    ``d(v)`` is the length of the longest directed path starting at ``v`` and
-    ``A_ℓ = {v : d(v) = h - 1 - ℓ}``; sinks land in the last slice.
+    The parent of ``v`` is its first later neighbour in ``order`` (``None`` for a root); with a PEO every later
+    neighbour of ``v`` lies on the path from ``v`` to its root, so block-sparse factorisations and solves can walk
+    that path only.
 
-    :returns: list of lists of nodes (declaration order inside each slice).
+    :param list order: the elimination order.
+    :param dict later: ``{v: later neighbours of v, sorted by their position in order}``.
+    :returns: ``{v: parent or None}``.
     """
-    depth = {}
-    for v in reversed(topological_order(graph)):
-        depth[v] = 1 + max((depth[c] for c in graph.successors(v)), default=-1)
-    h = 1 + max(depth.values())
-    return [[v for v in graph.nodes if depth[v] == h - 1 - level] for level in range(h)]
+    return {v: (later[v][0] if later.get(v) else None) for v in order}
 
 
 class ChordalStructure:
-    """The chordal structure ``H`` of a DAG-SVI posterior (digest-000 §2.4).
+    """The chordal structure ``H`` of a DAG-SVI posterior (Perlino et al. 2026, arXiv:2607.09645, App. E.4).
 
     :ivar list nodes: GP (non-root) nodes in declaration order; every one gets a block.
     :ivar list observed: the observed nodes it was built for.
@@ -255,7 +178,7 @@ class ChordalStructure:
         self.observed = [v for v in self.nodes if v in set(observed)]
         self.ancestral = ancestral_set(graph, self.observed)
         moral = moral_graph(graph, self.ancestral)
-        # Non-roots outside the ancestral set are isolated vertices of H (digest-000 §2.4 step 4).
+        # Non-roots outside the ancestral set are isolated vertices of H.
         full = nx.Graph()
         full.add_nodes_from(self.nodes)
         full.add_edges_from(moral.edges)
@@ -267,7 +190,7 @@ class ChordalStructure:
 
     @property
     def max_clique_size(self):
-        """``c`` in the cost analysis of digest-000 §2.11."""
+        """``c``, the largest clique size (the cost of the structured family grows with it)."""
         return max(len(c) for c in self.cliques)
 
     def __repr__(self):
