@@ -4,9 +4,9 @@ Inputs have shape ``[..., N, D]`` with sample dimensions in front. Fusion rules 
 parents by :class:`pyro_dag.DAGDGP`; a plain base kernel given for a node acts on the concatenated
 parent state (:class:`Concat`).
 """
-from .base import Kernel, ParentSpec
-from .fusion import (ANOVA, Additive, Concat, FusionKernel, InputConnected, Prod, Product, SubsetAdditive, Sum,
-                     SumInput, as_fusion_kernel)
+from .base import Kernel, ParentSpec, Prod, Sum
+from .fusion import (ANOVA, Additive, Concat, FusionKernel, InputConnected, Product, SubsetAdditive, SumInput,
+                     as_fusion_kernel)
 from .multifidelity import NARGP, MultiFidelity
 from .stationary import RBF, Constant, Linear, Matern12, Matern32, Matern52, RationalQuadratic, Stationary, White
 

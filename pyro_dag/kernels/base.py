@@ -1,9 +1,10 @@
-"""Kernel base class for batched kernels (digest-000 §1.4).
+"""Kernel base class, the ``+`` / ``*`` combinators and the parent description used by fusion rules.
 
 Unlike :mod:`pyro.contrib.gp.kernels`, every kernel here takes inputs with arbitrary leading sample
 dimensions: ``X`` has shape ``[..., N, D]`` and ``Z`` has shape ``[..., M, D]`` (broadcastable batch
 dimensions). This is what ancestral sampling through a DAG needs: a node's inputs are its parents'
-sampled values, of shape ``[S, B, D]``.
+sampled values, of shape ``[S, B, D]`` (Perlino et al. 2026, "Deep Gaussian Processes on Directed Acyclic
+Graphs", arXiv:2607.09645, Sec. 2, Eq. (2)).
 
 Hyperparameters are :class:`pyro.nn.PyroParam` with positivity constraints, so they are trained by SVI
 and can be replaced by priors for MCMC::
@@ -11,11 +12,14 @@ and can be replaced by priors for MCMC::
     k = RBF()
     k.lengthscale = pyro.nn.PyroSample(dist.LogNormal(0.0, 1.0))
 """
+import copy
+
 import torch
 from pyro.nn import PyroModule, PyroParam
-from torch.distributions import constraints
+from pyro.nn.module import _Context
+from torch.distributions import constraints, transform_to
 
-__all__ = ["Kernel", "ParentSpec", "positive_param"]
+__all__ = ["Kernel", "ParentSpec", "Sum", "Prod", "positive_param", "detached_copy"]
 
 
 def positive_param(value, name="value"):
@@ -24,6 +28,33 @@ def positive_param(value, name="value"):
     if not bool((value > 0).all()):
         raise ValueError(f"kernel hyperparameter {name} must be positive, got {value}")
     return PyroParam(value.clone(), constraints.positive)
+
+
+def detached_copy(module):
+    """A deep copy of a :class:`~pyro.nn.PyroModule` that is detached from the module tree it was copied from.
+
+    ``copy.deepcopy`` of a sub-module of a :class:`~pyro.nn.PyroModule` keeps its parameter-store name
+    (``"kernels.c._template"``) and a copy of the tree's shared call context. When the copy is made inside
+    the tree's ``__call__`` (e.g. when a :class:`~pyro_dag.DAGDGP` sets itself up at the first
+    ``svi.step``), that context is active, so every copy reads and writes ``pyro.param`` statements under
+    the *template's* name, and all copies end up holding one shared tensor. The copy returned here has
+    names relative to itself and a fresh, inactive context of its own: its hyperparameters are its own
+    tensors until it is attached to a module tree, which then names it (``"kernels.c.parent_kernels.a"``).
+
+    :param torch.nn.Module module: the module to copy.
+    :returns: the copy.
+    """
+    memo = {}
+    fresh = _Context()
+    for m in module.modules():
+        ctx = m.__dict__.get("_pyro_context")
+        if ctx is not None:
+            memo[id(ctx)] = fresh
+    new = copy.deepcopy(module, memo)
+    for name, m in new.named_modules():
+        if isinstance(m, PyroModule):
+            m._pyro_name = name
+    return new
 
 
 class ParentSpec:
@@ -47,7 +78,7 @@ class Kernel(PyroModule):
 
     Subclasses implement :meth:`forward`. A kernel is *bound* to its input dimension by :meth:`bind`
     (the :class:`~pyro_dag.DAGDGP` does this from the node's parents); ARD kernels create one
-    length-scale per input dimension there.
+    length-scale per input dimension there. ``k1 + k2`` and ``k1 * k2`` give :class:`Sum` and :class:`Prod`.
     """
 
     def __init__(self):
@@ -73,16 +104,60 @@ class Kernel(PyroModule):
         raise NotImplementedError
 
     def __add__(self, other):
-        from .fusion import Sum
-
         return Sum(self, other)
 
     def __mul__(self, other):
-        from .fusion import Prod
-
         return Prod(self, other)
 
     def _check_dim(self, X):
         if self.input_dim is not None and X.shape[-1] != self.input_dim:
             raise ValueError(f"{type(self).__name__} expects inputs with {self.input_dim} columns, "
                              f"got shape {tuple(X.shape)}")
+
+    def _own_value(self, name):
+        """The constrained value of the :class:`~pyro.nn.PyroParam` ``name`` held by this module.
+
+        Unlike ``getattr(self, name)`` this never issues a ``pyro.param`` statement, so binding a kernel
+        inside a running model neither registers nor reads a parameter-store entry.
+        """
+        constraint, _ = self._pyro_params[name]
+        return transform_to(constraint)(getattr(self, name + "_unconstrained"))
+
+
+class _Composition(Kernel):
+    """Two kernels on the same inputs, combined elementwise by :meth:`combine`."""
+
+    def __init__(self, k1, k2):
+        super().__init__()
+        self.k1, self.k2 = k1, k2
+
+    def bind(self, input_dim):
+        super().bind(input_dim)
+        self.k1.bind(input_dim)
+        self.k2.bind(input_dim)
+        return self
+
+    def forward(self, X, Z=None, diag=False):
+        return self.combine(self.k1(X, Z, diag), self.k2(X, Z, diag))
+
+
+class Sum(_Composition):
+    """``k1 + k2`` on the same inputs (also written ``k1 + k2``).
+
+    :param Kernel k1: first summand. :param Kernel k2: second summand. Shapes as :meth:`Kernel.forward`.
+    """
+
+    @staticmethod
+    def combine(a, b):
+        return a + b
+
+
+class Prod(_Composition):
+    """``k1 · k2`` on the same inputs (also written ``k1 * k2``).
+
+    :param Kernel k1: first factor. :param Kernel k2: second factor. Shapes as :meth:`Kernel.forward`.
+    """
+
+    @staticmethod
+    def combine(a, b):
+        return a * b

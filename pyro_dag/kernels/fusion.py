@@ -11,51 +11,17 @@ Rules (digest-000 §1.4 item numbers in brackets): :class:`Additive` [1], :class
 :class:`SubsetAdditive` [5], :class:`InputConnected` [7, root-retaining], :class:`SumInput` [10]; the
 multi-fidelity rules are in :mod:`pyro_dag.kernels.multifidelity`.
 """
-import copy
 import itertools
 
 import torch
 from pyro.nn import PyroModule
 from torch import nn
 
-from .base import Kernel, ParentSpec
+from .base import Kernel, ParentSpec, detached_copy
 from .stationary import RBF
 
-__all__ = ["Sum", "Prod", "FusionKernel", "Concat", "Additive", "Product", "ANOVA", "SubsetAdditive",
+__all__ = ["FusionKernel", "Concat", "Additive", "Product", "ANOVA", "SubsetAdditive",
            "InputConnected", "SumInput", "as_fusion_kernel"]
-
-
-class _Composition(Kernel):
-    """Two kernels on the same inputs, combined elementwise by :meth:`combine`."""
-
-    def __init__(self, k1, k2):
-        super().__init__()
-        self.k1, self.k2 = k1, k2
-
-    def bind(self, input_dim):
-        super().bind(input_dim)
-        self.k1.bind(input_dim)
-        self.k2.bind(input_dim)
-        return self
-
-    def forward(self, X, Z=None, diag=False):
-        return self.combine(self.k1(X, Z, diag), self.k2(X, Z, diag))
-
-
-class Sum(_Composition):
-    """``k1 + k2`` on the same inputs (also ``k1 + k2`` with the ``+`` operator)."""
-
-    @staticmethod
-    def combine(a, b):
-        return a + b
-
-
-class Prod(_Composition):
-    """``k1 · k2`` on the same inputs (also ``k1 * k2`` with the ``*`` operator)."""
-
-    @staticmethod
-    def combine(a, b):
-        return a * b
 
 
 def _block(X, slices):
@@ -114,7 +80,8 @@ class FusionKernel(Kernel):
         return _block(X, [self._slices[n] for n in names])
 
     def _per_parent(self, base, names=None):
-        """One kernel per parent: deep copies of ``base``, or ``base[name]`` when a dict is given."""
+        """One kernel per parent: independent copies of ``base`` (:func:`~pyro_dag.kernels.base.detached_copy`),
+        or ``base[name]`` when a dict is given."""
         names = [p.name for p in self.parents] if names is None else names
         dims = {p.name: p.dim for p in self.parents}
         if isinstance(base, dict):
@@ -124,9 +91,14 @@ class FusionKernel(Kernel):
                 raise ValueError(f"{type(self).__name__} at node {self.node!r}: per-parent kernels must be given "
                                  f"for exactly the parents {names}; missing {missing}, unknown {extra}")
             kernels = {n: base[n] for n in names}
+            shared = [n for i, n in enumerate(names) if any(kernels[n] is kernels[m] for m in names[:i])]
+            if shared:
+                raise ValueError(f"{type(self).__name__} at node {self.node!r}: the kernels of parents {shared} are "
+                                 "the same instance as another parent's, which would tie their hyperparameters; "
+                                 "give each parent its own kernel instance")
         else:
             base = RBF() if base is None else base
-            kernels = {n: copy.deepcopy(base) for n in names}
+            kernels = {n: detached_copy(base) for n in names}
         for n, k in kernels.items():
             _bind_any(k, [ParentSpec(n, dims[n], self._is_root(n))], self.node)
         return PyroModule[nn.ModuleDict](kernels)
@@ -182,7 +154,7 @@ class _PerParent(FusionKernel):
 
     def _build(self):
         self.parent_kernels = self._per_parent(self._template)
-        self._template = None
+        del self._template
 
     def _components(self, X, Z, diag):
         for p in self.parents:
@@ -251,11 +223,11 @@ class SubsetAdditive(FusionKernel):
                                  f"(parents: {names})")
         kernels = []
         for s in self.subsets:
-            k = copy.deepcopy(self._template)
+            k = detached_copy(self._template)
             _bind_any(k, [p for p in self.parents if p.name in s], self.node)
             kernels.append(k)
         self.subset_kernels = PyroModule[nn.ModuleList](kernels)
-        self._template = None
+        del self._template
 
     def forward(self, X, Z=None, diag=False):
         out = 0

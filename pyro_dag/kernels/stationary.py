@@ -39,7 +39,7 @@ class Stationary(Kernel):
     def bind(self, input_dim):
         super().bind(input_dim)
         if "lengthscale" in self.__dict__.get("_pyro_params", {}):  # learnable, not a PyroSample prior
-            ls = self.lengthscale.detach()
+            ls = self._own_value("lengthscale").detach()
             if self.ard and ls.numel() == 1 and input_dim > 1:
                 self.lengthscale = PyroParam(ls.reshape(()).expand(input_dim).clone(), constraints.positive)
             elif ls.numel() not in (1, input_dim):
