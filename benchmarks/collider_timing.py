@@ -18,7 +18,8 @@ import pyro
 import torch
 
 from common import one_thread, write_json, write_readme_section
-from pyro_dag.datasets.collider import collider, collider_model
+from pyro_dag.datasets import collider
+from pyro_dag.experiments.collider import collider_model
 from pyro_dag.experiments.collider import _JointAdam, fit_collider
 from pyro_dag.infer import DAGELBO, GaussianNaturalGradient
 from pyro_dag.infer.autoguide import AutoStructuredGuide

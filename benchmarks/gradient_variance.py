@@ -25,7 +25,8 @@ import torch
 from common import one_thread, write_json, write_readme_section
 from pyro.infer import SVI, Trace_ELBO
 
-from pyro_dag.datasets.collider import collider, collider_model
+from pyro_dag.datasets import collider
+from pyro_dag.experiments.collider import collider_model
 from pyro_dag.infer import DAGELBO
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 

@@ -25,19 +25,115 @@ def test_cli_fit_collider_writes_json_and_png(tmp_path, capsys, sampler, extra):
     assert "child w3 RMSE" in capsys.readouterr().out
 
 
-def test_cli_rejects_bad_options(tmp_path):
+BAD_OPTIONS = [
+    (["--guide", "nonsense"], "--guide: invalid choice"),
+    (["--sampler", "exact"], "--sampler: invalid choice"),
+    (["--steps", "0"], "--steps: must be a positive integer"),
+    (["--steps", "-5"], "--steps: must be a positive integer"),
+    (["--steps", "ten"], "--steps: expected an integer"),
+    (["--num-particles", "0"], "--num-particles: must be a positive integer"),
+    (["--antithetic", "--num-particles", "3"], "--num-particles must be even"),
+    (["--num-particles", "3"], "--no-antithetic"),  # the recommended recipe pairs the samples
+    (["--natural-gradient", "2"], "--natural-gradient: must be a step size in (0, 1]"),
+    (["--natural-gradient", "nan"], "--natural-gradient: must be a step size"),
+    (["--natural-gradient-after", "-1"], "--natural-gradient-after: must be a non-negative integer"),
+    (["--warm-start", "-1"], "--warm-start: must be a non-negative integer"),
+    (["--lr", "0"], "--lr: must be a finite number > 0"),
+    (["--lr", "-0.1"], "--lr: must be a finite number > 0"),
+    (["--lr", "nan"], "--lr: must be a finite number > 0"),
+    (["--lr", "inf"], "--lr: must be a finite number > 0"),
+    (["--lr", "fast"], "--lr: expected a number"),
+    (["--device", "tpu"], "--device: 'tpu' is not supported: use cpu, cuda or cuda:N"),
+    (["--device", "mps"], "--device: 'mps' is not supported"),
+    (["--device", "cpu:1"], "--device: 'cpu:1' is not supported"),
+    (["--device", "cuda:99"], "--device: cuda:99"),  # no CUDA here, or fewer than 100 devices
+    (["--threads", "0"], "--threads: must be a positive integer"),
+    (["--seed", "-1"], "--seed: must be a non-negative integer"),
+]
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fail the test if a command reaches the fit: every bad option must be refused before training."""
+    import pyro_dag.experiments.collider as experiment
+
+    def fail(**kwargs):
+        raise AssertionError("the fit started")
+
+    monkeypatch.setattr(experiment, "fit_collider", fail)
+
+
+@pytest.mark.parametrize("extra,message", BAD_OPTIONS)
+def test_cli_rejects_bad_options_before_training(tmp_path, capsys, no_training, extra, message):
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "collider", "--out", str(tmp_path / "out")] + extra)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_device_cuda_needs_cuda(tmp_path, capsys, no_training):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
     with pytest.raises(SystemExit):
-        main(["fit", "collider", "--guide", "nonsense"])
-    with pytest.raises(SystemExit):
-        main(["fit", "collider", "--sampler", "exact"])
-    with pytest.raises(SystemExit, match="--steps"):
-        main(["fit", "collider", "--steps", "0", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="--num-particles must be even"):
-        main(["fit", "collider", "--antithetic", "--num-particles", "3", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="--no-antithetic"):  # the recommended recipe pairs the samples
-        main(["fit", "collider", "--num-particles", "3", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="--natural-gradient"):
-        main(["fit", "collider", "--natural-gradient", "2", "--out", str(tmp_path)])
+        main(["fit", "collider", "--device", "cuda", "--out", str(tmp_path)])
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_cli_checks_out_before_training(tmp_path, capsys, no_training):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    for out, message in [(blocker, "exists and is not a directory"),
+                         (blocker / "sub" / "dir", "is a file, not a directory"),
+                         ("", "is empty")]:
+        with pytest.raises(SystemExit) as exc:
+            main(["fit", "collider", "--out", str(out)])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and message in err
+    assert not (tmp_path / "a_file" / "sub").exists()
+
+
+def test_cli_probes_out_before_training(tmp_path, capsys, no_training, monkeypatch):
+    """A directory that os.access calls writable but that refuses files still fails before the fit."""
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "collider", "--steps", "5", "--out", str(tmp_path / "new")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --out" in err and "is not writable" in err
+
+
+def test_cli_fit_runs_inside_limit_threads(tmp_path, monkeypatch):
+    import torch
+
+    import pyro_dag.experiments.collider as experiment
+
+    seen = {}
+
+    def fake_fit(**kwargs):
+        seen.update(kwargs, threads=torch.get_num_threads())
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(experiment, "fit_collider", fake_fit)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="stop here"):
+            main(["fit", "collider", "--threads", "1", "--out", str(tmp_path), "--steps", "3",
+                  "--warm-start", "10", "--recipe", "paper"])
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(before)
+    assert seen["threads"] == 1 and seen["num_threads"] == 1
+    assert seen["warm_start"] == 2  # capped at steps - 1
+    assert seen["antithetic"] is False and seen["natural_gradient"] == 0.0  # the paper's recipe
 
 
 @pytest.mark.parametrize("script", ["collider.py"])

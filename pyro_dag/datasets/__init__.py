@@ -1,4 +1,9 @@
-"""Built-in data sets: the latent collider (digest-000 §4.1) and structure-learning data (digest-001)."""
+"""Built-in data sets (data only; models live with the experiments that use them).
+
+* :func:`collider` -- the latent collider of the DAG-DGP paper (Perlino et al. 2026, arXiv:2607.09645, App. G.3);
+* :func:`sachs` -- the Sachs et al. (2005) protein-signalling data;
+* synthetic SEMs on Erdős-Rényi and scale-free DAGs for structure learning.
+"""
 from .collider import ColliderData, collider
 
 __all__ = ["ColliderData", "collider"]

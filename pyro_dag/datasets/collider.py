@@ -1,4 +1,5 @@
-"""The latent-collider data set of the DAG-DGP paper (digest-000 §4.1, App. G.3).
+"""The latent-collider data set of the DAG-DGP paper (Perlino, Hamelijnck, Johansen & Damoulas 2026, "Deep
+Gaussian Processes on Directed Acyclic Graphs", arXiv:2607.09645, App. G.3).
 
 DAG ``x1 → w1 → w3 ← w2 ← x2``; only the child ``w3`` is observed. The roots lie on fixed asymmetric 1-D
 grids (15 and 11 points on [-1, 1], the 11-point grid shifted by a third of its step) and the cases are
@@ -6,16 +7,19 @@ their 165-point product grid. ``w1(x1)`` and ``w2(x2)`` are independent GP draws
 variance 1); the child is a GP draw on the parents' sum, ``w3 = g(w1 + w2)`` with an RBF of length-scale
 0.6 and variance 1 (the sum-input kernel); ``y = w3 + ε`` with ``ε ~ N(0, 0.015²)``.
 
-The paper does not state its train/test split (digest-000 §4.1 reads "×165" and "×119"): here 119 of
-the 165 cases, chosen at random with the seed, are observed and the other 46 are held out (their
-entries of ``data["w3"]`` are NaN). The noise-free surface is returned for both.
+The paper does not state its train/test split (its Fig. 4 quotes 165 and 119 cases): here 119 of the 165
+cases, chosen at random with the seed, are observed and the other 46 are held out (their entries of ``data["w3"]`` are NaN).
+The noise-free surface is returned for both.
+
+This module only generates data; the paper's model for it is
+:func:`pyro_dag.experiments.collider.collider_model`.
 """
 from dataclasses import dataclass
 
 import networkx as nx
 import torch
 
-__all__ = ["ColliderData", "collider", "collider_model"]
+__all__ = ["ColliderData", "collider"]
 
 NUM_X1, NUM_X2, NUM_TRAIN = 15, 11, 119
 NOISE_SD = 0.015
@@ -46,6 +50,7 @@ class ColliderData:
 
     @property
     def test_mask(self):
+        """``[165]`` bool, True for the 46 held-out cases."""
         return ~self.train_mask
 
 
@@ -60,7 +65,7 @@ def _gp_draw(x, lengthscale, gen):
 
 
 def collider(seed=0, dtype=torch.float64):
-    """Generate the latent-collider data (digest-000 §4.1).
+    """Generate the latent-collider data (arXiv:2607.09645, App. G.3).
 
     :param int seed: seed of the GP draws, the noise and the train/test split.
     :returns: :class:`ColliderData`.
@@ -95,41 +100,3 @@ def collider(seed=0, dtype=torch.float64):
         x1_grid=x1.to(dtype),
         x2_grid=x2.to(dtype),
     )
-
-
-def collider_model(dataset, num_inducing_child=49, fixed=True, seed=0):
-    """The paper's collider model (digest-000 §4.1): true kernels, SumInput child, fixed noise 0.015².
-
-    Inducing inputs: 15 per parent, evenly spread over its root's range, and ``num_inducing_child`` for the
-    child spread (scrambled Sobol) over the range of the parents' prior values, not on a regular grid
-    (a symmetric grid has few distinct sums and is degenerate under the sum-input kernel).
-
-    :param ColliderData dataset: from :func:`collider`.
-    :param bool fixed: freeze kernel hyperparameters, noise and inducing inputs (the paper's protocol).
-    :returns: a float64 :class:`~pyro_dag.DAGDGP`.
-    """
-    from .. import kernels
-    from ..dgp import DAGDGP
-    from ..gp.inducing import sobol_normal
-    from ..gp.likelihoods import Gaussian
-    from ..utils import freeze
-
-    kern = {
-        "w1": kernels.RBF(lengthscale=PARENT_LENGTHSCALE),
-        "w2": kernels.RBF(lengthscale=PARENT_LENGTHSCALE),
-        "w3": kernels.SumInput(kernels.RBF(lengthscale=CHILD_LENGTHSCALE)),
-    }
-    lo1, hi1 = float(dataset.x1_grid.min()), float(dataset.x1_grid.max())
-    lo2, hi2 = float(dataset.x2_grid.min()), float(dataset.x2_grid.max())
-    Z = {
-        "w1": torch.linspace(lo1, hi1, 15, dtype=torch.float64).unsqueeze(-1),
-        "w2": torch.linspace(lo2, hi2, 15, dtype=torch.float64).unsqueeze(-1),
-        "w3": sobol_normal(num_inducing_child, 2, 1.0, seed=seed, dtype=torch.float64),
-    }
-    model = DAGDGP(dataset.graph, kernels=kern, num_inducing={"w1": 15, "w2": 15, "w3": num_inducing_child},
-                   likelihoods={"w3": Gaussian(variance=NOISE_SD**2)}, inducing_inputs=Z,
-                   learn_inducing=not fixed, seed=seed).double()
-    if fixed:
-        freeze(model.kernels)
-        freeze(model.likelihoods)
-    return model

@@ -1,8 +1,10 @@
-"""The latent-collider experiment (digest-000 §4.1): fit, evaluate and plot.
+"""The latent-collider experiment of the DAG-DGP paper: the model, its fit, evaluation and plots.
 
-Used by ``pyro-dag fit collider``, the collider tutorial and the collider benchmark. The protocol is the
-paper's: true kernels, noise 0.015² and inducing inputs fixed; only the variational parameters are
-trained with Adam (lr 0.01), 4 ancestral samples per step, full batch, float64.
+Perlino, Hamelijnck, Johansen & Damoulas (2026), "Deep Gaussian Processes on Directed Acyclic Graphs",
+arXiv:2607.09645, App. G.3 (Table 1, Fig. 4). Used by ``pyro-dag fit collider``, the collider tutorial and the
+collider benchmarks; the data come from :func:`pyro_dag.datasets.collider`. The protocol is the paper's: true
+kernels, noise 0.015² and inducing inputs fixed; only the variational parameters are trained with Adam
+(lr 0.01), 4 ancestral samples per step, full batch, float64.
 
 Metrics (all against the noise-free child surface, on the observed "train" cases and on the held-out
 "test" cases):
@@ -16,6 +18,7 @@ Metrics (all against the noise-free child surface, on the observed "train" cases
 """
 import json
 import math
+import numbers
 import os
 import time
 
@@ -24,39 +27,85 @@ import pyro.poutine as poutine
 import torch
 from pyro.infer import SVI
 
-from ..datasets.collider import collider, collider_model
+from .. import kernels
+from ..datasets.collider import CHILD_LENGTHSCALE, NOISE_SD, PARENT_LENGTHSCALE, collider
+from ..dgp import DAGDGP
+from ..gp.inducing import sobol_normal
+from ..gp.likelihoods import Gaussian
 from ..infer import DAGELBO
 from ..infer.autoguide import AutoStructuredGuide
+from ..infer.checks import check_finite_gradients, check_finite_loss, training_step
 from ..infer.natural import GaussianNaturalGradient, SinkNaturalGradient
 from ..metrics.regression import crps_samples, nlpd_mixture
+from ..threads import DEFAULT_NUM_THREADS, limit_threads
+from ..utils import freeze
 
-__all__ = ["fit_collider", "collider_metrics", "plot_collider", "save_collider_outputs"]
+__all__ = ["collider_model", "fit_collider", "collider_metrics", "plot_collider", "save_collider_outputs"]
+
+
+def collider_model(dataset, num_inducing_child=49, fixed=True, seed=0):
+    """The paper's collider model (arXiv:2607.09645, App. G.3): true kernels, a sum-input child kernel
+    (:class:`~pyro_dag.kernels.SumInput`), Gaussian noise 0.015².
+
+    Inducing inputs: 15 per parent, evenly spread over its root's range, and ``num_inducing_child`` for the
+    child spread (scrambled Sobol) over the range of the parents' prior values, not on a regular grid
+    (a symmetric grid has few distinct sums and is degenerate under the sum-input kernel).
+
+    :param ColliderData dataset: from :func:`pyro_dag.datasets.collider`.
+    :param int num_inducing_child: ``M`` of the child ``w3``.
+    :param bool fixed: freeze kernel hyperparameters, noise and inducing inputs (the paper's protocol).
+    :param int seed: seed of the Sobol points and of the model.
+    :returns: a float64 :class:`~pyro_dag.DAGDGP` (not set up).
+    """
+    kern = {
+        "w1": kernels.RBF(lengthscale=PARENT_LENGTHSCALE),
+        "w2": kernels.RBF(lengthscale=PARENT_LENGTHSCALE),
+        "w3": kernels.SumInput(kernels.RBF(lengthscale=CHILD_LENGTHSCALE)),
+    }
+    lo1, hi1 = float(dataset.x1_grid.min()), float(dataset.x1_grid.max())
+    lo2, hi2 = float(dataset.x2_grid.min()), float(dataset.x2_grid.max())
+    Z = {
+        "w1": torch.linspace(lo1, hi1, 15, dtype=torch.float64).unsqueeze(-1),
+        "w2": torch.linspace(lo2, hi2, 15, dtype=torch.float64).unsqueeze(-1),
+        "w3": sobol_normal(num_inducing_child, 2, 1.0, seed=seed, dtype=torch.float64),
+    }
+    model = DAGDGP(dataset.graph, kernels=kern, num_inducing={"w1": 15, "w2": 15, "w3": num_inducing_child},
+                   likelihoods={"w3": Gaussian(variance=NOISE_SD**2)}, inducing_inputs=Z,
+                   learn_inducing=not fixed, seed=seed).double()
+    if fixed:
+        freeze(model.kernels)
+        freeze(model.likelihoods)
+    return model
 
 
 class _JointAdam:
     """The step of ``SVI(model, guide, pyro.optim.Adam({"lr": lr}), elbo)`` with one ``torch.optim.Adam`` over
     all parameters (multi-tensor ``foreach`` kernels) instead of Pyro's one optimiser per parameter: the same
-    update rule, about 1 ms less per collider step (12 parameter tensors; benchmarks/README.md,
-    collider-timing). The parameters are collected on the first step, as in Pyro's "custom objectives"
-    recipe, so the guide must create all of them there (``AutoStructuredGuide`` does).
+    update rule at a lower per-step overhead. The parameters are collected on the first step, as in Pyro's
+    "custom objectives" recipe, so the guide must create all of them there (``AutoStructuredGuide`` does).
+    A non-finite gradient raises :class:`~pyro_dag.infer.checks.NonFiniteLossError` before the update.
     """
 
     def __init__(self, model, guide, elbo, lr):
         self.model, self.guide, self.elbo, self.lr = model, guide, elbo, lr
         self.optim = None
+        self.named_params = []
 
     def step(self, *args, **kwargs):
         if self.optim is None:
             with poutine.trace(param_only=True) as capture:
                 loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
-            params = [site["value"].unconstrained() for site in capture.trace.nodes.values()]
-            self.optim = torch.optim.Adam([p for p in params if p.requires_grad], lr=self.lr, foreach=True)
+            params = [(name, site["value"].unconstrained()) for name, site in capture.trace.nodes.items()]
+            self.named_params = [(name, p) for name, p in params if p.requires_grad]
+            self.optim = torch.optim.Adam([p for _, p in self.named_params], lr=self.lr, foreach=True)
         else:
             loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
         loss.backward()
+        value = loss.item()
+        check_finite_gradients(self.named_params, type(self.elbo).__name__, loss=value)
         self.optim.step()
         self.optim.zero_grad(set_to_none=True)
-        return loss.item()
+        return value
 
 
 def _progress(iterable, enabled, desc):
@@ -67,36 +116,85 @@ def _progress(iterable, enabled, desc):
     return tqdm(iterable, desc=desc, mininterval=0.5)
 
 
+STRUCTURES = ("chordal", "full", "mean_field")
+BACKENDS = ("auto", "dense", "sparse")
+
+
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
                  sampler="conditional", sink_step_size=0.0, antithetic=False, natural_gradient=0.0,
-                 natural_gradient_after=1000, natural_gradient_max_kl=None):
-    """Fit the paper's collider model and evaluate it.
+                 natural_gradient_after=1000, natural_gradient_max_kl=None, num_threads=DEFAULT_NUM_THREADS):
+    """Fit the paper's collider model (:func:`collider_model`) and evaluate it (:func:`collider_metrics`).
 
-    :param int steps: Adam steps (full batch). :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
+    :param int steps: optimisation steps in all (full batch), ``>= 1``.
+    :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
     :param str backend: ``"auto"``, ``"dense"`` or ``"sparse"``. :param int seed: seed of the optimisation.
     :param str device: torch device. :param int num_particles: ancestral samples per step.
-    :param float lr: Adam learning rate. :param init_scale: guide initial scale (default: 0.01 for the
+    :param float lr: Adam learning rate (``> 0``). :param init_scale: guide initial scale (default: 0.01 for the
         observed child, 1 (the prior) for the latent parents).
     :param bool progress: show a tqdm bar with the running ELBO.
+    :param int num_eval_samples: posterior samples for the metrics and the returned prediction.
     :param int dataset_seed: seed of the generated data (the data set is the same for every method).
     :param int warm_start: for structured guides, the number of the ``steps`` spent first on a mean-field
         guide, which then initialises the structured one (means copied, latent nodes reset to the prior
         scale; :meth:`~pyro_dag.infer.autoguide.AutoStructuredGuide.warm_start`).
     :param str sampler: DAGELBO's sampler for the main (structured) phase: ``"conditional"`` or ``"joint"``.
     :param float sink_step_size: ``γ`` of a natural-gradient step on the child's block after every Adam step
-        (:class:`~pyro_dag.infer.natural.SinkNaturalGradient`, which then owns the child's mean and diagonal
+        (:class:`~pyro_dag.infer.SinkNaturalGradient`, which then owns the child's mean and diagonal
         block; Adam trains the rest); ``0`` (default): Adam only, the paper's protocol.
     :param bool antithetic: DAGELBO's antithetic pairs (``num_particles`` must be even), in both phases.
-    :param float natural_gradient: ``γ`` of :class:`~pyro_dag.infer.natural.GaussianNaturalGradient` steps on the
+    :param float natural_gradient: ``γ`` of :class:`~pyro_dag.infer.GaussianNaturalGradient` steps on the
         whole inducing posterior, which replace Adam after ``natural_gradient_after`` steps of the main phase
         (the same DAGELBO estimator); ``0`` (default): Adam only, the paper's protocol.
-    :param int natural_gradient_after: Adam steps before the natural-gradient steps take over (from the
-        initial guide the child's gradients are too large and noisy for a natural-gradient step).
+    :param int natural_gradient_after: Adam steps before the natural-gradient steps take over (``>= 0``).
     :param float natural_gradient_max_kl: trust region of the natural-gradient steps in nats
-        (:class:`~pyro_dag.infer.natural.GaussianNaturalGradient` ``max_kl``); ``None``: none.
+        (:class:`~pyro_dag.infer.GaussianNaturalGradient` ``max_kl``); ``None``: none.
+    :param num_threads: intra-op threads for the fit (:func:`pyro_dag.threads.limit_threads`; the caller's
+        settings are restored afterwards); ``None`` keeps the process's settings.
     :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction``.
+    :raises NonFiniteLossError: naming the step and the term, if a loss or a gradient is not finite.
     """
+    _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_start, sampler, sink_step_size,
+                         antithetic, natural_gradient, natural_gradient_after)
+    with limit_threads(num_threads):
+        return _fit_collider(steps, structure, backend, seed, device, num_particles, lr, init_scale, progress,
+                             num_eval_samples, dataset_seed, warm_start, sampler, sink_step_size, antithetic,
+                             natural_gradient, natural_gradient_after, natural_gradient_max_kl)
+
+
+def _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_start, sampler, sink_step_size,
+                         antithetic, natural_gradient, natural_gradient_after):
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise ValueError(f"fit_collider: steps must be a positive integer, got {steps!r}")
+    if structure not in STRUCTURES:
+        raise ValueError(f"fit_collider: structure must be one of {STRUCTURES}, got {structure!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"fit_collider: backend must be one of {BACKENDS}, got {backend!r}")
+    if sampler not in DAGELBO.SAMPLERS:
+        raise ValueError(f"fit_collider: sampler must be one of {DAGELBO.SAMPLERS}, got {sampler!r}")
+    if not (isinstance(lr, numbers.Real) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"fit_collider: lr must be a positive finite number, got {lr!r}")
+    if isinstance(num_particles, bool) or not isinstance(num_particles, numbers.Integral) or num_particles < 1:
+        raise ValueError(f"fit_collider: num_particles must be a positive integer, got {num_particles!r}")
+    if antithetic and num_particles % 2:
+        raise ValueError(f"fit_collider: antithetic pairs the samples, so num_particles must be even, got "
+                         f"{num_particles}")
+    if not isinstance(warm_start, numbers.Integral) or warm_start < 0:
+        raise ValueError(f"fit_collider: warm_start must be a non-negative integer, got {warm_start!r}")
+    if not isinstance(natural_gradient_after, numbers.Integral) or natural_gradient_after < 0:
+        raise ValueError(f"fit_collider: natural_gradient_after must be a non-negative integer, got "
+                         f"{natural_gradient_after!r}")
+    for name, value in (("natural_gradient", natural_gradient), ("sink_step_size", sink_step_size)):
+        if not (isinstance(value, numbers.Real) and 0 <= value <= 1):
+            raise ValueError(f"fit_collider: {name} must be a step size in (0, 1] (0: off), got {value!r}")
+    if natural_gradient and sink_step_size:
+        raise ValueError("fit_collider: use either natural_gradient (the whole posterior) or sink_step_size "
+                         "(the child only)")
+
+
+def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, init_scale, progress,
+                  num_eval_samples, dataset_seed, warm_start, sampler, sink_step_size, antithetic, natural_gradient,
+                  natural_gradient_after, natural_gradient_max_kl):
     device = torch.device(device)
     ds = collider(seed=dataset_seed)
     pyro.set_rng_seed(seed)
@@ -108,7 +206,7 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
     if structure == "mean_field" or warm_start <= 0:
         warm_start = 0
     if warm_start >= steps:
-        raise ValueError(f"warm_start ({warm_start}) must be smaller than steps ({steps})")
+        raise ValueError(f"fit_collider: warm_start ({warm_start}) must be smaller than steps ({steps})")
     guide = AutoStructuredGuide(model, structure=structure, backend=backend, init_scale=init_scale)
     model.setup(inputs, data)
     # The protocol holds kernels and inducing inputs fixed: factorise each K(Z, Z) once for the whole run.
@@ -128,28 +226,31 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
             mf = AutoStructuredGuide(model, structure="mean_field", init_scale=init_scale, name="MeanFieldWarmStart")
             svi, ng = trainer(mf, DAGELBO(num_particles=num_particles, antithetic=antithetic))
             for step in _progress(range(warm_start), progress, "collider mean-field warm start"):
-                losses.append(svi.step(inputs, data))
-                if ng is not None:
-                    ng.step(inputs, data)
+                with training_step("fit_collider (mean-field warm start)", step + 1):
+                    loss = svi.step(inputs, data)
+                    check_finite_loss(loss, "the loss", inputs, data)
+                    if ng is not None:
+                        ng.step(inputs, data)
+                losses.append(loss)
             guide(inputs, data)
             guide.warm_start(mf)
             warm_seconds = time.perf_counter() - start
-        if natural_gradient and sink_step_size:
-            raise ValueError("use either natural_gradient (the whole posterior) or sink_step_size (the child only)")
         main_elbo = DAGELBO(num_particles=num_particles, sampler=sampler, antithetic=antithetic)
         svi, ng = trainer(guide, main_elbo)
         gauss_ng = None
         bar = _progress(range(steps - warm_start), progress, f"collider {structure}")
         for step in bar:
-            if natural_gradient and step >= natural_gradient_after:
-                if gauss_ng is None:
-                    gauss_ng = GaussianNaturalGradient(model, guide, main_elbo, step_size=natural_gradient,
-                                                       max_kl=natural_gradient_max_kl)
-                loss = gauss_ng.step(inputs, data)
-            else:
-                loss = svi.step(inputs, data)
-            if ng is not None:
-                ng.step(inputs, data)
+            with training_step("fit_collider", warm_start + step + 1):
+                if natural_gradient and step >= natural_gradient_after:
+                    if gauss_ng is None:
+                        gauss_ng = GaussianNaturalGradient(model, guide, main_elbo, step_size=natural_gradient,
+                                                           max_kl=natural_gradient_max_kl)
+                    loss = gauss_ng.step(inputs, data)
+                else:
+                    loss = svi.step(inputs, data)
+                check_finite_loss(loss, "the loss", inputs, data)
+                if ng is not None:
+                    ng.step(inputs, data)
             losses.append(loss)
             if progress and step % 25 == 0:
                 bar.set_postfix(elbo=f"{-loss:.1f}")
@@ -163,7 +264,8 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
                     "natural_gradient_after": natural_gradient_after if natural_gradient else None,
                     "natural_gradient_max_kl": natural_gradient_max_kl if natural_gradient else None,
                     "train_seconds": seconds,
-                    "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - warm_start), "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
+                    "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - warm_start),
+                    "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
                     "device": str(device), "dtype": "float64"})
     with torch.no_grad():
         pred = model.predict(guide, inputs, num_samples=num_eval_samples)

@@ -67,12 +67,12 @@ def data_scale_note(*objs):
 def check_finite_loss(loss, where, *data):
     """Raise :class:`NonFiniteLossError` if ``loss`` (a float or a scalar tensor) is not finite.
 
-    :param str where: what computed it, e.g. ``"GaussianNaturalGradient"``; starts the message.
+    :param str where: what it is, e.g. ``"the loss"``; starts the message (``"{where} is inf. ..."``).
     :param data: the model's arguments, for :func:`data_scale_note`.
     """
     value = float(loss)
     if not math.isfinite(value):
-        raise NonFiniteLossError(f"{where}: the loss is {value}. {LIKELY_CAUSES}{data_scale_note(*data)}")
+        raise NonFiniteLossError(f"{where} is {value}. {LIKELY_CAUSES}{data_scale_note(*data)}")
 
 
 def check_finite_gradients(named_tensors, where, loss=None):
