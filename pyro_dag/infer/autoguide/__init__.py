@@ -1,4 +1,4 @@
-"""Autoguides for DAG models (digest-000 §2.2): :class:`AutoStructuredGuide` and its posterior families."""
+"""Autoguides for DAG models and any Pyro model: :class:`AutoStructuredGuide` and its posterior families."""
 from .posteriors import Block, InducingPosterior, MeanFieldPosterior
 from .structured import AutoStructuredGuide, InducingDistribution
 

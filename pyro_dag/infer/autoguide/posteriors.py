@@ -111,6 +111,20 @@ class InducingPosterior:
         """``{node: [d_w, M_w]}`` posterior means."""
         raise NotImplementedError
 
+    def mean_vector(self):
+        """The mean ``m`` ``[P]``, in block order."""
+        means = self.mean_blocks()
+        return torch.cat([means[b.node].reshape(-1) for b in self.blocks])
+
+    def marginal_variance(self):
+        """The diagonal of the covariance ``diag Σ`` ``[P]``, in block order."""
+        return torch.cat([self.covariance_block(b.node).diagonal() for b in self.blocks])
+
+    def covariance_matrix(self):
+        """The dense covariance ``Σ`` ``[P, P]``, in block order (forms ``P × P``: for small ``P``)."""
+        rows = [torch.cat([self.covariance_block(b.node, c.node) for c in self.blocks], dim=-1) for b in self.blocks]
+        return torch.cat(rows, dim=-2)
+
 
 class MeanFieldPosterior(InducingPosterior):
     """DAG-VI: independent full-covariance Gaussians per node, ``q(V) = Π_w N(m_w, L_w L_wᵀ)`` (digest-000 Eq. 77).
@@ -147,8 +161,11 @@ class MeanFieldPosterior(InducingPosterior):
     def mean_blocks(self):
         return {b.node: self.locs[b.node].reshape(b.dim, b.num_inducing) for b in self.blocks}
 
-    def covariance_block(self, node):
+    def covariance_block(self, node, other=None):
+        """``Σ_ww`` ``[P_w, P_w]`` (and zero blocks between distinct nodes)."""
         L = self.scale_trils[node]
+        if other is not None and other != node:
+            return L.new_zeros(L.shape[0], self.scale_trils[other].shape[0])
         return L @ L.T
 
     def ancestral_state(self):
@@ -231,6 +248,15 @@ class DenseGaussianPosterior(InducingPosterior):
 
     def mean_blocks(self):
         return {b.node: self.loc[b.slice].reshape(b.dim, b.num_inducing) for b in self.blocks}
+
+    def mean_vector(self):
+        return self.loc
+
+    def marginal_variance(self):
+        return self._tril_inv.pow(2).sum(-2)                         # diag(L⁻ᵀ L⁻¹): column norms of L⁻¹
+
+    def covariance_matrix(self):
+        return self.covariance
 
     def covariance_block(self, node, other=None):
         b = self.block_of[node]
@@ -387,6 +413,14 @@ class SparseChordalPosterior(InducingPosterior):
 
     def mean_blocks(self):
         return {b.node: self.loc[b.slice].reshape(b.dim, b.num_inducing) for b in self.blocks}
+
+    def mean_vector(self):
+        return self.loc
+
+    def covariance_matrix(self):
+        eye = torch.eye(self.size, dtype=self.loc.dtype, device=self.loc.device)
+        x = self._from_blocks(self.factor.solve_upper(self._to_blocks(eye)))  # rows of (L⁻ᵀ)ᵀ = L⁻¹
+        return x.T @ x
 
     def covariance_block(self, node, other=None):
         other = other or node

@@ -1,73 +1,164 @@
-"""AutoStructuredGuide: a Gaussian guide over all whitened inducing outputs of a DAGDGP (digest-000 §2.2).
+"""AutoStructuredGuide: a Gaussian autoguide with a sparse (chordal) precision.
 
-The family is chosen by ``structure``:
+The guide is a Gaussian ``N(m, Λ⁻¹)`` over the model's continuous latent sites, mapped to unconstrained space,
+with ``Λ = L Lᵀ`` and ``L`` block-lower-triangular on a chordal pattern in a perfect elimination order, so the
+factor has no fill-in (Vandenberghe & Andersen 2015, "Chordal graphs and semidefinite optimization", §4). The
+pattern is chosen by ``structure``:
 
-* ``"mean_field"`` -- DAG-VI: one independent full-covariance Gaussian per node (digest-000 Eq. 77);
-* ``"chordal"`` and ``"full"`` -- DAG-SVI (see :mod:`pyro_dag.infer.autoguide.families`).
+* ``"mean_field"`` -- independent full-covariance Gaussians per block (DAG-VI);
+* ``"chordal"`` -- couplings on the chordal completion of the model's structure (DAG-SVI);
+* ``"full"`` -- a dense precision.
 
-The guide reads the DAG from the model's trace: every inducing site ``"{w}.u"`` of a
-:class:`~pyro_dag.DAGDGP` carries ``infer["dag"]`` metadata (node, graph, observed nodes). Other
-continuous latent sites of the model (e.g. kernel hyperparameters given priors with ``PyroSample``) are
-guided by an :class:`~pyro.infer.autoguide.AutoNormal` over them.
+What a block is depends on the model:
 
-On a model with no DAGDGP in it, the guide works on any continuous latent sites: the structure is the
-posterior dependency graph from ``pyro.infer.inspect.get_dependencies`` completed to a chordal graph, with
-one block per latent site (in unconstrained space), and the same dense / sparse machinery (use it with
-``Trace_ELBO``).
+* **DAGDGP models.** Every inducing site ``"{w}.u"`` of a :class:`~pyro_dag.DAGDGP` carries ``infer["dag"]``
+  metadata (node, graph, observed nodes); each node's whitened inducing outputs are one block and the pattern is
+  the chordal completion of the moralised ancestral graph of the observed nodes. Under
+  :class:`~pyro_dag.infer.DAGELBO` the guide publishes ``q(U)`` instead of sampling it (analytic KL and marginal
+  ancestral sampling); under ``Trace_ELBO``, ``Predictive`` and friends it samples the ``"{w}.u"`` sites jointly.
+  Other continuous latent sites (e.g. kernel hyperparameters with ``PyroSample`` priors) are guided by an
+  :class:`~pyro.infer.autoguide.AutoNormal`.
+* **Any other Pyro model.** Each continuous latent site (with its plates) is one block, and the pattern is the
+  chordal completion of the posterior dependency graph of ``pyro.infer.inspect.get_dependencies`` (which marries
+  co-parents). The guide then behaves like :class:`~pyro.infer.autoguide.AutoMultivariateNormal`: a joint
+  auxiliary site ``"_{name}_latent"`` and one ``Delta`` site per latent site, in the model's order, broadcast
+  under outer plates (vectorised particles, ``Predictive(parallel=True)``).
 """
+import math
 from contextlib import ExitStack
 
 import pyro
 import pyro.distributions as dist
 import torch
-from pyro.distributions.util import sum_rightmost
 from pyro import poutine
 from pyro.distributions.torch_distribution import TorchDistribution
+from pyro.distributions.util import sum_rightmost
 from pyro.infer.autoguide import AutoGuide, AutoNormal
+from pyro.infer.autoguide.initialization import InitMessenger, init_to_feasible, init_to_median
+from pyro.infer.autoguide.utils import helpful_support_errors
+from pyro.ops.tensor_utils import periodic_repeat
 from torch.distributions import biject_to, constraints
 
 from ... import graph as dag_graph
-
 from ..context import current_estimator, suspended
-from .families import _assign, make_family
+from .families import StructuredFamily, _assign, make_family
 from .posteriors import Block
 
 __all__ = ["AutoStructuredGuide", "InducingDistribution"]
 
 
 class InducingDistribution(TorchDistribution):
-    """A Pyro distribution wrapping an inducing posterior: event shape ``[P]``, reparameterised."""
+    """A Pyro distribution over the concatenated latent vector of an
+    :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`: event shape ``[P]``, reparameterised.
+
+    :param posterior: the Gaussian, whose coordinates are in its block order.
+    :param torch.Tensor index: optional ``[P]`` permutation: coordinate ``i`` of this distribution is coordinate
+        ``index[i]`` of ``posterior`` (the guide uses it to present the latent vector in the model's site order).
+    """
 
     arg_constraints = {}
     support = constraints.real_vector
     has_rsample = True
 
-    def __init__(self, posterior, validate_args=False):
+    def __init__(self, posterior, index=None, validate_args=False):
         self.posterior = posterior
+        self.index = index
+        self._inverse = None if index is None else torch.argsort(index)
         super().__init__(torch.Size(), torch.Size([posterior.size]), validate_args=validate_args)
 
+    def _reorder(self, x):
+        return x if self.index is None else x[..., self.index]
+
     def rsample(self, sample_shape=torch.Size()):
-        return self.posterior.rsample(sample_shape)
+        return self._reorder(self.posterior.rsample(sample_shape))
 
     def log_prob(self, value):
+        if self._inverse is not None:
+            value = value[..., self._inverse]
         return self.posterior.log_prob(value)
+
+    @property
+    def mean(self):
+        """``[P]``."""
+        return self._reorder(self.posterior.mean_vector())
+
+    @property
+    def variance(self):
+        """The marginal variances ``[P]``."""
+        return self._reorder(self.posterior.marginal_variance())
+
+    @property
+    def covariance_matrix(self):
+        """The dense covariance ``[P, P]`` (forms ``P × P``)."""
+        cov = self.posterior.covariance_matrix()
+        return cov if self.index is None else cov[self.index][:, self.index]
+
+
+class _SiteLayout:
+    """Where one guided latent site lives in the guide's latent vector.
+
+    :ivar str name: the model's site name. :ivar str node: its block in the family.
+    :ivar torch.Size shape: unconstrained shape, at full plate sizes. :ivar int event_dim: unconstrained event dim.
+    :ivar int offset: first coordinate in the model-order latent vector. :ivar tuple subsampled: ``(plate name,
+        dim of the plate in the unconstrained value)`` for the plates that are subsampled.
+    """
+
+    __slots__ = ("name", "node", "shape", "event_dim", "offset", "subsampled", "support", "fn_event_dim",
+                 "cond_indep_stack")
+
+    def __init__(self, name, node, shape, event_dim, offset, subsampled, site):
+        self.name, self.node, self.shape, self.event_dim = name, node, torch.Size(shape), int(event_dim)
+        self.offset, self.subsampled = int(offset), tuple(subsampled)
+        self.support = site["fn"].support
+        self.fn_event_dim = site["fn"].event_dim
+        self.cond_indep_stack = site["cond_indep_stack"]
+
+    @property
+    def size(self):
+        return self.shape.numel()
+
+
+class _DefaultInit:
+    """The default ``init_loc_fn``: :func:`~pyro.infer.autoguide.initialization.init_to_feasible` while the guide
+    traces its prototype; switched to :func:`~pyro.infer.autoguide.initialization.init_to_median` (and the
+    prototype traced again) once the model turns out to have no DAGDGP in it."""
+
+    def __init__(self):
+        self.fn = init_to_feasible
+
+    def __call__(self, site=None):
+        return self.fn(site)
 
 
 class AutoStructuredGuide(AutoGuide):
-    """Gaussian guide over the whitened inducing outputs of a :class:`~pyro_dag.DAGDGP`.
+    """Gaussian autoguide with a chordal precision, for :class:`~pyro_dag.DAGDGP` models and any Pyro model.
 
-    Works with :class:`~pyro_dag.infer.DAGELBO` (the paper's estimator: analytic KL and marginal
-    ancestral sampling) and with Pyro's ``Trace_ELBO`` and ``Predictive`` (it then samples the
-    ``"{w}.u"`` sites jointly through an auxiliary site).
+    ``q(z) = N(m, Λ⁻¹)`` over the unconstrained latent vector, ``Λ = L Lᵀ`` with ``L`` lower-triangular on the
+    chordal pattern of the model's structure in a perfect elimination order (no fill-in). For a
+    :class:`~pyro_dag.DAGDGP` the latent vector is the whitened inducing outputs of every GP node and the guide is
+    the DAG-SVI posterior of Perlino, Hamelijnck, Johansen & Damoulas (2026), "Deep Gaussian Processes on
+    Directed Acyclic Graphs", arXiv:2607.09645, §2.2 (``structure="mean_field"`` is its DAG-VI); use it with :class:`~pyro_dag.infer.DAGELBO` (analytic KL, marginal ancestral sampling) or with
+    Pyro's ELBOs. On any other model it is a drop-in for
+    :class:`~pyro.infer.autoguide.AutoMultivariateNormal` whose precision is sparse where the model's posterior
+    dependency graph is.
 
-    :param callable model: a :class:`~pyro_dag.DAGDGP` (or a model that calls exactly one).
-    :param str structure: ``"mean_field"`` (DAG-VI), ``"chordal"`` or ``"full"`` (DAG-SVI).
-    :param str backend: ``"dense"``, ``"sparse"`` or ``"auto"`` (structured families only).
-    :param init_scale: initial posterior standard deviation of the whitened inducing outputs: a number, or
-        ``{node: number}`` (nodes not named get 1.0, the prior's).
-    :param callable create_plates: as in Pyro's autoguides.
-    :param str name: prefix of the guide's parameters in Pyro's parameter store (default the class name;
-        give distinct names to guides that coexist in one parameter store).
+    :param callable model: a Pyro model: a :class:`~pyro_dag.DAGDGP` (or a model that calls exactly one), or any
+        model with continuous latent sites.
+    :param str structure: ``"mean_field"``, ``"chordal"`` (default) or ``"full"``.
+    :param str backend: ``"dense"`` (materialise ``L``), ``"sparse"`` (clique by clique) or ``"auto"`` (sparse
+        above 1000 latent dimensions).
+    :param callable init_loc_fn: per-site initialisation of the mean (see :ref:`autoguide-initialization`). For a
+        DAGDGP it sets the means of the whitened inducing outputs and of the other latent sites. Default: for a
+        DAGDGP :func:`~pyro.infer.autoguide.initialization.init_to_feasible` (the inducing outputs start at the
+        prior's mean 0, other sites as in ``AutoNormal``); for any other model
+        :func:`~pyro.infer.autoguide.initialization.init_to_median`, as in ``AutoMultivariateNormal``.
+    :param init_scale: initial posterior standard deviation (unconstrained) of each coordinate: a positive number,
+        or a dict ``{node or site name: number}`` (names not given get 1.0). The default 1.0 is the prior's scale
+        of the whitened inducing outputs of a DAGDGP; Pyro's ``AutoMultivariateNormal`` uses 0.1.
+    :param callable create_plates: as in Pyro's autoguides; a subsampled plate's local sites get parameters at
+        the plate's full size, and each call uses the rows of the current subsample.
+    :param str name: prefix of the guide's parameters in Pyro's parameter store (default the class name; give
+        distinct names to guides that coexist in one parameter store).
 
     Example::
 
@@ -75,20 +166,32 @@ class AutoStructuredGuide(AutoGuide):
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
     """
 
-    def __init__(self, model, structure="chordal", backend="auto", init_scale=1.0, create_plates=None, name=None):
+    def __init__(self, model, *, structure="chordal", backend="auto", init_loc_fn=None, init_scale=1.0,
+                 create_plates=None, name=None):
         scales = init_scale.values() if isinstance(init_scale, dict) else [init_scale]
-        if not all(isinstance(v, (int, float)) and v > 0 for v in scales):
-            raise ValueError(f"init_scale must be a positive number or a dict {{node: number}}, got {init_scale!r}")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in scales):
+            raise ValueError(f"init_scale must be a positive number or a dict {{name: number}}, got {init_scale!r}")
+        if init_loc_fn is not None and not callable(init_loc_fn):
+            raise ValueError(f"init_loc_fn must be a callable site -> value (e.g. init_to_median), got "
+                             f"{init_loc_fn!r}")
+        if init_loc_fn is None:
+            init_loc_fn = _DefaultInit()
+        make_family(structure, backend, None, None, check_only=True)
         self.structure = structure
         self.backend = backend
+        self.init_loc_fn = init_loc_fn
         self.init_scale = init_scale
-        make_family(structure, backend, None, None, check_only=True)
-        super().__init__(model, create_plates=create_plates)
+        super().__init__(InitMessenger(init_loc_fn)(model), create_plates=create_plates)
         if name is not None:  # parameter-store prefix; two guides with one name would share parameters
             self._pyro_name = name
         self.family = None
         self.other_guide = None
+        self._others_first = False
+        self._model_key = None
+        self._sites = []
+        self._index = None
 
+    # ------------------------------------------------------------------------------------------------ set-up
     def _setup_prototype(self, *args, **kwargs):
         with suspended():
             super()._setup_prototype(*args, **kwargs)
@@ -100,9 +203,16 @@ class AutoStructuredGuide(AutoGuide):
                 dag_sites.append((name, site))
             else:
                 others.append(name)
-        if not dag_sites:
-            self._setup_generic(*args, **kwargs)
+        if dag_sites:
+            self._setup_dag(dag_sites, others, *args, **kwargs)
             return
+        if isinstance(self.init_loc_fn, _DefaultInit) and self.init_loc_fn.fn is not init_to_median:
+            self.init_loc_fn.fn = init_to_median  # a generic model: AutoMultivariateNormal's default
+            with suspended():
+                super()._setup_prototype(*args, **kwargs)
+        self._setup_generic(*args, **kwargs)
+
+    def _setup_dag(self, dag_sites, others, *args, **kwargs):
         keys = {site["infer"]["dag"]["model_key"] for _, site in dag_sites}
         if len(keys) > 1:
             raise ValueError("AutoStructuredGuide supports one DAGDGP per model; found several. Use one guide per "
@@ -112,20 +222,28 @@ class AutoStructuredGuide(AutoGuide):
         self._graph = meta0["graph"]
         self._observed = list(meta0["observed"])
         ref = dag_sites[0][1]["value"]
-        blocks, offset = [], 0
+        blocks, offset, self._sites = [], 0, []
         for name, site in dag_sites:
             meta = site["infer"]["dag"]
             d, m = meta["shape"]
             blocks.append(Block(meta["node"], d, m, offset))
+            self._sites.append(_SiteLayout(name, meta["node"], (d, m), 2, offset, (), site))
             offset += d * m
         self._site_names = {b.node: name for b, (name, _) in zip(blocks, dag_sites)}
+        init_scale = self.init_scale
         self.family = make_family(self.structure, self.backend, blocks, self._graph, observed=self._observed,
-                                  init_scale=self.init_scale, dtype=ref.dtype, device=ref.device)
+                                  init_scale=init_scale, dtype=ref.dtype, device=ref.device)
+        self._init_means({name: site["value"].detach() for name, site in dag_sites})
+        self._index = None
         if others:
             hidden = [name for name, _ in dag_sites]
-            self.other_guide = AutoNormal(poutine.block(self.model, hide=hidden), init_scale=0.1)
+            init = init_to_feasible if isinstance(self.init_loc_fn, _DefaultInit) else self.init_loc_fn
+            self.other_guide = AutoNormal(poutine.block(self.model, hide=hidden), init_loc_fn=init, init_scale=0.1)
             with suspended():
                 self.other_guide._setup_prototype(*args, **kwargs)
+            names = list(self.prototype_trace.nodes)
+            self._others_first = names.index(others[0]) < names.index(dag_sites[0][0])
+        self._finish_layout()
 
     def _setup_generic(self, *args, **kwargs):
         """Any Pyro model with continuous latent sites: the structure comes from the model's posterior
@@ -134,69 +252,74 @@ class AutoStructuredGuide(AutoGuide):
         import networkx as nx
         from pyro.infer.inspect import get_dependencies
 
-        self._generic = True
-        latent = []
-        for name, site in self.prototype_trace.iter_stochastic_nodes():
-            if site["fn"].support.is_discrete:
-                raise ValueError(f"AutoStructuredGuide: site {name!r} is discrete; it supports continuous latent "
-                                 "sites only (enumerate or marginalise discrete sites)")
+        trace = self.prototype_trace
+        latent, init = [], {}
+        self._sites, offset = [], 0
+        for name, site in trace.iter_stochastic_nodes():
+            with helpful_support_errors(site):
+                u = biject_to(site["fn"].support).inv(site["value"].detach()).detach()
+            event_dim = site["fn"].event_dim + u.dim() - site["value"].dim()
+            subsampled = []
+            for frame in site["cond_indep_stack"]:
+                if not frame.vectorized:
+                    raise NotImplementedError("AutoStructuredGuide does not support sequential pyro.plate "
+                                              f"(site {name!r}, plate {frame.name!r})")
+                full_size = frame.full_size or frame.size
+                if full_size != frame.size:  # parameters at the full size, as AutoNormal's
+                    dim = frame.dim - event_dim
+                    u = periodic_repeat(u, full_size, dim).contiguous()
+                    subsampled.append((frame.name, dim))
+            node = f"site{len(latent)}"
+            self._sites.append(_SiteLayout(name, node, u.shape, event_dim, offset, subsampled, site))
+            offset += u.numel()
             latent.append(name)
+            init[name] = u
+        self._site_names = {s.node: s.name for s in self._sites}
+        if not latent:  # nothing to guide: an empty guide, like AutoNormal's
+            self._index = None
+            return
         with suspended(), poutine.block():  # keep the model's sites out of any enclosing trace
             deps = get_dependencies(self.model, args, kwargs)["posterior_dependencies"]
-        ids = {name: f"site{i}" for i, name in enumerate(latent)}
+        ids = {s.name: s.node for s in self._sites}
         graph = nx.Graph()
-        graph.add_nodes_from(ids[n] for n in latent)
+        graph.add_nodes_from(ids.values())
         for a in latent:
             for b in deps.get(a, {}):
                 if b in ids and b != a:
                     graph.add_edge(ids[a], ids[b])
-        blocks, offset, self._unconstrained_shapes = [], 0, {}
-        for name in latent:
-            site = self.prototype_trace.nodes[name]
-            u = biject_to(site["fn"].support).inv(site["value"].detach())
-            self._unconstrained_shapes[name] = u.shape
-            blocks.append(Block(ids[name], 1, u.numel(), offset))
-            offset += u.numel()
-        self._site_names = {ids[n]: n for n in latent}
-        ref = self.prototype_trace.nodes[latent[0]]["value"]
+        blocks = [Block(s.node, 1, s.size, s.offset) for s in self._sites]
+        ref = trace.nodes[latent[0]]["value"]
+        init_scale = self.init_scale
+        if isinstance(init_scale, dict):
+            unknown = set(init_scale) - set(ids)
+            if unknown:
+                raise ValueError(f"init_scale names sites the model does not have: {sorted(unknown)}; latent sites "
+                                 f"are {latent}")
+            init_scale = {ids[k]: v for k, v in init_scale.items()}
+            init_scale = {s.node: init_scale.get(s.node, 1.0) for s in self._sites}
         if self.structure == "mean_field":
-            self.family = make_family("mean_field", self.backend, blocks, None, init_scale=self.init_scale,
+            self.family = make_family("mean_field", self.backend, blocks, None, init_scale=init_scale,
                                       dtype=ref.dtype, device=ref.device)
         else:
-            from .families import StructuredFamily
-
             pattern = nx.complete_graph([b.node for b in blocks]) if self.structure == "full" else \
                 dag_graph.chordal_completion(graph)
             order = dag_graph.perfect_elimination_order(pattern)
-            self.family = StructuredFamily(blocks, pattern, order, self.backend, self.init_scale, ref.dtype,
-                                           ref.device)
-        # Start at the prototype's (feasible) values, like Pyro's autoguides.
-        with torch.no_grad():
-            for b in self.family.blocks:
-                name = self._site_names[b.node]
-                site = self.prototype_trace.nodes[name]
-                u = biject_to(site["fn"].support).inv(site["value"].detach()).reshape(-1)
-                _assign(self.family.locs, b.node, u)
+            self.family = StructuredFamily(blocks, pattern, order, self.backend, init_scale, ref.dtype, ref.device)
+        self._init_means(init)
+        self._finish_layout()
 
-    def _forward_generic(self, posterior):
-        latent = pyro.sample(f"_{self._pyro_name}_latent", InducingDistribution(posterior),
-                             infer={"is_auxiliary": True})
-        result = {}
-        for b in posterior.blocks:
-            name = self._site_names[b.node]
-            site = self.prototype_trace.nodes[name]
-            u = latent[..., b.slice].reshape(latent.shape[:-1] + self._unconstrained_shapes[name])
-            transform = biject_to(site["fn"].support)
-            value = transform(u)
-            log_density = transform.inv.log_abs_det_jacobian(value, u)
-            log_density = sum_rightmost(log_density, log_density.dim() - value.dim() + site["fn"].event_dim)
-            with ExitStack() as stack:
-                for frame in site["cond_indep_stack"]:
-                    if frame.vectorized:
-                        stack.enter_context(self.plates[frame.name])
-                result[name] = pyro.sample(name, dist.Delta(value, log_density=log_density,
-                                                            event_dim=site["fn"].event_dim))
-        return result
+    def _init_means(self, init):
+        """Set the family's means from ``{site name: unconstrained value}`` (the prototype's, i.e. ``init_loc_fn``'s)."""
+        with torch.no_grad():
+            for s in self._sites:
+                _assign(self.family.locs, s.node, init[s.name].reshape(-1))
+
+    def _finish_layout(self):
+        # latent coordinate i (model order) is coordinate index[i] of the family (its elimination order)
+        offsets = {b.node: b.offset for b in self.family.blocks}
+        index = torch.cat([torch.arange(s.size) + offsets[s.node] for s in self._sites])
+        ref = next(iter(self.family.parameters()))
+        self._index = None if torch.equal(index, torch.arange(len(index))) else index.to(ref.device)
 
     def _check_prototype(self, part_trace):
         # Called by the inner AutoNormal (as by AutoGuideList): it must not guide inducing sites.
@@ -204,52 +327,162 @@ class AutoStructuredGuide(AutoGuide):
             if site["infer"].get("dag", {}).get("role") == "inducing":
                 raise RuntimeError(f"inducing site {name!r} is guided twice")
 
+    # ------------------------------------------------------------------------------------------------- state
     @property
     def blocks(self):
-        """The block layout (:class:`~pyro_dag.infer.autoguide.posteriors.Block` per GP node)."""
+        """The block layout (:class:`~pyro_dag.infer.autoguide.posteriors.Block` per node or site), in the
+        family's (elimination) order."""
+        self._require_setup()
         return self.family.blocks
 
-    def inducing_posterior(self):
-        """The current ``q(U)`` as an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`."""
-        if self.family is None:
+    @property
+    def latent_dim(self):
+        """``P``, the length of the unconstrained latent vector (of the jointly guided sites)."""
+        return sum(s.size for s in self._sites)
+
+    def _require_setup(self):
+        if self.prototype_trace is None:
             raise RuntimeError("the guide has not been run yet: call it once (or run an SVI step) to set it up")
+        if self.family is None:
+            raise RuntimeError("AutoStructuredGuide found no continuous latent sites in the model: it is an empty "
+                               "guide (it returns {})")
+
+    def inducing_posterior(self):
+        """The current Gaussian as an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior` (in the
+        family's block order; for a DAGDGP, ``q(U)``)."""
+        self._require_setup()
         return self.family.posterior()
 
-    def forward(self, *args, **kwargs):
-        """Sample the inducing sites (or, under DAGELBO, publish ``q(U)``) and any other latent sites."""
+    def get_posterior(self, *args, **kwargs):
+        """The posterior over the unconstrained latent vector, in the model's site order (the value of the
+        auxiliary site ``"_{name}_latent"``), as an :class:`InducingDistribution` with ``mean``, ``variance``,
+        ``covariance_matrix``, ``rsample`` and ``log_prob``. For a DAGDGP it covers the inducing sites only."""
         if self.prototype_trace is None:
             self._setup_prototype(*args, **kwargs)
-        self._create_plates(*args, **kwargs)  # shared with the inner AutoNormal, as in AutoGuideList
-        posterior = self.family.posterior()
-        if getattr(self, "_generic", False):
-            return self._forward_generic(posterior)
-        estimator = current_estimator()
+        self._require_setup()
+        return InducingDistribution(self.family.posterior(), self._index)
+
+    def _loc_scale(self, *args, **kwargs):
+        """``(loc [P], scale [P])``: the mean and marginal standard deviations of the unconstrained latent
+        vector in the model's site order (as Pyro's ``AutoContinuous``)."""
+        posterior = self.get_posterior(*args, **kwargs)
+        return posterior.mean, posterior.variance.sqrt()
+
+    # ---------------------------------------------------------------------------------------------- sampling
+    def _unpack_latent(self, latent):
+        """Yield ``(layout, unconstrained value)`` per site from a ``[..., P]`` latent in model order; the batch
+        dims of ``latent`` (outer plates: vectorised particles, ``Predictive(parallel=True)``) are broadcast
+        against the site's own plate dims, as in Pyro's ``AutoContinuous``."""
+        batch_shape = latent.shape[:-1]
+        for s in self._sites:
+            shape = torch.broadcast_shapes(s.shape, batch_shape + (1,) * s.event_dim)
+            yield s, latent[..., s.offset:s.offset + s.size].reshape(shape)
+
+    def sample_latent(self, *args, **kwargs):
+        """Sample the auxiliary latent vector ``[..., P]`` (model order) from :meth:`get_posterior`."""
+        return pyro.sample(f"_{self._pyro_name}_latent", InducingDistribution(self.family.posterior(), self._index),
+                           infer={"is_auxiliary": True})
+
+    def _emit(self, latent, plates):
         result = {}
-        if estimator is not None:
-            estimator.publish(self._model_key, posterior)
-        else:
-            latent = pyro.sample(f"_{self._pyro_name}_latent", InducingDistribution(posterior),
-                                 infer={"is_auxiliary": True})
-            for node, value in posterior.split(latent).items():
-                result[self._site_names[node]] = pyro.sample(self._site_names[node], dist.Delta(value, event_dim=2))
-        if self.other_guide is not None:
+        for s, u in self._unpack_latent(latent):
+            with ExitStack() as stack:
+                indices = {}
+                for frame in s.cond_indep_stack:
+                    indices[frame.name] = stack.enter_context(plates[frame.name])
+                for plate_name, dim in s.subsampled:
+                    u = u.index_select(dim, indices[plate_name].to(u.device))
+                transform = biject_to(s.support)
+                value = transform(u)
+                if poutine.get_mask() is False:
+                    log_density = 0.0
+                else:
+                    log_density = transform.inv.log_abs_det_jacobian(value, u)
+                    log_density = sum_rightmost(log_density, log_density.dim() - value.dim() + s.fn_event_dim)
+                result[s.name] = pyro.sample(s.name, dist.Delta(value, log_density=log_density,
+                                                                event_dim=s.fn_event_dim))
+        return result
+
+    def forward(self, *args, **kwargs):
+        """Sample every guided latent site (under :class:`~pyro_dag.infer.DAGELBO`, publish ``q(U)`` instead of
+        sampling the inducing sites), in the model's order.
+
+        :returns: ``{site name: value}``.
+        """
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        plates = self._create_plates(*args, **kwargs)  # shared with the inner AutoNormal, as in AutoGuideList
+        result = {}
+        if self.family is None:
+            return result
+        others_first = self.other_guide is not None and self._others_first
+        if others_first:
             result.update(self.other_guide(*args, **kwargs))
+        estimator = current_estimator() if self._model_key is not None else None
+        if estimator is not None:
+            estimator.publish(self._model_key, self.family.posterior())
+        else:
+            result.update(self._emit(self.sample_latent(*args, **kwargs), plates))
+        if self.other_guide is not None and not others_first:
+            result.update(self.other_guide(*args, **kwargs))
+        return result
+
+    # ---------------------------------------------------------------------------------------------- summaries
+    @torch.no_grad()
+    def median(self, *args, **kwargs):
+        """The posterior median of each latent site, constrained and site-shaped (the Gaussian's mean mapped
+        through each site's bijection, as ``AutoMultivariateNormal.median``); subsampled sites at full size.
+
+        :returns: ``{site name: tensor}``.
+        """
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        out = {}
+        if self.family is not None:
+            loc = self.get_posterior().mean.detach()
+            out = {s.name: biject_to(s.support)(u).clone() for s, u in self._unpack_latent(loc)}
+        if self.other_guide is not None:
+            out.update(self.other_guide.median(*args, **kwargs))
+        return out
+
+    @torch.no_grad()
+    def quantiles(self, quantiles, *args, **kwargs):
+        """Marginal posterior quantiles of each latent site, constrained and site-shaped, as
+        ``AutoMultivariateNormal.quantiles``: ``{site name: [len(quantiles), *site shape]}``.
+
+        :param quantiles: a list or tensor of levels in (0, 1).
+        """
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        result = {}
+        if self.family is not None:
+            loc, scale = self._loc_scale()
+            q = torch.as_tensor(quantiles, dtype=loc.dtype, device=loc.device).unsqueeze(-1)
+            latents = dist.Normal(loc, scale).icdf(q)
+            for latent in latents:
+                for s, u in self._unpack_latent(latent):
+                    result.setdefault(s.name, []).append(biject_to(s.support)(u))
+            result = {k: torch.stack(v) for k, v in result.items()}
+        if self.other_guide is not None:
+            result.update(self.other_guide.quantiles(quantiles, *args, **kwargs))
         return result
 
     @torch.no_grad()
     def warm_start(self, source, reset_latent_scale=1.0):
-        """Initialise this guide from a trained guide (the paper's recipe: mean field first, digest-000 §2.13).
+        """Initialise this guide from a trained guide of the same DAGDGP (mean field first, then structured).
 
         Means are copied for every node. Observed nodes keep the source's covariance (as the diagonal block of
         the precision, ``Λ_ww = S_w⁻¹``, with no coupling between blocks). Latent (never observed) nodes get
         their scale reset to ``reset_latent_scale`` (the prior's by default): a mean-field fit collapses the
         posterior variance of co-parents, and copying it would trap the structured guide in that collapsed
-        solution (issue 3, pitfall 3). Pass ``reset_latent_scale=None`` to copy every covariance.
+        solution. Pass ``reset_latent_scale=None`` to copy every covariance.
 
         :param source: a set-up :class:`AutoStructuredGuide` for the same model (any structure).
         """
         if self.family is None or source.family is None:
             raise RuntimeError("run both guides once (e.g. one SVI step) before warm-starting")
+        if self._model_key is None:
+            raise RuntimeError("warm_start is for DAGDGP models (inducing sites); this guide guides a generic model")
         src = source.inducing_posterior()
         observed = set(self._observed)
         for b in self.family.blocks:
@@ -265,12 +498,3 @@ class AutoStructuredGuide(AutoGuide):
         if self.structure != "mean_field":
             self.family.zero_offdiagonal()
         return self
-
-    @torch.no_grad()
-    def median(self, *args, **kwargs):
-        """Posterior means of the inducing sites (the Gaussian's median)."""
-        means = self.inducing_posterior().mean_blocks()
-        out = {self._site_names[w]: v for w, v in means.items()}
-        if self.other_guide is not None:
-            out.update(self.other_guide.median(*args, **kwargs))
-        return out
