@@ -1,14 +1,20 @@
-"""DAGDGP: a deep Gaussian process on a directed acyclic graph, as a Pyro model (digest-000 §1-2).
+"""DAGDGP: a deep Gaussian process on a directed acyclic graph, as a Pyro model.
 
 Every non-root node ``w`` carries an independent sparse GP ``f_w`` over the concatenated values of its
 parents, with a node-wise fusion kernel (:mod:`pyro_dag.kernels`). Roots hold design matrices. Any
 non-root node may carry noisy, partially observed data with its own likelihood.
+
+Reference: F. L. Perlino, O. Hamelijnck, A. M. Johansen, T. Damoulas (2026), "Deep Gaussian Processes on
+Directed Acyclic Graphs", arXiv:2607.09645: the model is Sec. 2, Eqs. (2)-(4); the sparse variational
+family Eq. (5) and the whitened conditional Eq. (80) (App. E.3).
 """
 import contextlib
+import operator
 import uuid
 from collections import namedtuple
 
 import networkx as nx
+import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
@@ -16,7 +22,7 @@ from pyro.nn import PyroModule, PyroParam
 from torch import nn
 
 from . import graph as dag
-from .gp.conditional import cholesky_with_jitter, whitened_conditional
+from .gp.conditional import NonFiniteGramError, cholesky_with_jitter, whitened_conditional
 from .gp.inducing import init_inducing_inputs
 from .gp.likelihoods import Gaussian, get_likelihood
 from .infer.context import current_estimator, standard_normal, suspended
@@ -40,6 +46,35 @@ NodePrediction.__doc__ = """Posterior prediction for one node (see :meth:`DAGDGP
 * ``y_mean``, ``y_variance`` ``[n, d]``: moments of a new observation (likelihood noise added), or
   ``None`` for nodes without a likelihood that has closed-form moments.
 """
+
+
+def _is_pandas(x):
+    return type(x).__module__.split(".")[0] == "pandas"
+
+
+def _pandas_to_numpy(x, label):
+    """``[n, d]`` float64 array from a pandas DataFrame / Series (NaN for missing values).
+
+    :raises DAGInputError: naming ``label`` and the column, for a column that is not numeric or boolean.
+    """
+    import pandas as pd
+
+    frame = x.to_frame() if isinstance(x, pd.Series) else x
+    for i, col in enumerate(frame.columns):
+        column = frame.iloc[:, i]
+        if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
+            raise DAGInputError(f"{label} column {col!r} has dtype {column.dtype}, which is not numeric; DAGDGP "
+                                "takes numbers only: encode the column (e.g. pandas.get_dummies(...) or "
+                                ".cat.codes) or drop it")
+    return frame.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+
+
+def _frame_as_dict(frame, what):
+    """A whole DataFrame passed as ``inputs`` or ``data``: one ``[n, 1]`` matrix per column, named by the column."""
+    if frame.columns.duplicated().any():
+        dup = list(frame.columns[frame.columns.duplicated()])
+        raise DAGInputError(f"{what} is a DataFrame with duplicated column names {dup}; each column names a node")
+    return {col: frame[[col]] for col in frame.columns}
 
 
 def _concat_values(values):
@@ -130,8 +165,18 @@ class DAGDGP(PyroModule):
                     raise DAGInputError(f"{label} names root {key!r}; roots are inputs without a GP, so they take no "
                                         f"{label}: remove it")
         self.output_dims = {w: int(output_dims.get(w, self.graph.nodes[w].get("dim", 1))) for w in self.gp_nodes}
-        self.num_inducing = {w: int(nums.get(w, num_inducing if isinstance(num_inducing, int) else 16))
-                             for w in self.gp_nodes}
+        self.num_inducing = {}
+        for w in self.gp_nodes:
+            m = nums.get(w, 16 if isinstance(num_inducing, dict) else num_inducing)
+            try:
+                m_int = operator.index(m)
+            except TypeError:
+                m_int = None
+            if m_int is None or isinstance(m, bool) or m_int < 1:
+                what = f"num_inducing[{w!r}]" if w in nums else "num_inducing"
+                raise DAGInputError(f"{what} must be a positive integer (the number M_w of inducing inputs of "
+                                    f"node {w!r}), got {m!r}; pass e.g. num_inducing=16")
+            self.num_inducing[w] = int(m_int)
         self.kernels = PyroModule[nn.ModuleDict](
             {w: as_fusion_kernel(kernels[w]) if w in kernels else Concat(RBF(ard=True)) for w in self.gp_nodes})
         self.likelihoods = PyroModule[nn.ModuleDict](
@@ -159,13 +204,23 @@ class DAGDGP(PyroModule):
     def device(self):
         return self._anchor.device
 
-    def _as_tensor(self, x):
-        return torch.as_tensor(x, dtype=self.dtype, device=self.device)
+    def _as_tensor(self, x, label="value"):
+        """``x`` (tensor, array, nested list, pandas DataFrame / Series) as a tensor in the model's dtype and
+        device; ``label`` (e.g. ``"inputs['x']"``) names it in the error."""
+        if _is_pandas(x):
+            x = _pandas_to_numpy(x, label)
+        try:
+            return torch.as_tensor(x, dtype=self.dtype, device=self.device)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise DAGInputError(f"{label} could not be converted to a {self.dtype} tensor ({e}); pass an [n, d] "
+                                "tensor, numpy array or numeric pandas DataFrame") from None
 
     def _check_inputs(self, inputs):
+        if _is_pandas(inputs) and hasattr(inputs, "columns"):
+            inputs = _frame_as_dict(inputs, "inputs")
         if not isinstance(inputs, dict):
-            raise DAGInputError("inputs must be a dict {root: [n, d] design matrix}, got "
-                                f"{type(inputs).__name__}")
+            raise DAGInputError("inputs must be a dict {root: [n, d] design matrix} (or a DataFrame whose columns "
+                                f"are the roots), got {type(inputs).__name__}")
         for key in inputs:
             if key not in self.graph:
                 raise DAGInputError(f"inputs has node {key!r}, which is not in the graph; check the name "
@@ -177,7 +232,7 @@ class DAGDGP(PyroModule):
         for r in self.root_nodes:
             if r not in inputs:
                 raise DAGInputError(f"root {r!r} has no design matrix; pass inputs[{r!r}] as an [n, d] tensor")
-            x = self._as_tensor(inputs[r])
+            x = self._as_tensor(inputs[r], f"inputs[{r!r}]")
             if x.dim() == 1:
                 x = x.unsqueeze(-1)
             if x.dim() != 2:
@@ -204,8 +259,11 @@ class DAGDGP(PyroModule):
             if mask:
                 raise DAGInputError("a mask was given without data; pass data={node: [n, d] tensor}")
             return {}
+        if _is_pandas(data) and hasattr(data, "columns"):
+            data = _frame_as_dict(data, "data")
         if not isinstance(data, dict):
-            raise DAGInputError(f"data must be a dict {{node: [n, d] tensor}}, got {type(data).__name__}")
+            raise DAGInputError("data must be a dict {node: [n, d] tensor} (or a DataFrame whose columns are "
+                                f"nodes), got {type(data).__name__}")
         mask = dict(mask or {})
         for key in list(data) + list(mask):
             if key not in self.graph:
@@ -220,7 +278,7 @@ class DAGDGP(PyroModule):
             if w not in data:
                 continue
             d = self.output_dims[w]
-            y = self._as_tensor(data[w])
+            y = self._as_tensor(data[w], f"data[{w!r}]")
             if y.dim() == 1 and d == 1:
                 y = y.unsqueeze(-1)
             if y.dim() != 2 or y.shape[0] != n:
@@ -230,7 +288,10 @@ class DAGDGP(PyroModule):
                 raise DAGInputError(f"data[{w!r}] has {y.shape[1]} columns but node {w!r} has output dimension {d}; "
                                     f"set output_dims={{{w!r}: {y.shape[1]}}} in DAGDGP or fix the data")
             if w in mask:
-                m = torch.as_tensor(mask[w], device=self.device)
+                m = mask[w]
+                if _is_pandas(m):
+                    m = m.to_numpy()
+                m = torch.as_tensor(m, device=self.device)
                 if m.dim() == 1 and d == 1:
                     m = m.unsqueeze(-1)
                 if m.shape != y.shape or m.dtype != torch.bool:
@@ -267,6 +328,15 @@ class DAGDGP(PyroModule):
         self._setup(X, obs)
         return self
 
+    def checked_arguments(self, inputs, data=None, mask=None):
+        """The model's arguments checked and converted as in :meth:`forward` (same errors).
+
+        :returns: ``(X, n, obs)``: ``X = {root: [n, d_r]}`` tensors, ``n`` the number of cases and
+            ``obs = {node: (y [n, d_w] with missing entries zeroed, mask [n, d_w] bool)}``.
+        """
+        X, n = self._check_inputs(inputs)
+        return X, n, self._check_data(data, mask, n)
+
     def _setup(self, X, obs):
         self.input_dims = {r: X[r].shape[1] for r in self.root_nodes}
         self.observed_nodes = [w for w in self.gp_nodes if w in obs]
@@ -280,7 +350,7 @@ class DAGDGP(PyroModule):
                 D = sum(self._node_dim(p) for p in self.parents[w])
                 M = self.num_inducing[w]
                 if w in self._inducing_init:
-                    Z = self._as_tensor(self._inducing_init[w]).clone()
+                    Z = self._as_tensor(self._inducing_init[w], f"inducing_inputs[{w!r}]").clone()
                 else:
                     blocks = []
                     for p in self.parents[w]:
@@ -297,6 +367,7 @@ class DAGDGP(PyroModule):
                 if Z.shape != (M, D):
                     raise DAGInputError(f"inducing inputs of node {w!r} must have shape [M, D] = [{M}, {D}] "
                                         f"(D = sum of its parents' dims {self.parents[w]}), got {tuple(Z.shape)}")
+                self._check_inducing_finite(w, Z, given=w in self._inducing_init)
                 if w in self._learn_inducing:
                     setattr(self.inducing, w, PyroParam(Z))
                 else:
@@ -305,6 +376,20 @@ class DAGDGP(PyroModule):
 
     def _inducing_Z(self, w):
         return getattr(self.inducing, w)
+
+    def _check_inducing_finite(self, w, Z, given=False):
+        bad = ~torch.isfinite(Z).all(-1)
+        if not bool(bad.any()):
+            return
+        row = int(bad.nonzero()[0])
+        if given:
+            raise DAGInputError(f"the inducing inputs of node {w!r} are NaN or inf (inducing_inputs[{w!r}], first at "
+                                f"row {row}); they are often computed from data with missing values: drop the NaN "
+                                "rows before choosing them")
+        raise DAGInputError(f"the inducing inputs of node {w!r} are NaN or inf (first at row {row}); the likely "
+                            f"cause is NaN in the inputs or parents of {w!r} ({self.parents[w]}) they were "
+                            "initialised from, or a non-finite kernel at a latent parent: check them, or pass "
+                            f"inducing_inputs={{{w!r}: ...}}")
 
     # ------------------------------------------------------------------ the GP pieces
     def inducing_inputs(self, w):
@@ -315,7 +400,23 @@ class DAGDGP(PyroModule):
         kernel = self.kernels[w]
         Z = self._inducing_Z(w)
         # Upper-triangular whitening: see pyro_dag.gp.conditional for why.
-        return Z, cholesky_with_jitter(kernel(Z), node=w, jitter=self.jitter, upper=True)
+        try:
+            return Z, cholesky_with_jitter(kernel(Z), node=w, jitter=self.jitter, upper=True)
+        except NonFiniteGramError as e:
+            bad = ~torch.isfinite(Z.detach()).all(-1)
+            if bool(bad.any()):
+                raise NonFiniteGramError(
+                    f"the inducing inputs of node {w!r} are NaN or inf (first at row {int(bad.nonzero()[0])}), so its "
+                    f"Gram matrix K(Z, Z) is too; they were finite at set-up, so a training step made them "
+                    f"non-finite: the likely cause is NaN in the inputs or parents of {w!r} ({self.parents[w]}) or "
+                    "a learning rate too large for the scale of the data") from e
+            hyper = [n.removesuffix("_unconstrained") for n, p in kernel.named_parameters()
+                     if not bool(torch.isfinite(p.detach()).all())]
+            if hyper:
+                raise NonFiniteGramError(
+                    f"the kernel of node {w!r} has non-finite hyperparameters {hyper}, so its Gram matrix K(Z, Z) "
+                    "is NaN or inf: training diverged; lower the learning rate or rescale the data") from e
+            raise
 
     def node_conditional(self, w, parent_values, cache=None):
         """Whitened conditional of node ``w`` (digest-000 Eq. 80).
@@ -374,6 +475,7 @@ class DAGDGP(PyroModule):
         """
         X, n = self._check_inputs(inputs)
         obs = self._check_data(data, mask, n)
+        self._check_subsample(subsample_size, subsample, n)
         if not self.is_setup:
             self._setup(X, obs)
         estimator = current_estimator()
@@ -386,6 +488,29 @@ class DAGDGP(PyroModule):
         if estimator is not None:
             return self._forward_marginal(estimator, X, obs, plate, cache)
         return self._forward_generative(X, obs, plate, data is None, cache)
+
+    @staticmethod
+    def _check_subsample(subsample_size, subsample, n):
+        if subsample_size is not None:
+            try:
+                size = operator.index(subsample_size)
+            except TypeError:
+                size = None
+            if size is None or isinstance(subsample_size, bool) or not 1 <= size <= n:
+                raise DAGInputError(f"subsample_size must be an integer between 1 and the number of cases n = {n}, "
+                                    f"got {subsample_size!r}; pass subsample_size=None for full-batch training")
+        if subsample is not None:
+            idx = torch.as_tensor(subsample)
+            if idx.dim() != 1 or idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+                raise DAGInputError(f"subsample must be a 1-d tensor of case indices in [0, n = {n}), got "
+                                    f"{idx.dtype} of shape {tuple(idx.shape)}")
+            if idx.numel() == 0 or (idx.device.type == "cpu" and not bool(((idx >= 0) & (idx < n)).all())):
+                raise DAGInputError(f"subsample must hold at least one case index, each in [0, n = {n}); got "
+                                    f"{idx.numel()} indices" + ("" if idx.numel() == 0 else
+                                                               f" from {int(idx.min())} to {int(idx.max())}"))
+            if subsample_size is not None and subsample_size != idx.numel():
+                raise DAGInputError(f"subsample_size = {subsample_size} but subsample has {idx.numel()} indices; "
+                                    "pass one of them")
 
     def cholesky_cache(self):
         """``{node: (Z_w, chol K_w(Z_w, Z_w))}`` for every GP node (inside :meth:`fixed_kernels`: the factors

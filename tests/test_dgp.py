@@ -121,6 +121,100 @@ def test_bad_inducing_shape():
         model({"x": torch.randn(5, 1)})
 
 
+def test_pandas_inputs_and_data_match_tensors():
+    pd = pytest.importorskip("pandas")
+    n = 6
+    x = torch.linspace(-1, 1, n, dtype=torch.float64).unsqueeze(-1)
+    y = torch.sin(x)
+    y[2] = float("nan")
+    graph = nx.DiGraph([("x", "a")])
+    ref = DAGDGP(graph, num_inducing=3).double()
+    ref.setup({"x": x}, {"a": y})
+    frame = pd.DataFrame({"x": x[:, 0].numpy(), "a": y[:, 0].numpy()})
+    forms = [({"x": frame[["x"]]}, {"a": frame["a"]}),            # dict of DataFrame / Series
+             (frame[["x"]], frame[["a"]]),                        # DataFrames whose columns are nodes
+             ({"x": frame["x"].astype("float32")}, {"a": frame["a"].astype("Float64")})]  # other numeric dtypes
+    for i, (inputs, data) in enumerate(forms):
+        model = DAGDGP(graph, num_inducing=3).double()
+        model.setup(inputs, data)
+        X, _ = model._check_inputs(inputs)
+        assert X["x"].dtype == torch.float64 and torch.allclose(X["x"], x, atol=1e-7)
+        if i < 2:  # float64 frames give the very same model as the tensors
+            assert torch.equal(X["x"], x)
+            assert torch.equal(model.inducing_inputs("a"), ref.inducing_inputs("a"))
+        (yy, m), = model._check_data(data, None, n).values()
+        assert torch.equal(m, ~torch.isnan(y)) and torch.allclose(yy[m], y[m])
+        model(inputs, data)  # runs
+    bad = frame.assign(colour=list("rgbrgb"))
+    with pytest.raises(DAGInputError, match=r"inputs\['x'\] column 'colour' has dtype .*not numeric.*get_dummies"):
+        DAGDGP(graph)({"x": bad[["x", "colour"]]})
+    with pytest.raises(DAGInputError, match=r"data\['a'\] column 'a'"):
+        DAGDGP(graph)({"x": x}, {"a": frame["a"].astype("category")})
+    with pytest.raises(DAGInputError, match="'colour', which is not in the graph"):
+        DAGDGP(graph)(bad[["x", "colour"]])
+
+
+@pytest.mark.parametrize("size", [0, -1, 7, 2.5])
+def test_bad_subsample_size(size):
+    model = DAGDGP(nx.DiGraph([("x", "a")]), num_inducing=3)
+    with pytest.raises(DAGInputError, match=r"subsample_size must be an integer between 1 and .*n = 6, got "
+                                            + str(size)):
+        model({"x": torch.randn(6, 1)}, {"a": torch.randn(6, 1)}, subsample_size=size)
+    assert not model.is_setup  # checked before anything is set up
+
+
+def test_bad_subsample_indices():
+    model = DAGDGP(nx.DiGraph([("x", "a")]), num_inducing=3)
+    inputs, data = {"x": torch.randn(6, 1)}, {"a": torch.randn(6, 1)}
+    with pytest.raises(DAGInputError, match=r"subsample must .*\[0, n = 6\).* from 2 to 6"):
+        model(inputs, data, subsample=torch.tensor([2, 6]))
+    with pytest.raises(DAGInputError, match="1-d tensor of case indices"):
+        model(inputs, data, subsample=torch.tensor([0.5]))
+    with pytest.raises(DAGInputError, match="subsample_size = 3 but subsample has 2"):
+        model(inputs, data, subsample_size=3, subsample=torch.tensor([0, 1]))
+    model(inputs, data, subsample_size=2, subsample=torch.tensor([0, 5]))
+
+
+@pytest.mark.parametrize("num_inducing, match", [(0, "num_inducing must .*node 'a'.*got 0"),
+                                                 ({"b": -2}, r"num_inducing\['b'\] must .*node 'b'.*got -2"),
+                                                 (2.5, "num_inducing must .*got 2.5")])
+def test_bad_num_inducing_at_construction(num_inducing, match):
+    with pytest.raises(DAGInputError, match=match):
+        DAGDGP(nx.DiGraph([("x", "a"), ("a", "b")]), num_inducing=num_inducing)
+
+
+def test_nan_inducing_inputs_name_the_node_and_the_cause():
+    graph = nx.DiGraph([("x", "a"), ("a", "b")])
+    inputs, data = {"x": torch.randn(6, 1)}, {"b": torch.randn(6, 1)}
+    Z = torch.randn(3, 1)
+    Z[1] = float("nan")
+    with pytest.raises(DAGInputError, match=r"inducing inputs of node 'a' are NaN.*inducing_inputs\['a'\].*row 1"):
+        DAGDGP(graph, num_inducing=3, inducing_inputs={"a": Z})(inputs, data)
+    # inducing inputs that become NaN while training (learned ones), and NaN kernel hyperparameters
+    model = DAGDGP(graph, num_inducing=3)
+    model.setup(inputs, data)
+    with torch.no_grad():
+        model.inducing.a_unconstrained[1] = float("nan")
+    with pytest.raises(NotPositiveDefiniteError, match="inducing inputs of node 'a' are NaN.*inputs or parents"):
+        model(inputs, data)
+    pyro.clear_param_store()
+    model = DAGDGP(graph, num_inducing=3)
+    model.setup(inputs, data)
+    with torch.no_grad():
+        model.kernels["b"].base.lengthscale_unconstrained.fill_(float("nan"))
+    with pytest.raises(NotPositiveDefiniteError, match=r"kernel of node 'b' has non-finite .*base.lengthscale"):
+        model(inputs, data)
+
+
+def test_cholesky_of_a_non_finite_gram_names_the_node():
+    from pyro_dag.gp import NonFiniteGramError, cholesky_with_jitter
+
+    K = torch.eye(3, dtype=torch.float64)
+    K[2, 2] = float("nan")
+    with pytest.raises(NonFiniteGramError, match="node 'w'.*NaN or inf"):
+        cholesky_with_jitter(K, node="w", upper=True)
+
+
 # ----------------------------------------------------------------------------- forward & Pyro interop
 def test_sites_shapes_and_metadata():
     model, inputs, data = collider_problem()

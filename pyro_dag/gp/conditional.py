@@ -1,4 +1,4 @@
-"""The whitened sparse-GP conditional of one DAG node (digest-000 §2.1, Eq. 80).
+"""The whitened sparse-GP conditional of one DAG node (Perlino et al. 2026, arXiv:2607.09645, Eq. (80), App. E.3).
 
 With whitened inducing outputs ``U_w = R_w V_w``, ``K_w(Z_w, Z_w) + jitter = R_w R_wᵀ``, the pointwise
 conditional of case ``b`` is ``F_{w,b} | V_w ~ N(a_bᵀ V_w, r_b)`` with
@@ -13,16 +13,20 @@ and on the last one when it is upper-triangular. The structured guide's precisio
 lower-triangular, i.e. a Gaussian Bayes net in which each coordinate regresses on the *later* ones, so a
 posterior with large variance along the smooth direction needs only O(1) regression coefficients when that
 direction sits on the last coordinate, and coefficients of the size of the whitening ratios (10³ and more)
-when it sits on the first. Measured on the latent collider (issue 3): with the lower factor the parents'
-posterior variance collapsed to ~0.006 in 3000 steps; see benchmarks/README.md for the upper factor.
+when it sits on the first.
 """
 import torch
 
-__all__ = ["NotPositiveDefiniteError", "cholesky_with_jitter", "whitened_conditional", "default_jitter"]
+__all__ = ["NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter", "whitened_conditional",
+           "default_jitter"]
 
 
 class NotPositiveDefiniteError(RuntimeError):
     """A Gram matrix stayed non-positive-definite after the whole jitter ladder."""
+
+
+class NonFiniteGramError(NotPositiveDefiniteError):
+    """A Gram matrix holds NaN or inf (so no jitter can make it positive definite); the message names the node."""
 
 
 def default_jitter(dtype):
@@ -52,6 +56,11 @@ def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
         if not bool((info > 0).any()):
             return L
         eps *= 10
+    if not bool(torch.isfinite(K).all()):
+        raise NonFiniteGramError(
+            f"the inducing Gram matrix K(Z, Z) of node {node!r} contains NaN or inf: its inducing inputs or kernel "
+            "hyperparameters are not finite (NaN in the inputs or parents of the node, or a diverged training "
+            "step: lower the learning rate)")
     raise NotPositiveDefiniteError(
         f"the inducing Gram matrix K(Z, Z) of node {node!r} is not positive definite even with jitter "
         f"{eps / 10:.1e}×mean(diag); its inducing inputs are probably duplicated or the kernel is degenerate "
@@ -60,7 +69,7 @@ def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
 
 
 def whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
-    """Interpolation vectors and residual variances of the whitened conditional (digest-000 Eq. 80).
+    """Interpolation vectors and residual variances of the whitened conditional (Perlino et al. 2026, Eq. (80)).
 
     :param kernel: the node's kernel. :param torch.Tensor Z: ``[M, D]`` inducing inputs.
     :param torch.Tensor L: ``[M, M]`` triangular factor with ``K(Z, Z) = L Lᵀ``.
