@@ -37,9 +37,7 @@ def main():
     import torch
 
     from pyro_dag.datasets import sachs, sachs_graph
-    from pyro_dag.structure.exact import ExactStructurePosterior, local_scores
-    from pyro_dag.structure.fitting import _prior
-    from pyro_dag.structure.models import BGeSEM
+    from pyro_dag.structure import BGeSEM, ExactStructurePosterior, edge_prior_parameters, local_scores
 
     x_all = sachs(dtype=torch.float64).data.numpy()
     truth = sachs_graph("cdt").numpy()
@@ -50,7 +48,7 @@ def main():
         x = (x - x.mean(0)) / x.std(0)
         log_f = local_scores(BGeSEM(p), torch.as_tensor(x))       # computed once per fold, then scaled
         for ep in EXPECTED_PARENTS:
-            alpha, beta = _prior(p, None, ep, 20.0, 500.0, torch.float64, None)
+            alpha, beta = edge_prior_parameters(p, None, ep, 20.0, 500.0, torch.float64, None)
             q = (alpha / (alpha + beta)).numpy()
             np.fill_diagonal(q, 0.0)
             for s in SCALES:

@@ -31,12 +31,12 @@ import pyro.distributions as dist  # noqa: E402
 import torch  # noqa: E402
 from pyro.infer import TraceMeanField_ELBO  # noqa: E402
 
-from pyro_dag.infer import OrderSVGD  # noqa: E402
 from pyro_dag.structure import (  # noqa: E402
     AutoEdgeFlowGuide,
     LinearGaussianSEM,
     LogisticBeta,
     OrderedDAG,
+    OrderSVGD,
     edge_belief_prior,
     fill_offdiag,
     fit,

@@ -5,5 +5,3 @@ from .elbo import DAGELBO
 from .natural import GaussianNaturalGradient, SinkNaturalGradient
 
 __all__ = ["DAGELBO", "GaussianNaturalGradient", "SinkNaturalGradient", "autoguide", "current_estimator"]
-from .svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (structure learning, digest-001 §4.5)
-__all__ += ["OrderMaskKernel", "OrderSVGD"]

@@ -1,56 +1,78 @@
-"""Bayesian DAG structure learning as Pyro primitives (digest-001: SVI-DAG; digest-004 §5: evaluation).
+"""Bayesian DAG structure learning as Pyro primitives.
 
-Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upstream.
+SVI-DAG (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*,
+arXiv:2608.04930) with exact references for small graphs (order dynamic programming, Koivisto & Sood 2004) and
+the evaluation of Wang, Wicker & Kwiatkowska 2022 (*Tractable Uncertainty for Structure Learning*, ICML).
 
-* distributions: :class:`LogisticBeta`, :func:`edge_belief_prior`, :func:`sparsity_prior`, :class:`OrderedDAG`,
-  :class:`RelaxedOrderedDAG`, :func:`hard_order_mask`, :func:`soft_order_mask`, :func:`log_sinkhorn`,
-  :func:`offdiag`, :func:`fill_offdiag`, :func:`is_acyclic`, the :data:`dag` constraint;
-* mechanisms (SEM likelihoods): :class:`Mechanism`, :class:`LinearGaussianSEM`, :class:`MLPSEM`,
-  :class:`NodeHyperNet`;
-* guides: :class:`AutoEdgeFlowGuide`, :class:`ConditionalSplineCoupling`, :func:`edge_flow`;
-* inference: :class:`~pyro_dag.infer.svgd.OrderSVGD`, :class:`~pyro_dag.infer.svgd.OrderMaskKernel`;
-* one call: :func:`fit` -> :class:`StructurePosterior`; :func:`structure_model`;
-* exact reference for small graphs (collapsed likelihoods): :func:`exact_posterior` -> :class:`ExactStructurePosterior`.
+Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upstream. One idea per module:
+
+* edge priors (:mod:`.priors`): :class:`LogisticBeta`, :func:`edge_belief_prior`, :func:`sparsity_prior`,
+  :func:`edge_prior_parameters`;
+* order masks and their Sinkhorn relaxation (:mod:`.sinkhorn`): :func:`hard_order_mask`, :func:`log_sinkhorn`,
+  :func:`soft_order_mask`, :func:`soft_order_mask_jacobian`;
+* DAG distributions (:mod:`.ordered_dag`): :class:`OrderedDAG`, :class:`RelaxedOrderedDAG`; the :data:`dag`
+  constraint (:mod:`.constraints`); :func:`offdiag`, :func:`fill_offdiag` (:mod:`.adjacency`);
+  acyclicity: :func:`is_acyclic` (:mod:`pyro_dag.graph`);
+* mechanisms (SEM likelihoods, :mod:`.mechanisms`, one per module): :class:`Mechanism`,
+  :class:`LinearGaussianSEM`, :class:`BGeSEM`, :class:`MLPSEM`, :class:`NodeHyperNet`;
+* flow transforms (:mod:`.flows`): :class:`ConditionalSplineCoupling`, :class:`OrderMaskAffine`,
+  :class:`EdgeFlow`, :func:`edge_flow`; the autoguide (:mod:`.autoguide`): :class:`AutoEdgeFlowGuide`,
+  :class:`EdgeOffsetNet`;
+* inference (:mod:`.svgd`): :class:`OrderSVGD`, :class:`OrderMaskKernel`;
+* the model (:mod:`.model`): :class:`StructureModel`, :func:`structure_model`;
+* one call (:mod:`.fitting`): :func:`fit` with a :class:`FitConfig` (:mod:`.config`) -> :class:`StructurePosterior`
+  (:mod:`.variational`);
+* exact reference (:mod:`.exact`, :mod:`.order_scorer`, :mod:`.scores`): :func:`exact_posterior` with a
+  :class:`StructureConfig` -> :class:`ExactStructurePosterior`; :class:`OrderScorer`, :func:`local_scores`;
+* the query interface both posteriors share (:mod:`.posterior`): :class:`DAGPosterior`.
 """
-from .distributions import (
-    LogisticBeta,
-    OrderedDAG,
-    RelaxedOrderedDAG,
-    dag,
-    edge_belief_prior,
-    fill_offdiag,
-    hard_order_mask,
-    is_acyclic,
-    log_sinkhorn,
-    offdiag,
-    soft_order_mask,
-    sparsity_prior,
-)
-from .models import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
-from .guides import AutoEdgeFlowGuide, ConditionalSplineCoupling, edge_flow
-from .exact import ExactStructurePosterior, exact_posterior, local_scores
-from pyro_dag.infer.svgd import OrderMaskKernel, OrderSVGD  # noqa: E402  (after the modules it imports lazily)
-from .fitting import StructureModel, StructurePosterior, fit, structure_model
+from pyro_dag.graph import is_acyclic
+
+from .adjacency import fill_offdiag, offdiag
+from .autoguide import AutoEdgeFlowGuide, EdgeOffsetNet
+from .config import FitConfig, StructureConfig
+from .constraints import dag
+from .exact import ExactStructurePosterior, exact_posterior
+from .fitting import fit
+from .flows import ConditionalSplineCoupling, EdgeFlow, OrderMaskAffine, edge_flow
+from .mechanisms import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
+from .model import StructureModel, structure_model
+from .order_scorer import OrderScorer
+from .ordered_dag import OrderedDAG, RelaxedOrderedDAG
+from .posterior import DAGPosterior
+from .priors import LogisticBeta, edge_belief_prior, edge_prior_parameters, sparsity_prior
+from .scores import local_scores
+from .sinkhorn import hard_order_mask, log_sinkhorn, soft_order_mask, soft_order_mask_jacobian
+from .svgd import OrderMaskKernel, OrderSVGD
+from .variational import StructurePosterior
 
 __all__ = [
     "AutoEdgeFlowGuide",
     "BGeSEM",
     "ConditionalSplineCoupling",
+    "DAGPosterior",
+    "EdgeFlow",
+    "EdgeOffsetNet",
     "ExactStructurePosterior",
+    "FitConfig",
     "LinearGaussianSEM",
     "LogisticBeta",
     "MLPSEM",
     "Mechanism",
     "NodeHyperNet",
+    "OrderMaskAffine",
     "OrderMaskKernel",
     "OrderSVGD",
+    "OrderScorer",
     "OrderedDAG",
     "RelaxedOrderedDAG",
+    "StructureConfig",
     "StructureModel",
     "StructurePosterior",
     "dag",
     "edge_belief_prior",
     "edge_flow",
+    "edge_prior_parameters",
     "exact_posterior",
     "fill_offdiag",
     "fit",
@@ -60,6 +82,7 @@ __all__ = [
     "log_sinkhorn",
     "offdiag",
     "soft_order_mask",
+    "soft_order_mask_jacobian",
     "sparsity_prior",
     "structure_model",
 ]

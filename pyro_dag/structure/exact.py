@@ -28,194 +28,18 @@ import numbers
 import numpy as np
 import torch
 
-from .models import BGeSEM, LinearGaussianSEM
+from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
+
+from .config import COLLAPSED_LIKELIHOODS, StructureConfig
+from .data import prepare_data, standardize_columns
+from .mechanisms import BGeSEM, LinearGaussianSEM
+from .order_scorer import OrderScorer
+from .posterior import DAGPosterior
+from .scores import _edge_prior_logs, _mask_bits, _submasks_up_to, local_scores
 
 __all__ = ["ExactStructurePosterior", "OrderScorer", "exact_posterior", "local_scores"]
 
 MAX_NODES = 20
-
-
-def _mask_bits(masks, p):
-    """``[n, p]`` bool: bit ``i`` of each of the ``n`` subset masks."""
-    masks = np.asarray(masks, dtype=np.int64)
-    return ((masks[:, None] >> np.arange(p)) & 1).astype(bool)
-
-
-def _edge_prior_logs(q):
-    """``(log(1 - q) [i, j], log(q / (1 - q)) [j, i])`` of the edge probabilities given the order, both with a zero
-    diagonal (the factors of ``β_j``; the clip keeps ``q`` of 0 or 1 finite)."""
-    log_q = np.log(np.clip(q, 1e-300, 1.0))
-    log_1mq = np.log(np.clip(1.0 - q, 1e-300, 1.0))
-    np.fill_diagonal(log_1mq, 0.0)
-    odds = (log_q - log_1mq).T
-    np.fill_diagonal(odds, 0.0)
-    return log_1mq, odds
-
-
-def _node_score_fn(mechanism, X):
-    """``A [c, p, p] -> [c, p]`` per-node log evidence of a collapsed mechanism, scored in float64 on a copy (the
-    caller's module keeps its dtype)."""
-    import copy
-
-    N = X.shape[0]
-    if isinstance(mechanism, LinearGaussianSEM):
-        if not mechanism.marginalize:
-            raise ValueError("local_scores needs a collapsed likelihood: LinearGaussianSEM(marginalize=True)")
-        mech = copy.deepcopy(mechanism).double()
-        gram = X.T @ X
-        return lambda A: mech.node_evidence(gram, N, A)
-    if isinstance(mechanism, BGeSEM):
-        mech = copy.deepcopy(mechanism).double()
-        return lambda A: mech.node_scores(X, A)
-    raise TypeError(f"exact posteriors need a collapsed likelihood (LinearGaussianSEM(marginalize=True) or "
-                    f"BGeSEM); got {type(mechanism).__name__}")
-
-
-def _scores_for_masks(mechanism, X, masks):
-    """``[p, len(masks)]`` log evidence ``f_j(mask)`` of each parent-set mask for every node (``-inf`` where the
-    mask contains the node), in chunks that keep the mechanism's ``[chunk, p, p, p]`` temporaries small."""
-    X = X.to(torch.float64)
-    p = X.shape[1]
-    score = _node_score_fn(mechanism, X)
-    bits = _mask_bits(masks, p)                                          # [n, p]
-    eye = torch.eye(p, dtype=torch.float64)
-    chunk = int(max(64, min(4096, 2 ** 25 // p ** 3)))
-    out = np.empty((p, len(masks)))
-    with torch.no_grad():
-        for start in range(0, len(masks), chunk):
-            b = torch.as_tensor(bits[start:start + chunk], dtype=torch.float64)
-            A = b[:, :, None] * (1 - eye)                                 # A[c, i, j] = bit i, no self-loops
-            out[:, start:start + chunk] = score(A).T.numpy()
-    out[bits.T] = -np.inf                                     # parent sets containing the node itself
-    return out
-
-
-def local_scores(mechanism, X):
-    """Per-node log evidence of every parent set, ``f_j(G)`` for all ``G ⊆ V ∖ {j}``.
-
-    :param mechanism: a collapsed mechanism (:class:`~pyro_dag.structure.LinearGaussianSEM` with
-        ``marginalize=True`` or :class:`~pyro_dag.structure.BGeSEM`).
-    :param torch.Tensor X: ``[N, p]`` data (as the mechanism sees it).
-    :returns: ``numpy`` array ``[p, 2^p]`` (float64): entry ``[j, mask]`` is ``log p(x_j | x_G)`` for the parent set
-        ``G`` = the bits of ``mask``; ``-inf`` where ``mask`` contains ``j``.
-    """
-    return _scores_for_masks(mechanism, X, np.arange(1 << X.shape[1]))
-
-
-class OrderScorer:
-    """``log p(X, ≺)`` of node orders under :class:`~pyro_dag.structure.StructureModel` with a collapsed
-    likelihood, up to a constant, with each node's parent sets restricted to subsets of its candidate parents
-    (all other nodes by default) of at most ``max_parents`` elements (order MCMC's score, Friedman & Koller
-    2003)::
-
-        log Σ_{G_1..G_p: G_j ⊆ pred_j ∩ C_j, |G_j| ≤ K} Π_j Π_{i ∈ pred_j} q_ij^{[i ∈ G_j]} (1 - q_ij)^{[i ∉ G_j]} f_j(G_j)^s
-
-    (``s`` the likelihood's tempering power). With ``candidates=c`` the candidate parents ``C_j`` of node ``j`` are
-    the ``c`` other nodes whose single-parent evidence ``f_j({i}) - f_j(∅)`` is largest (the usual candidate-set
-    restriction of order MCMC). The local scores are computed once (``2^c`` or ``Σ_{k ≤ K} C(p-1, k)`` parent sets
-    per node); one order costs ``O(Σ_j #sets_j)``. :func:`~pyro_dag.structure.fit` uses it for the particles'
-    order moves and weights with the collapsed likelihoods (``order_score="exact"``).
-
-    :param mechanism: :class:`~pyro_dag.structure.LinearGaussianSEM` (``marginalize=True``) or
-        :class:`~pyro_dag.structure.BGeSEM`. :param torch.Tensor X: ``[N, p]`` data as the mechanism sees it.
-    :param q: ``[p, p]`` prior edge probabilities given the order (``α / (α + β)`` of the edge prior).
-    :param int max_parents: cap on the parent-set size (``None``: none).
-    :param int candidates: number of candidate parents per node (``None``: all ``p - 1``).
-    """
-
-    def __init__(self, mechanism, X, q, max_parents=None, candidates=None):
-        p = X.shape[1]
-        q = np.asarray(torch.as_tensor(q, dtype=torch.float64).cpu(), dtype=float)
-        self.num_nodes, self.max_parents, self.candidates = p, max_parents, candidates
-        log_1mq, odds = _edge_prior_logs(q)                                  # [i, j], [j, i]
-        cap = p - 1 if max_parents is None else min(int(max_parents), p - 1)
-        if candidates is None or candidates >= p - 1:
-            masks = _masks_up_to(p, cap)
-            f_all = _scores_for_masks(mechanism, X, masks)                   # [p, n], shared masks
-            bits = _mask_bits(masks, p)
-            node_masks = [masks[~bits[:, j]] for j in range(p)]
-            node_f = [f_all[j][~bits[:, j]] for j in range(p)]
-            self.candidate_parents = [[i for i in range(p) if i != j] for j in range(p)]
-        else:
-            single = _scores_for_masks(mechanism, X, np.array([0] + [1 << i for i in range(p)], dtype=np.int64))
-            node_masks, node_f, self.candidate_parents = [], [], []
-            for j in range(p):
-                gain = single[j, 1:] - single[j, 0]
-                gain[j] = -np.inf
-                cand = np.argsort(-gain)[:int(candidates)]
-                self.candidate_parents.append(sorted(int(i) for i in cand))
-                masks = _submasks_up_to(cand, cap)
-                node_masks.append(masks)
-                node_f.append(_scores_for_masks(mechanism, X, masks)[j])
-        self._masks = [torch.as_tensor(m) for m in node_masks]
-        self._f = [torch.as_tensor(f) for f in node_f]
-        self._odds = [torch.as_tensor(_mask_bits(m, p).astype(float) @ odds[j]) for j, m in enumerate(node_masks)]
-        self._log_1mq = torch.as_tensor(log_1mq.T)                           # [j, i]
-        self._cache = {}
-        self.cache_size = 1_000_000
-
-    @property
-    def num_parent_sets(self):
-        """Parent sets scored per node (the largest over nodes)."""
-        return max(int(m.shape[0]) for m in self._masks)
-
-    def __call__(self, potentials, scale=1.0):
-        """``[K]`` log scores of the orders of ``potentials`` ``[K, p]`` (higher = upstream; ties broken as
-        ``r_i > r_j`` strictly, as :class:`~pyro_dag.structure.OrderedDAG`).
-
-        Scores are memoised per (order, ``scale``): :func:`~pyro_dag.structure.fit` scores each particle's current
-        order and a proposal at every step, and its posterior re-scores every visited order, so most orders come
-        back (``cache_size`` entries at most; the cache is emptied when full).
-        """
-        r = torch.as_tensor(potentials).detach().cpu().to(torch.float64)
-        if r.dim() == 1:
-            r = r.unsqueeze(0)
-        pred = r.unsqueeze(-1) > r.unsqueeze(-2)                             # [K, i, j]: i upstream of j
-        weights = torch.as_tensor(1 << np.arange(self.num_nodes), dtype=torch.int64)
-        pred_mask = (pred.to(torch.int64) * weights[:, None]).sum(-2)        # [K, j]: predecessor set of j
-        keys = [(float(scale),) + tuple(row) for row in pred_mask.tolist()]  # the order, exactly (ties included)
-        out = torch.tensor([self._cache.get(k, math.nan) for k in keys], dtype=torch.float64)
-        todo = torch.isnan(out).nonzero().flatten()
-        if len(todo):
-            fresh = self._score(pred[todo], pred_mask[todo], scale)
-            out[todo] = fresh
-            if len(self._cache) + len(todo) > self.cache_size:
-                self._cache.clear()
-            self._cache.update(zip((keys[k] for k in todo.tolist()), fresh.tolist()))
-        return out
-
-    def _score(self, pred, pred_mask, scale):
-        total = (pred.to(torch.float64) * self._log_1mq.T.unsqueeze(0)).sum((-1, -2))
-        neg_inf = torch.tensor(-math.inf, dtype=torch.float64)
-        for j in range(self.num_nodes):
-            g = scale * self._f[j] + self._odds[j]                            # [n_j]
-            inside = (self._masks[j].unsqueeze(0) & ~pred_mask[:, j:j + 1]) == 0   # [K, n_j]: G ⊆ pred_j
-            total = total + torch.where(inside, g.unsqueeze(0), neg_inf).logsumexp(-1)
-        return total
-
-
-def _submasks_up_to(nodes, k):
-    """Masks of the subsets of ``nodes`` with at most ``k`` elements (all ``2^len(nodes)``, in binary counting
-    order over ``nodes``, when ``k ≥ len(nodes)``)."""
-    import itertools
-
-    nodes = [int(i) for i in nodes]
-    if k >= len(nodes):
-        subs = np.zeros(1, dtype=np.int64)
-        for i in nodes:
-            subs = np.concatenate([subs, subs | (1 << i)])
-        return subs
-    out = [0]
-    for size in range(1, min(k, len(nodes)) + 1):
-        out.extend(sum(1 << int(i) for i in c) for c in itertools.combinations(nodes, size))
-    return np.array(out, dtype=np.int64)
-
-
-def _masks_up_to(p, k):
-    """Subset masks of ``p`` bits with at most ``k`` bits set (all ``2^p`` when ``k ≥ p``)."""
-    if k >= p:
-        return np.arange(1 << p, dtype=np.int64)
-    return _submasks_up_to(range(p), k)
 
 
 def _zeta(z, p):
@@ -227,9 +51,10 @@ def _zeta(z, p):
     return z
 
 
-class ExactStructurePosterior:
+class ExactStructurePosterior(DAGPosterior):
     """The exact posterior over DAGs of :class:`~pyro_dag.structure.StructureModel` with a collapsed likelihood
-    (see the module docstring). Same queries as :class:`~pyro_dag.structure.fitting.StructurePosterior`.
+    (see the module docstring). The queries of :class:`~pyro_dag.structure.posterior.DAGPosterior`, shared with
+    :class:`~pyro_dag.structure.StructurePosterior`, plus :meth:`order_log_prob` and :meth:`edge_probs_given_order`.
 
     :ivar float log_evidence: ``log p(X)`` under the model (uniform order prior, edge prior ``q``).
     :ivar list node_names: column names (or ``None``).
@@ -283,8 +108,9 @@ class ExactStructurePosterior:
                 P[i, j] = math.exp(min(0.0, _logsumexp(terms) - self._log_Z))
         self._edge_probs = P
 
-    def edge_probs(self):
-        """``[p, p]`` tensor (float64), ``P[i, j] = P(i -> j | X)`` exactly."""
+    def edge_probs(self, num_samples=None, seed=None):
+        """``[p, p]`` tensor (float64), ``P[i, j] = P(i -> j | X)`` exactly (``num_samples`` and ``seed`` are accepted
+        for the shared interface and ignored)."""
         return torch.as_tensor(self._edge_probs)
 
     def _order(self, order):
@@ -314,11 +140,14 @@ class ExactStructurePosterior:
             pred |= 1 << j
         return torch.as_tensor(P)
 
-    def sample(self, num_samples, seed=0):
+    def sample(self, num_samples=1000, seed=None):
         """Exact DAG samples ``[num_samples, p, p]`` (float64 0/1): the order drawn backwards from the DP, then each
-        node's parent set among its predecessors."""
+        node's parent set among its predecessors. ``seed``: an int seeds a numpy generator; ``None`` draws that seed
+        from torch's global generator."""
         if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
             raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, ()).item())
         rng = np.random.default_rng(seed)
         p = self.num_nodes
         full = (1 << p) - 1
@@ -350,35 +179,50 @@ def _draw(rng, logw):
     return int(rng.choice(len(w), p=w / w.sum()))
 
 
-def exact_posterior(data, likelihood="linear", edge_beliefs=None, *, expected_parents=1.5, prior_concentration=20.0,
-                    belief_strength=500.0, standardize=True, likelihood_scale=1.0, node_names=None):
+def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=None,
+                    num_threads=DEFAULT_NUM_THREADS, **settings):
     """Exact edge posteriors (and exact DAG samples) of the model :func:`~pyro_dag.structure.fit` approximates, for
-    ``p ≤ 20`` variables and the collapsed likelihoods; same arguments and prior as :func:`~pyro_dag.structure.fit`.
+    ``p ≤ 20`` variables and the collapsed likelihoods; the same prior and settings as :func:`~pyro_dag.structure.fit`.
 
-    :param data: ``[N, p]`` tensor, array or DataFrame. :param str likelihood: ``"linear"`` or ``"bge"``.
+    The settings are a :class:`~pyro_dag.structure.StructureConfig` (a :class:`~pyro_dag.structure.FitConfig` works
+    too: its model part is used): ``config=``, or its fields as keywords (``expected_parents``,
+    ``prior_concentration``, ``belief_strength``, ``standardize``, ``likelihood_scale``), or both.
+
+    :param data: ``[N, p]`` tensor, array or DataFrame of numbers.
+    :param str likelihood: ``"linear"`` or ``"bge"`` (``None``: the config's, default ``"linear"``).
     :param edge_beliefs: optional ``[p, p]`` prior beliefs ``P(i -> j)`` (0.5 = no opinion).
-    :param float likelihood_scale: tempering power of the likelihood (1: the posterior).
-    :returns: :class:`ExactStructurePosterior`.
+    :param StructureConfig config: the model settings.
+    :param list node_names: names of the columns (default: a DataFrame's column names).
+    :param int num_threads: intra-op threads while scoring (:func:`pyro_dag.threads.limit_threads`); ``None`` keeps
+        the process's settings.
+    :returns: :class:`ExactStructurePosterior` (its ``config`` is the :class:`~pyro_dag.structure.StructureConfig`).
     """
-    from .fitting import _prior, _to_tensor
-
-    X, names = _to_tensor(data, torch.float64, None)
+    if config is None:
+        config = StructureConfig()
+    elif not isinstance(config, StructureConfig):
+        raise TypeError(f"exact_posterior: config must be a pyro_dag.structure.StructureConfig; "
+                        f"got {type(config).__name__}")
+    config = config.structure_config()
+    X, names = prepare_data(data, torch.float64, None)
     N, p = X.shape
     if p > MAX_NODES:
         raise ValueError(f"exact_posterior enumerates the 2^p subsets of the {p} variables; use it for p ≤ {MAX_NODES} "
                          "(pyro_dag.structure.fit scales further)")
-    if likelihood not in ("linear", "bge"):
-        raise ValueError(f"exact_posterior needs a collapsed likelihood, 'linear' or 'bge'; got {likelihood!r}")
-    if not (isinstance(likelihood_scale, numbers.Real) and likelihood_scale > 0):
-        raise ValueError(f"likelihood_scale must be a positive number; got {likelihood_scale!r}")
-    if standardize:
-        sd = X.std(0, keepdim=True)
-        if (sd == 0).any():
-            raise ValueError(f"columns {(sd[0] == 0).nonzero().flatten().tolist()} are constant; drop them")
-        X = (X - X.mean(0, keepdim=True)) / sd
-    alpha, beta = _prior(p, edge_beliefs, expected_parents, prior_concentration, belief_strength, torch.float64, None)
-    q = (alpha / (alpha + beta)).numpy()
-    np.fill_diagonal(q, 0.0)
-    mech = LinearGaussianSEM(p, marginalize=True) if likelihood == "linear" else BGeSEM(p)
-    log_f = likelihood_scale * local_scores(mech, X)
-    return ExactStructurePosterior(log_f, q, node_names if node_names is not None else names)
+    lik = likelihood if likelihood is not None else config.likelihood
+    if lik not in COLLAPSED_LIKELIHOODS:
+        raise ValueError(f"exact_posterior needs a collapsed likelihood, 'linear' or 'bge'; got {lik!r}")
+    try:
+        config = config.replace(likelihood=lik, **settings)
+    except TypeError as e:
+        raise TypeError(f"exact_posterior() got an unexpected keyword argument: {e}") from None
+    if config.standardize:
+        X = standardize_columns(X)
+    with limit_threads(num_threads):
+        alpha, beta = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
+        q = (alpha / (alpha + beta)).numpy()
+        np.fill_diagonal(q, 0.0)
+        mech = LinearGaussianSEM(p, marginalize=True) if lik == "linear" else BGeSEM(p)
+        log_f = config.likelihood_scale * local_scores(mech, X)
+        post = ExactStructurePosterior(log_f, q, node_names if node_names is not None else names)
+    post.config = config
+    return post

@@ -4,7 +4,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from pyro_dag.infer import OrderMaskKernel, OrderSVGD
+from pyro_dag.structure import OrderMaskKernel, OrderSVGD
 
 
 def test_kernel_gradient_matches_autograd_and_gradcheck():

@@ -23,6 +23,8 @@ from pyro.infer.svgd import SteinKernel
 from pyro.infer.util import zero_grads
 from pyro.poutine.messenger import Messenger
 
+from .sinkhorn import _cached_mask_and_jacobian, soft_order_mask
+
 __all__ = ["OrderMaskKernel", "OrderSVGD"]
 
 
@@ -62,8 +64,6 @@ class OrderMaskKernel(SteinKernel):
 
     def features(self, particles):
         """``psi(r)``: ``[K, p]`` potentials -> ``[K, p * p]`` flattened relaxed order masks (differentiable)."""
-        from pyro_dag.structure.distributions import soft_order_mask
-
         M = soft_order_mask(particles, self.temperature, self.sinkhorn_iters, self.scale_normalize)
         return M.flatten(-2)
 
@@ -80,8 +80,6 @@ class OrderMaskKernel(SteinKernel):
         return h.clamp_min(1e-6)
 
     def _parts(self, particles):
-        from pyro_dag.structure.distributions import _cached_mask_and_jacobian
-
         if particles.dim() != 2:
             raise ValueError(f"particles must be [K, p]; got {tuple(particles.shape)}")
         K, p = particles.shape
