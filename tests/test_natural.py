@@ -9,7 +9,7 @@ from helpers import chain_problem, collider_problem, fixed, setup_guide
 from pyro_dag import DAGDGP
 from pyro_dag.gp.likelihoods import Gaussian, Poisson
 from pyro_dag.infer import DAGELBO
-from pyro_dag.infer.natural import SinkNaturalGradient
+from pyro_dag.infer import SinkNaturalGradient
 
 GUIDES = [("mean_field", "dense"), ("chordal", "dense"), ("chordal", "sparse")]
 

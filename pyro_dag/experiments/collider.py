@@ -35,7 +35,7 @@ from ..gp.likelihoods import Gaussian
 from ..infer import DAGELBO
 from ..infer.autoguide import AutoStructuredGuide
 from ..infer.checks import check_finite_gradients, check_finite_loss, training_step
-from ..infer.natural import GaussianNaturalGradient, SinkNaturalGradient
+from ..infer import GaussianNaturalGradient, SinkNaturalGradient
 from ..metrics.regression import crps_samples, nlpd_mixture
 from ..threads import DEFAULT_NUM_THREADS, limit_threads
 from ..utils import freeze

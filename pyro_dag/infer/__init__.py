@@ -1,7 +1,11 @@
-"""Inference for DAG models: :class:`DAGELBO` and the structured autoguide (:mod:`pyro_dag.infer.autoguide`)."""
+"""Inference for DAG deep GPs: :class:`DAGELBO`, the structured autoguide (:mod:`pyro_dag.infer.autoguide`) and
+natural-gradient steps (:class:`GaussianNaturalGradient`, :class:`SinkNaturalGradient`)."""
 from . import autoguide
-from .context import current_estimator
+from .checks import NonFiniteLossError
+from .context import MarginalEstimator, current_estimator, suspended
 from .elbo import DAGELBO
-from .natural import GaussianNaturalGradient, SinkNaturalGradient
+from .natural_gaussian import GaussianNaturalGradient
+from .natural_sink import SinkNaturalGradient
 
-__all__ = ["DAGELBO", "GaussianNaturalGradient", "SinkNaturalGradient", "autoguide", "current_estimator"]
+__all__ = ["DAGELBO", "GaussianNaturalGradient", "MarginalEstimator", "NonFiniteLossError", "SinkNaturalGradient",
+           "autoguide", "current_estimator", "suspended"]

@@ -99,13 +99,20 @@ def check_finite_gradients(named_tensors, where, loss=None):
 
 
 @contextlib.contextmanager
-def training_step(loop, step):
-    """Prefix any :class:`NonFiniteLossError` raised in the block with ``"{loop}, step {step}: "`` (and set its
-    :attr:`~NonFiniteLossError.step`), keeping the original traceback."""
+def training_step(loop, step, record=True):
+    """Prefix any :class:`NonFiniteLossError` raised in the block with ``"{loop}, step {step}: "``, keeping the
+    original traceback.
+
+    :param str loop: the loop's name. :param int step: its 1-based step.
+    :param bool record: also set the error's :attr:`~NonFiniteLossError.step` (the first loop that records a
+        step wins, and later loops leave the message alone); ``False`` for an optimiser's own step count inside
+        a caller's loop, which still prefixes the message.
+    """
     try:
         yield
     except NonFiniteLossError as e:
         if e.step is None:
-            e.step = step
             e.args = (f"{loop}, step {step}: {e.args[0] if e.args else ''}",) + tuple(e.args[1:])
+            if record:
+                e.step = step
         raise

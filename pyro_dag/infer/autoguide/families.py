@@ -168,6 +168,13 @@ class StructuredFamily(PyroModule):
         _assign(self.scales, node, s)
         _assign(self.unit_trils, node, precision_tril * s)
 
+    def set_offdiagonal_block(self, v, w, block):
+        """Set the off-diagonal block ``L_vw`` ``[P_v, P_w]`` of the precision factor for the edge ``(v, w)`` of
+        ``H`` (``v`` eliminated after ``w``, as in :attr:`edges`), relative to ``w``'s current diagonal block:
+        set :meth:`set_node` of ``w`` first."""
+        k = self.edges.index((v, w))
+        _assign(self.offdiag, f"e{k}", block * getattr(self.scales, w))
+
     def zero_offdiagonal(self):
         """Remove all coupling between blocks (the mean-field special case)."""
         for k in range(len(self.edges)):
