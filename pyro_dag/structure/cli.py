@@ -1,4 +1,5 @@
-"""``pyro-dag discover``: Bayesian structure learning from the command line (digest-001; digest-004 §5).
+"""``pyro-dag discover``: Bayesian structure learning from the command line (SVI-DAG, Zinage 2026,
+arXiv:2608.04930; the exact posterior of the same model for small graphs).
 
 * ``pyro-dag discover sachs`` -- the shipped Sachs data (7466 x 11, :func:`pyro_dag.datasets.sachs`) scored
   against the 17-edge acyclic consensus DAG;
@@ -45,11 +46,19 @@ def add_parser(subparsers):
     p.add_argument("--expected-parents", type=float, default=1.5,
                    help="sparsity prior: expected number of parents per node (default 1.5)")
     p.add_argument("--out", default="pyro_dag_discover", help="output directory (default ./pyro_dag_discover)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra-op CPU threads while fitting and sampling (default 1: fastest for these small tensors)")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
     return p
+
+
+def _read_header(path):
+    with open(path) as f:
+        header = f.readline()
+        has_rows = any(line.strip() for line in f)
+    return header.strip(), has_rows
 
 
 def _load(args):
@@ -65,24 +74,81 @@ def _load(args):
 
         d = sachs()
         return d.data, list(d.nodes), d.adjacency, "sachs (7466 x 11, consensus DAG with 17 edges)"
+    if os.path.isdir(args.csv):
+        raise SystemExit(f"--csv {args.csv}: is a directory; give the CSV file inside it")
     if not os.path.exists(args.csv):
         raise SystemExit(f"--csv {args.csv}: no such file")
-    with open(args.csv) as f:
-        header = f.readline().strip()
+    header, has_rows = _read_header(args.csv)
+    if not header:
+        raise SystemExit(f"--csv {args.csv}: the file is empty; it needs a header row of variable names, then one "
+                         "row of numbers per sample")
+    if not has_rows:
+        raise SystemExit(f"--csv {args.csv}: only a header row, no data; add one row of numbers per sample")
     names = [h.strip().strip('"') for h in header.split(",")]
+    if len(names) < 2:
+        raise SystemExit(f"--csv {args.csv}: the header names {len(names)} variable; structure learning needs at least "
+                         "2 comma-separated columns")
     try:
         data = np.loadtxt(args.csv, delimiter=",", skiprows=1, ndmin=2)
     except ValueError as e:
         raise SystemExit(f"--csv {args.csv}: could not read numbers after the header row ({e})") from e
     if data.shape[1] != len(names):
         raise SystemExit(f"--csv {args.csv}: {len(names)} names in the header but {data.shape[1]} columns of data")
+    if data.shape[0] < 2:
+        raise SystemExit(f"--csv {args.csv}: {data.shape[0]} row of data; structure learning needs at least 2")
+    if not np.isfinite(data).all():
+        bad = [names[j] for j in np.nonzero(~np.isfinite(data).all(0))[0]]
+        raise SystemExit(f"--csv {args.csv}: NaN or inf in columns {bad}; impute or drop those rows first")
     truth = None
     if args.truth:
-        truth = np.loadtxt(args.truth, delimiter=",", ndmin=2)
+        if os.path.isdir(args.truth) or not os.path.exists(args.truth):
+            raise SystemExit(f"--truth {args.truth}: no such file; give a CSV of the true {len(names)} x {len(names)} "
+                             "0/1 adjacency (A[i, j] = 1: i -> j), no header")
+        try:
+            truth = np.loadtxt(args.truth, delimiter=",", ndmin=2)
+        except ValueError as e:
+            raise SystemExit(f"--truth {args.truth}: could not read a 0/1 matrix ({e}); give {len(names)} rows of "
+                             f"{len(names)} comma-separated 0/1 entries, no header") from e
         if truth.shape != (len(names), len(names)):
             raise SystemExit(f"--truth must be a {len(names)} x {len(names)} 0/1 matrix; got {truth.shape}")
+        if not np.isin(truth, (0, 1)).all() or np.diagonal(truth).any():
+            raise SystemExit(f"--truth {args.truth}: entries must be 0 or 1 with a zero diagonal (A[i, j] = 1: i -> j)")
         truth = torch.as_tensor(truth, dtype=torch.float32)
     return torch.as_tensor(data, dtype=torch.float32), names, truth, f"{args.csv} ({data.shape[0]} x {data.shape[1]})"
+
+
+def _check_options(args):
+    """Check the numeric options and the output directory before anything runs (a bad --out must not lose a run)."""
+    import math
+
+    import torch
+
+    for name in ("steps", "particles", "samples", "threads"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise SystemExit(f"--{name} must be >= 1; got {v}")
+    if args.seed < 0:
+        raise SystemExit(f"--seed must be >= 0; got {args.seed}")
+    if not (math.isfinite(args.expected_parents) and args.expected_parents > 0):
+        raise SystemExit(f"--expected-parents must be a positive number; got {args.expected_parents}")
+    try:
+        device = torch.device(args.device)
+    except (RuntimeError, ValueError):
+        raise SystemExit(f"--device {args.device}: not a torch device; use cpu or cuda (cuda:0, ...)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise SystemExit(f"--device {args.device}: pyro-dag discover runs on cpu or cuda; got {device.type}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine; use --device cpu")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise SystemExit(f"--out {args.out}: exists and is not a directory; choose a directory for the results")
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        probe = os.path.join(args.out, ".pyro_dag_write_test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise SystemExit(f"--out {args.out}: cannot write there ({e.strerror or e}); choose a writable directory") from None
 
 
 def _metrics(P, S, truth):
@@ -159,24 +225,19 @@ def _plots(P, names, out_dir, threshold=0.5):
 
 def run(args):
     """Execute ``pyro-dag discover`` (see the module docstring); returns 0."""
-    import torch
+    from pyro_dag.threads import limit_threads
 
+    _check_options(args)
+    with limit_threads(args.threads):
+        return _run(args)
+
+
+def _run(args):
     from .fitting import fit
 
-    torch.set_num_threads(max(1, args.threads))
-    for name in ("steps", "particles", "samples"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise SystemExit(f"--{name} must be >= 1")
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine; use --device cpu")
     X, names, truth, desc = _load(args)
     likelihood = args.likelihood or "linear"
-    # fit's default: with the exact order score (linear/bge, p <= 14) orders are weighted by it. (With the ELBO-judged
-    # moves, ELBO weights collapsed Sachs onto one wrong order -- DAG AUROC 62 vs 69 uniform on fold 0 -- and this
-    # command weighted uniformly; with the exact score, Sachs fold 0 BGe, the particles' orders mixed with the exact
-    # conditional edge probabilities gave AUROC 69.6 with order weights vs 67.1 uniform.)
-    weighting = args.weighting
+    weighting = args.weighting  # None: fit's default
     t0 = time.perf_counter()
     if args.exact:
         from .exact import MAX_NODES, exact_posterior
@@ -186,19 +247,18 @@ def run(args):
         if X.shape[1] > MAX_NODES:
             raise SystemExit(f"--exact handles at most {MAX_NODES} variables; the data have {X.shape[1]}")
         post = exact_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
-                               node_names=names)
+                               node_names=names, num_threads=None)
         settings = {"method": "exact", "num_particles": "exact", "num_steps": 0,
                     "expected_parents": args.expected_parents, "log_evidence": post.log_evidence}
         P = post.edge_probs().float()
     else:
         post = fit(X.to(args.device), likelihood=likelihood, num_particles=args.particles, num_steps=args.steps,
                    seed=args.seed, progress=not args.no_progress, expected_parents=args.expected_parents,
-                   node_names=names, weighting=weighting)
+                   node_names=names, weighting=weighting, num_threads=None)
         P = post.edge_probs(max(args.samples, 1000), seed=args.seed).cpu()
         settings = post.settings
     S = post.sample(args.samples, seed=args.seed).cpu()
     wall = time.perf_counter() - t0
-    os.makedirs(args.out, exist_ok=True)
     result = {
         "data": desc,
         "nodes": names,
