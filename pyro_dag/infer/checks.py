@@ -59,9 +59,10 @@ def data_scale_note(*objs):
     if best is None:
         return ""
     limit = math.sqrt(torch.finfo(dtype).max)
-    over = "above" if best > limit else "below"
-    return (f" The largest |value| in the model's arguments is {best:.3g} ({dtype}; squares overflow to inf above "
-            f"{limit:.3g}, and this is {over} that).")
+    if best > limit:
+        return (f" The largest |value| in the model's arguments, {best:.3g} ({dtype}), exceeds {limit:.3g}, above "
+                "which its square overflows to inf.")
+    return f" The largest |value| in the model's arguments is {best:.3g} ({dtype}; squares overflow above {limit:.3g})."
 
 
 def check_finite_loss(loss, where, *data):

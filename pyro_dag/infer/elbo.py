@@ -78,7 +78,17 @@ class DAGELBO(ELBO):
     def _traces(self, model, guide, args, kwargs):
         with MarginalEstimator(self.num_particles, self.sampler, self.antithetic) as estimator:
             guide_trace = poutine.trace(guide).get_trace(*args, **kwargs)
-            model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
+            try:
+                model_trace = poutine.trace(poutine.replay(model, trace=guide_trace)).get_trace(*args, **kwargs)
+            except (ValueError, RuntimeError) as e:
+                bad = [kl for kl in estimator.kl_terms if not torch.isfinite(kl)]
+                if not bad:
+                    raise
+                # a diverged guide makes the model fail inside a distribution's validation: say why
+                raise NonFiniteLossError(
+                    f"DAGELBO evaluation: the KL(q(U) || p(U)) of the inducing posterior is {float(bad[0].detach())}: "
+                    f"the guide's parameters are not finite (an earlier step diverged), and the model failed with "
+                    f"{type(e).__name__}. {LIKELY_CAUSES}{data_scale_note(args, kwargs)}") from e
         if not estimator.posteriors:
             raise ValueError("DAGELBO: the guide published no inducing posterior; use "
                              "pyro_dag.infer.autoguide.AutoStructuredGuide (with other guides use Trace_ELBO)")
