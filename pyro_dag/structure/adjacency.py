@@ -20,7 +20,7 @@ def _offdiag_index(p, device):
 def offdiag(matrix):
     """Flatten the off-diagonal entries of ``[..., p, p]`` matrices row-major into ``[..., p (p - 1)]``.
 
-    This is the layout of the edge-logit site (digest-001 §1): entry ``k`` is the ordered pair ``(i, j)``,
+    This is the layout of the edge-logit site: entry ``k`` is the ordered pair ``(i, j)``,
     ``i != j``, in row-major order. Inverse of :func:`fill_offdiag`.
 
     :param torch.Tensor matrix: ``[..., p, p]``.
@@ -39,7 +39,7 @@ def offdiag(matrix):
 def fill_offdiag(vector, num_nodes=None, diagonal=0.0):
     """Scatter a row-major off-diagonal vector ``[..., p (p - 1)]`` into ``[..., p, p]`` matrices.
 
-    Inverse of :func:`offdiag` (digest-001 §1); the diagonal is set to ``diagonal``.
+    Inverse of :func:`offdiag`; the diagonal is set to ``diagonal``.
 
     :param torch.Tensor vector: ``[..., p (p - 1)]``.
     :param int num_nodes: ``p``; inferred from the length when omitted.

@@ -29,7 +29,7 @@ class EdgeOffsetNet(nn.Module):
     r"""Order-conditioned logit offset ``delta(r)`` of the guide's edge conditional ``q(B | gamma, r)``.
 
     SVI-DAG's guide reuses the model's conditional, ``q(B_ij | gamma_ij) = Bernoulli(sigmoid(gamma_ij))``, so that
-    ``log p(B | gamma) - log q(B | gamma)`` cancels (digest-001 §4.2, A.3). In that family the optimum of
+    ``log p(B | gamma) - log q(B | gamma)`` cancels (SVI-DAG §3.5, Derivation A.3). In that family the optimum of
     ``q(gamma_ij)`` is ``∝ p(gamma_ij) exp(sigmoid(gamma_ij) Delta_ij)`` (``Delta_ij`` the log-likelihood gain of the
     edge), whose mean ``sigmoid(gamma)`` -- the reported edge probability -- saturates at about
     ``Delta / (Delta + beta)`` for a strong edge and stays near the prior for a useless one, while the exact
@@ -87,7 +87,7 @@ def _unwrap(fn):
 
 
 class AutoEdgeFlowGuide(AutoGuide):
-    r"""Structured guide ``q(r) q_phi(gamma | r) q(A | r, gamma) q(theta | A)`` for DAG structure models (digest-001 §4.2).
+    r"""Structured guide ``q(r) q_phi(gamma | r) q(A | r, gamma) q(theta | A)`` for DAG structure models (SVI-DAG §3.5).
 
     The model must contain three sample sites (names configurable):
 
@@ -101,7 +101,7 @@ class AutoEdgeFlowGuide(AutoGuide):
 
     The guide samples ``r`` from a learnable diagonal Normal (used as is under plain ``SVI``; under
     :class:`~pyro_dag.infer.svgd.OrderSVGD` that site is replaced by the SVGD particles), ``gamma`` from the
-    conditional spline-coupling flow :func:`edge_flow` given the centred potentials ``r - mean(r)`` (U-13),
+    conditional spline-coupling flow :func:`edge_flow` given the centred potentials ``r - mean(r)``,
     ``A`` from :class:`RelaxedOrderedDAG` (straight-through, shares the model's Bernoulli conditional so that
     ``log p(A | r, gamma) - log q(A | r, gamma) = 0``, A.3), and ``theta`` from the mechanism's hypernetwork guide.
     It is fully vectorised over leading batch (particle) dimensions.
@@ -127,9 +127,7 @@ class AutoEdgeFlowGuide(AutoGuide):
         this factor; ``1`` gives the plain gradient. The ELBO is unchanged; only the update direction of the
         offset network is (a preconditioned direction, since the network is shared between edges). Why: the plain
         gradient of a Bernoulli logit shrinks as ``sigmoid'``, so an edge whose logit ran to an extreme early in
-        training (when the particles' orders were still poor) stays there. Measured (ER p = 10 linear, seed 3):
-        plain gradient, edge 2 -> 7 at logit 23.6, ``P = 1.0`` in every top order where the exact conditional is
-        0.011 (mean absolute error 0.032, largest 0.99); with the cap 1000: ``P = 0.018``, mean 0.008, largest 0.11.
+        training (when the particles' orders were still poor) stays there.
     :param float init_scale: initial scale of ``q(r)`` (its location starts at a ``N(0, 1)`` draw).
 
     Example::
@@ -291,7 +289,7 @@ class AutoEdgeFlowGuide(AutoGuide):
 
     @torch.no_grad()
     def sample_dags(self, potentials, num_samples=1):
-        """Hard DAG samples given potentials ``[K, p]``: ``[num_samples, K, p, p]`` (digest-001 §5.3)."""
+        """Hard DAG samples given potentials ``[K, p]``: ``[num_samples, K, p, p]`` (SVI-DAG §4.1)."""
         gamma = self.edge_distribution(potentials).sample((num_samples,))
         logits = self.guide_edge_logits(potentials, gamma)
         return OrderedDAG(potentials, fill_offdiag(logits, self.num_nodes)).sample()

@@ -36,8 +36,7 @@ def add_parser(subparsers):
                         "score, used for linear/bge up to 14 variables)")
     p.add_argument("--exact", action="store_true",
                    help="compute the exact posterior of the same model instead of fitting it "
-                        "(pyro_dag.structure.exact_posterior: collapsed likelihoods linear/bge, at most 20 variables; "
-                        "on Sachs with --likelihood bge it ranks edges better than the variational fit)")
+                        "(pyro_dag.structure.exact_posterior: collapsed likelihoods linear/bge, at most 20 variables)")
     p.add_argument("--steps", type=int, default=None, help="optimisation steps (default: fit's default)")
     p.add_argument("--particles", type=int, default=None,
                    help="SVGD particles over orders (default: fit's, 40 for linear/bge, 20 for mlp)")

@@ -95,7 +95,7 @@ class _ConditionedSplineCoupling(Transform):
 
 
 class ConditionalSplineCoupling(ConditionalTransformModule):
-    r"""Conditional rational-quadratic spline coupling layer (Durkan et al. 2019; digest-001 §4.3).
+    r"""Conditional rational-quadratic spline coupling layer (Durkan et al. 2019; SVI-DAG Table E.1).
 
     .. math:: y_{1:s} = x_{1:s}, \qquad y_{s+1:D} = g_{\theta(x_{1:s}, c)}(x_{s+1:D}),
 
@@ -178,7 +178,7 @@ class _ConditionedMaskAffine(Transform):
 
 
 class OrderMaskAffine(ConditionalTransformModule):
-    r"""Elementwise affine map of the edge logits conditioned on the relaxed order mask (digest-001 §4.2).
+    r"""Elementwise affine map of the edge logits conditioned on the relaxed order mask (SVI-DAG §3.5).
 
     .. math:: \gamma_{ij} = u_{ij} + v_{ij} m_{ij} + \exp(s_{ij} + t_{ij} m_{ij})\, x_{ij}, \qquad
         m = \mathrm{offdiag}(M_	au(r)),
@@ -257,7 +257,7 @@ class EdgeFlow(nn.Module):
 
 def edge_flow(num_edges, context_dim, num_blocks=5, hidden_dims=(64, 64), count_bins=8, bound=5.0, loc=None, scale=None,
               seed=42):
-    """The SVI-DAG edge-logit flow ``gamma = T_phi(z; c)`` (digest-001 §4.3) as an :class:`EdgeFlow`.
+    """The SVI-DAG edge-logit flow ``gamma = T_phi(z; c)`` (SVI-DAG §3.5, Table E.1) as an :class:`EdgeFlow`.
 
     ``num_blocks`` times: a fixed random :class:`~pyro.distributions.transforms.Permute` (generator ``seed``) then a
     :class:`ConditionalSplineCoupling` (conditioner input: the untouched half and the centred potentials); finally an

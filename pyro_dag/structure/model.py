@@ -13,7 +13,7 @@ __all__ = ["StructureModel", "structure_model"]
 
 
 class StructureModel:
-    r"""The SVI-DAG generative model as a Pyro model callable ``model(X)`` (digest-001 §2, A.2).
+    r"""The SVI-DAG generative model as a Pyro model callable ``model(X)`` (Zinage 2026, arXiv:2608.04930, §3.2, Derivation A.2).
 
     .. math::
         r \sim N(0, \sigma_r^2 I), \quad \gamma_{ij} \sim \mathrm{LogisticBeta}(\alpha_{ij}, \beta_{ij}), \quad
@@ -30,7 +30,8 @@ class StructureModel:
 
     Attribute ``soft_mix`` (default 0, the model proper): during ``fit``'s soft warm-up the mechanism sees
     ``A + soft_mix * (sigmoid(gamma) * M_tau(r) - A)`` (Sinkhorn temperature ``order_temperature``, ``sinkhorn_iters``
-    sweeps) while the ``"A"`` site keeps the hard DAG (digest-001 §11.5).
+    sweeps) while the ``"A"`` site keeps the hard DAG (the soft-to-hard warm-up
+    of SVI-DAG's official code).
     """
 
     def __init__(self, mechanism, alpha, beta, potential_scale=1.0, likelihood_scale=1.0):
@@ -63,7 +64,7 @@ class StructureModel:
         A = pyro.sample("A", OrderedDAG(r, edge_logits))
         A_mech = A
         if self.soft_mix > 0:
-            # warm-up for mechanisms with parameters (digest-001 §11.5): the mechanism sees a blend of the hard
+            # warm-up for mechanisms with parameters: the mechanism sees a blend of the hard
             # DAG and its relaxation sigmoid(gamma) * M_tau(r), so node networks learn to use inputs before the
             # edge decisions harden (with a hard DAG only, an untrained network makes every edge look harmful).
             relaxed = RelaxedOrderedDAG(

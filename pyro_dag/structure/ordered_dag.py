@@ -49,7 +49,7 @@ def _ordered_dag_log_prob(potentials, edge_logits, value):
 
 
 class OrderedDAG(TorchDistribution):
-    r"""Distribution over DAGs given node potentials and edge logits (digest-001 §2.3, U-10, Thm B.3).
+    r"""Distribution over DAGs given node potentials and edge logits (SVI-DAG §3.2.1, Thm. B.3).
 
     .. math:: A = B \odot M(r), \qquad B_{ij} \sim \mathrm{Bernoulli}(\sigma(\gamma_{ij})), \quad i \ne j,
 
@@ -59,7 +59,7 @@ class OrderedDAG(TorchDistribution):
 
     As a model site it pairs with :class:`RelaxedOrderedDAG` in the guide: both have the same ``log_prob`` of the
     (hard) sampled value, so ``log p(A | r, gamma) - log q(A | r, gamma)`` cancels exactly (the guide "shares the
-    Bernoulli conditional", digest-001 §4.2, A.3).
+    Bernoulli conditional", SVI-DAG §3.5, Derivation A.3).
 
     :param torch.Tensor potentials: ``[..., p]`` node potentials (higher = upstream).
     :param torch.Tensor edge_logits: ``[..., p, p]``, ``edge_logits[i, j]`` the logit of ``i -> j``; diagonal ignored.
@@ -118,7 +118,7 @@ class OrderedDAG(TorchDistribution):
 
 
 class RelaxedOrderedDAG(TorchDistribution):
-    r"""Relaxed / straight-through version of :class:`OrderedDAG` (digest-001 §3.1-3.3, Eq. 1-2).
+    r"""Relaxed / straight-through version of :class:`OrderedDAG` (SVI-DAG §3.3, Eq. 1-2).
 
     With logistic noise ``L_ij`` (shared by the hard and soft edges),
 
@@ -142,7 +142,7 @@ class RelaxedOrderedDAG(TorchDistribution):
     :param float temperature: Concrete temperature ``T`` of the edges (paper 0.3).
     :param float order_temperature: Sinkhorn temperature ``tau`` (paper: 0.1 final).
     :param int sinkhorn_iters: ``K_S`` (paper 100).
-    :param bool scale_normalize: RMS-normalise potentials inside the Sinkhorn relaxation (digest-001 §11.2).
+    :param bool scale_normalize: RMS-normalise potentials inside the Sinkhorn relaxation.
     :param bool straight_through: return ``A_ST`` (default) or the soft ``A~``.
     :param str edge_relaxation: ``"concrete"`` (the paper's Gumbel-sigmoid ``B~``, Eq. 1) or ``"mean"``
         (``B~ = sigmoid(gamma)``, the original straight-through estimator of Bengio et al. 2013: the backward pass

@@ -22,14 +22,14 @@ __all__ = ["LogisticBeta", "edge_belief_prior", "edge_prior_parameters", "sparsi
 
 
 class LogisticBeta(TorchDistribution):
-    r"""Logistic-Beta distribution: ``gamma = logit(pi)`` with ``pi ~ Beta(alpha, beta)`` (digest-001 §2.2, U-9).
+    r"""Logistic-Beta distribution: ``gamma = logit(pi)`` with ``pi ~ Beta(alpha, beta)`` (SVI-DAG §3.2.1).
 
     It is the prior of an edge logit under the Beta-Bernoulli edge prior of SVI-DAG: with a Beta on the edge
     probability, the induced density of the logit is
 
     .. math:: p(\gamma) = \sigma(\gamma)^\alpha \, (1 - \sigma(\gamma))^\beta / B(\alpha, \beta),
 
-    a proper density whose mode is ``log(alpha / beta)`` (not ``logit`` of the Beta mode, digest-001 §11.8).
+    a proper density whose mode is ``log(alpha / beta)`` (not ``logit`` of the Beta mode).
     ``rsample`` is reparameterised through Gamma variables, ``gamma = log G_a - log G_b`` with
     ``G_a ~ Gamma(alpha)``, ``G_b ~ Gamma(beta)``, which avoids rounding ``pi`` to 0 or 1.
 
@@ -104,7 +104,7 @@ def _as_tensor(x, name, dtype=None, device=None):
 
 
 def edge_belief_prior(beliefs, strength=500.0, min_concentration=1.0, exponent=2.0):
-    r"""Beta parameters from a matrix of prior edge beliefs, as SVI-DAG does (digest-001 §2.2, U-5).
+    r"""Beta parameters from a matrix of prior edge beliefs, as SVI-DAG does (§3.2.1).
 
     A belief ``p_ij`` in ``(0, 1)`` is the *mode* of the Beta prior on ``P(i -> j)``; ``0.5`` means no opinion.
     Confident beliefs get concentrated Betas:
@@ -112,7 +112,7 @@ def edge_belief_prior(beliefs, strength=500.0, min_concentration=1.0, exponent=2
     .. math:: \nu = \nu_{min} + \kappa |p - 0.5|^\eta, \quad \alpha = \nu p + 1, \quad \beta = \nu (1 - p) + 1
 
     with ``kappa = strength`` (paper: ``nu_min = 1, kappa = 500, eta = 2``; e.g. ``p = 0.99 -> nu = 121``).
-    The marginal prior edge probability is ``alpha / (alpha + beta)``, not ``p`` (digest-001 §11.8).
+    The marginal prior edge probability is ``alpha / (alpha + beta)``, not ``p``.
 
     :param beliefs: ``[p, p]`` (or ``[..., p, p]``) with ``beliefs[i, j]`` the belief in ``i -> j``; the
         diagonal is ignored (any value).
@@ -146,8 +146,8 @@ def edge_belief_prior(beliefs, strength=500.0, min_concentration=1.0, exponent=2
 def sparsity_prior(num_nodes, edge_prob, concentration=20.0, dtype=None, device=None):
     r"""Uniform sparsity prior: every off-diagonal belief equals ``edge_prob`` with a fixed concentration.
 
-    This is the graph-agnostic prior that SVI-DAG's benchmark code uses instead of "no opinion"
-    (digest-001 §2.2 table, §6.3.1; ablation §10.4: the single most important component):
+    This is the graph-agnostic prior that SVI-DAG's official code uses in its benchmarks instead of
+    "no opinion" (not stated in the paper):
     ``alpha = nu p0 + 1, beta = nu (1 - p0) + 1`` with ``nu = concentration`` (paper code: 20).
 
     :param int num_nodes: ``p``.

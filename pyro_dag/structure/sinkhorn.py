@@ -26,7 +26,7 @@ def _check_potentials(r):
 
 
 def hard_order_mask(potentials):
-    r"""Hard order mask ``M[..., i, j] = 1{r_i > r_j}``: the edge ``i -> j`` is allowed (digest-001 §2.3, U-10).
+    r"""Hard order mask ``M[..., i, j] = 1{r_i > r_j}``: the edge ``i -> j`` is allowed (SVI-DAG §3.2.1).
 
     Equal to ``P(r) U P(r)^T`` with ``P(r)`` the permutation that sorts by descending potential and ``U`` the
     strictly upper-triangular matrix of ones (our orientation of the paper's ``P L P^T``). Ties allow neither
@@ -40,10 +40,9 @@ def hard_order_mask(potentials):
 
 
 def log_sinkhorn(log_alpha, num_iters=100, eps_scaling=1.0, anneal_frac=0.6):
-    r"""Log-space Sinkhorn normalisation of ``[..., n, n]`` log-potentials (digest-001 §3.2, Lemma B.4).
+    r"""Log-space Sinkhorn normalisation of ``[..., n, n]`` log-potentials (SVI-DAG §3.3, Lemma B.4).
 
-    Alternates ``num_iters`` row and column normalisations in log space (probability-space Sinkhorn underflows,
-    digest-001 §11.1), written with dual vectors: ``log P = log_alpha + f 1^T + 1 g^T`` with
+    Alternates ``num_iters`` row and column normalisations in log space (probability-space Sinkhorn underflows), written with dual vectors: ``log P = log_alpha + f 1^T + 1 g^T`` with
     ``f = -logsumexp(log_alpha + g, -1)``, ``g = -logsumexp(log_alpha + f, -2)``. The last step normalises columns,
     so columns of ``exp(result)`` sum to one exactly and rows approximately.
 
@@ -80,7 +79,7 @@ def log_sinkhorn(log_alpha, num_iters=100, eps_scaling=1.0, anneal_frac=0.6):
 
 def _rms_normalises(scale_normalize, p):
     # With p = 2 the centred, RMS-normalised potentials are +-1 whatever r is: the relaxation would be constant in r
-    # and carry no gradient to the order (measured: |dM/dr| ~ 1e-5), so two-node problems skip the normalisation.
+    # and carry no gradient to the order (|dM/dr| ~ 1e-5), so two-node problems skip the normalisation.
     return scale_normalize and p > 2
 
 
@@ -93,12 +92,12 @@ def _normalise_potentials(potentials, scale_normalize, eps=1e-6):
 
 def soft_order_mask(potentials, temperature=0.1, num_iters=100, scale_normalize=True, return_perm=False,
                     eps_scaling=True, backward="jacobian"):
-    r"""Sinkhorn relaxation ``M_tau(r)`` of the order mask (digest-001 §3.2, U-12; §11.1-2).
+    r"""Sinkhorn relaxation ``M_tau(r)`` of the order mask (SVI-DAG §3.3).
 
     ``S_0 = r o^T`` with ``o = (p, p - 1, ..., 1)``, ``P_tau = Sinkhorn(exp(S_0 / tau))`` (log space, ``num_iters``
     sweeps), and ``M_tau[i, j] = sum_{k < l} P_tau[i, k] P_tau[j, l]``, the relaxed probability that ``i`` comes
     before ``j``. The potentials are centred and, by default, scaled to unit RMS so that the effective
-    temperature does not drift with the spread of ``r`` (digest-001 §11.2). ``M_tau -> hard_order_mask(r)`` as
+    temperature does not drift with the spread of ``r``. ``M_tau -> hard_order_mask(r)`` as
     ``tau -> 0`` for distinct potentials. The result has a non-zero diagonal and is generally "cyclic"; multiply
     by ``1 - I`` before using it as an adjacency relaxation. After the Sinkhorn sweeps the rows of ``P_tau`` are
     normalised once more, so that every node has a distribution over positions and ``M_tau`` lies in ``[0, 1]``
@@ -147,7 +146,7 @@ def soft_order_mask_jacobian(potentials, temperature=0.1, num_iters=100, scale_n
 
     The Sinkhorn iterations are differentiated exactly (the iterates, not their limit): with row / column soft-max
     matrices ``S``, ``T`` of each sweep, ``df = -sum_k S_ik (dC_ik + dg_k)`` and ``dg = -sum_i T_ik (dC_ik + df_i)``,
-    for all ``p`` tangent directions at once. This is the ``J_psi`` of the SVGD repulsion (digest-001 §4.5), several
+    for all ``p`` tangent directions at once. This is the ``J_psi`` of the SVGD repulsion (SVI-DAG §3.6), several
     times cheaper than ``torch.func.jacfwd`` through ``logsumexp``.
 
     :param torch.Tensor potentials: ``[..., p]``.

@@ -1,10 +1,10 @@
-"""SVGD over node-order potentials with a kernel on relaxed order masks (digest-001 §4.5, Eq. 6, §11.3).
+"""SVGD over node-order potentials with a kernel on relaxed order masks (Zinage 2026, *SVI-DAG*, arXiv:2608.04930, §3.6, Eq. 6).
 
 Built next to :mod:`pyro.infer.svgd` and in its style: :class:`OrderSVGD` vectorises the model over a particle
 plate, computes the gradient of an ordinary Pyro ELBO with one ``backward()``, replaces the gradient of the
 particles by the SVGD direction and lets a :class:`~pyro.optim.PyroOptim` step *all* parameters -- the particles
 and the guide's parameters (flow, hypernetworks), which are thereby trained jointly on
-``J(phi) = (1 / K) sum_k L(phi; r_k)`` (digest-001 §4.5, Alg. 1).
+``J(phi) = (1 / K) sum_k L(phi; r_k)`` (SVI-DAG §3.6, Alg. 1).
 
 Differences from :class:`pyro.infer.SVGD`, which cannot do this: the particles are only the *potential* site
 ``r``; every other latent variable keeps its own (conditional) guide, evaluated per particle; and the kernel lives
@@ -29,7 +29,7 @@ __all__ = ["OrderMaskKernel", "OrderSVGD"]
 
 
 class OrderMaskKernel(SteinKernel):
-    r"""RBF kernel on relaxed order masks, ``k(r, r') = exp(-||psi(r) - psi(r')||^2 / h)`` (digest-001 §4.5).
+    r"""RBF kernel on relaxed order masks, ``k(r, r') = exp(-||psi(r) - psi(r')||^2 / h)`` (SVI-DAG §3.6).
 
     ``psi(r) = vec(M_tau(r))`` is the Sinkhorn-relaxed "``i`` before ``j``" matrix
     (:func:`~pyro_dag.structure.distributions.soft_order_mask`, centred and RMS-normalised potentials), so two
@@ -140,7 +140,7 @@ class _SwapPotentials(Messenger):
 
 
 class OrderSVGD:
-    r"""Stein variational gradient descent over node-order potentials, jointly with a Pyro guide (digest-001 §4.5).
+    r"""Stein variational gradient descent over node-order potentials, jointly with a Pyro guide (SVI-DAG §3.6).
 
     ``K`` particles ``r_k`` replace ``q(r)``. Each step:
 
@@ -152,7 +152,7 @@ class OrderSVGD:
     2. sanitise the scores (``nan_to_num``, per-particle norm clip ``particle_grad_clip``);
     3. SVGD direction (Eq. 6) with the :class:`OrderMaskKernel`:
        ``phi_k = (1 / K) sum_j [k(r_j, r_k) g_j + w_rep grad_{r_j} k(r_j, r_k)]``; the repulsion is capped at
-       ``repulsion_cap * ||attraction_k||`` (digest-001 §11.3: the median bandwidth collapses when particles agree);
+       ``repulsion_cap * ||attraction_k||`` (the median bandwidth collapses when particles agree);
     4. set the particles' gradient to ``-phi`` and step every parameter with ``optim``; clamp the particles to
        ``[-clamp, clamp]``.
 
@@ -348,11 +348,11 @@ class OrderSVGD:
 
     @torch.no_grad()
     def particle_elbos(self, *args, num_samples=10, include_potential_prior=False, **kwargs):
-        """Per-particle ELBO estimates ``L(phi; r_k)`` ``[K]`` (digest-001 Eq. 5), averaged over ``num_samples`` draws.
+        """Per-particle ELBO estimates ``L(phi; r_k)`` ``[K]`` (SVI-DAG Eq. 5), averaged over ``num_samples`` draws.
 
         ``L(phi; r_k) <= log p(D | r_k)`` is the evidence lower bound given the order of particle ``k``; weights
         ``w_k ∝ exp(L_k)`` over distinct orders turn the particle set into a mixture over orders (the
-        "support-restricted posterior" of digest-004 §5.2). Every sample site's (scaled) log-density is summed
+        "support-restricted posterior" of Wang, Wicker & Kwiatkowska 2022). Every sample site's (scaled) log-density is summed
         over all dimensions but the particle dimension; ``log p(r_k)`` is left out unless
         ``include_potential_prior`` (orders have a uniform prior; the density of ``r`` inside an order does not
         matter).
@@ -391,7 +391,7 @@ class OrderSVGD:
         two nodes at uniformly random positions instead, which is still symmetric) and accepts with probability
         ``min(1, exp(L(phi; r') - L(phi; r)))``, the ELBOs estimated with common random numbers
         (:meth:`particle_elbos`). Gradients through the relaxed order mask hardly move a particle across an order
-        boundary (digest-001 §11.3, §11.5); these discrete moves do. Returns the acceptance rate.
+        boundary; these discrete moves do. Returns the acceptance rate.
 
         ``order_score``: optional callable ``potentials [K, p] -> [K]`` used in place of the ELBO, e.g. an
         :class:`~pyro_dag.structure.exact.OrderScorer` giving ``log p(D, order)`` with the edges summed out exactly

@@ -71,7 +71,7 @@ class StructurePosterior(DAGPosterior):
         (hard) order and every distinct order ``o`` gets ``w_o ∝ exp(L_o)``, ``L_o`` the mean over its particles of
         the per-particle ELBO ``L(phi; r_k) <= log p(D | order)`` (Eq. 5, estimated with ``num_samples`` draws),
         shared equally by its particles: the "support-restricted posterior" over the visited orders
-        (digest-004 §5.2). It corrects the equal weighting of particles stuck in worse orders. ``"order"``: the
+        (Wang, Wicker & Kwiatkowska 2022, *Tractable Uncertainty for Structure Learning*). It corrects the equal weighting of particles stuck in worse orders. ``"order"``: the
         same grouping with ``L_o = log p(D, o)``, every DAG consistent with ``o`` summed out exactly
         (:attr:`order_scorer`, fitted with ``order_score="exact"``; no ELBO gap). The posterior's queries mix over
         :meth:`support`, which with ``"order"`` also holds the orders the particles visited (:attr:`visited`).
@@ -107,7 +107,7 @@ class StructurePosterior(DAGPosterior):
         With ``weighting="order"`` and a recorded history (:attr:`visited`, fit's ``order_history``): every distinct
         order among the visited ones and the particles' current ones, weighted by its exact score
         ``softmax_o log p(D, o)`` (:attr:`order_scorer`), orders below ``e^{-30}`` of the best one dropped: the
-        "support-restricted" posterior of the visited orders (digest-004 §5.2) with the orders of the whole
+        "support-restricted" posterior of the visited orders (Wang, Wicker & Kwiatkowska 2022, *Tractable Uncertainty for Structure Learning*) with the orders of the whole
         Markov-chain history instead of the ``K`` final positions. Otherwise the particles and
         :meth:`particle_weights`.
         """

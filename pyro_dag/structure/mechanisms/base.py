@@ -33,7 +33,7 @@ def _check_pos(v, name):
 
 
 class Mechanism(PyroModule):
-    """Base class of structural-equation mechanisms ``p(X | A, theta) p(theta)`` and ``q(theta | A)`` (digest-001 §2.1).
+    """Base class of structural-equation mechanisms ``p(X | A, theta) p(theta)`` and ``q(theta | A)`` (SVI-DAG §3.2).
 
     Subclasses implement :meth:`log_likelihood` and, when they have parameters, :meth:`sample_params` (model
     side) and :meth:`guide` (guide side). :meth:`model` (also ``__call__``) samples the parameters and scores the

@@ -34,7 +34,7 @@ class BGeSEM(Mechanism):
 
     The weights, noise variances and means of a linear-Gaussian DAG model are integrated out under the
     Normal-Wishart prior, which makes the score *equivalent*: Markov-equivalent DAGs have the same marginal
-    likelihood (the score used by DiBS and order MCMC, digest-004 §1). Node ``j`` with ``l`` parents ``pa``:
+    likelihood (the score used by DiBS and order MCMC). Node ``j`` with ``l`` parents ``pa``:
 
     .. math::
         \log p(x_j | x_{pa}) = \frac12 \log\frac{\alpha_\mu}{N + \alpha_\mu}

@@ -13,7 +13,7 @@ __all__ = ["NodeHyperNet"]
 class NodeHyperNet(nn.Module):
     r"""Per-node hypernetwork ``(loc_j, scale_j) = H_j(a_j)`` for a Gaussian guide over node parameters.
 
-    SVI-DAG's ``q_phi(theta | A)`` with row-wise conditioning (digest-001 §4.4, U-14, §11.7): node ``j``'s network
+    SVI-DAG's ``q_phi(theta | A)`` with row-wise conditioning (Zinage 2026, arXiv:2608.04930, §3.7): node ``j``'s network
     sees only its parent vector ``a_j = A[:, j]``. All ``p`` networks are evaluated in one batched pass
     (``hidden`` ReLU layers). The scale head starts at ``softplus(-2) ~ 0.13`` (zero weights, bias -2) and the
     location head at ``loc_init`` with small weights.

@@ -12,7 +12,7 @@ __all__ = ["LinearGaussianSEM"]
 
 
 class LinearGaussianSEM(Mechanism):
-    r"""Linear-Gaussian SEM ``x_j = sum_i A_ij W_ij x_i + eps_j``, ``eps_j ~ N(0, sigma_j^2)`` (digest-001 §2.1).
+    r"""Linear-Gaussian SEM ``x_j = sum_i A_ij W_ij x_i + eps_j``, ``eps_j ~ N(0, sigma_j^2)``.
 
     Data are assumed centred (standardise first; :func:`pyro_dag.structure.fit` does).
 

@@ -14,7 +14,7 @@ __all__ = ["MLPSEM"]
 
 
 class MLPSEM(Mechanism):
-    r"""Nonlinear SEM: one MLP per node on its masked parents plus Gaussian noise (digest-001 §2.1, U-2, U-3).
+    r"""Nonlinear SEM: one MLP per node on its masked parents plus Gaussian noise (SVI-DAG §3.2, Table E.1).
 
     .. math:: x_j = f_j(A_{:, j} \odot x; \theta_j) + \epsilon_j, \quad \epsilon_j \sim N(0, \sigma_j^2),
 
@@ -23,7 +23,7 @@ class MLPSEM(Mechanism):
     node ``j`` flattened in row ``j``; prior ``N(0, prior_scale^2)``), ``"{name}.log_noise"`` ``[p]`` unless
     ``noise`` is fixed (prior ``N(noise_prior)`` on ``log sigma``; paper: centred at ``log 0.1`` with scale 2),
     and the observation ``"{name}.x"``. Guide: a :class:`NodeHyperNet` of the parent vector ``A[:, j]``
-    (row-wise conditioning, digest-001 §4.4).
+    (row-wise conditioning, SVI-DAG §3.7).
 
     :param int num_nodes: ``p``.
     :param tuple hidden: hidden widths of each node MLP.
@@ -34,7 +34,7 @@ class MLPSEM(Mechanism):
     :param str name: site prefix.
     :param int subsample_size: rows per step (paper: 64).
     :param float kl_weight: scale of the parameter sites in model and guide alike, i.e. the weight of
-        ``KL(q(theta | A) || p(theta))`` in the ELBO (1: exact; SVI-DAG's ER runs: 0.01, digest-001 §4.4).
+        ``KL(q(theta | A) || p(theta))`` in the ELBO (1: exact; SVI-DAG's ER runs: 0.01).
     """
 
     def __init__(
