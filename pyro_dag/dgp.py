@@ -611,7 +611,7 @@ class DAGDGP(PyroModule):
         return values
 
     def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False,
-                      state=None):
+                      state=None, noise=None):
         """Marginal ancestral sampling (digest-000 Prop. 9, Algorithms 1-3) through the whole DAG.
 
         :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
@@ -623,6 +623,8 @@ class DAGDGP(PyroModule):
         :param bool antithetic: pair the samples, ``ε`` for the first ``S/2`` and ``-ε`` for the rest (``S`` even).
         :param state: a sampler state to draw with (default: a fresh one for ``sampler``); pass one to read its
             draws afterwards (as :class:`~pyro_dag.infer.natural.SinkNaturalGradient` does).
+        :param dict noise: optional ``{node: [S, B, d] standard-normal draws}`` to use instead of fresh ones
+            (:meth:`predict` draws them for all cases first, so that its result does not depend on ``batch_size``).
         :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
             marginal variances of the Gaussian each draw came from.
         """
@@ -638,7 +640,7 @@ class DAGDGP(PyroModule):
             a, r = self.node_conditional(w, values, cache)
             loc, cov = state.predict(w, a, r)
             batch = (num_samples,) + loc.shape[-2:]
-            eps = standard_normal(batch, loc, antithetic)
+            eps = standard_normal(batch, loc, antithetic) if noise is None else noise[w]
             if cov.shape[-1] == 1:
                 var = cov[..., 0]
                 f = loc + var.clamp_min(0).sqrt() * eps
@@ -666,17 +668,27 @@ class DAGDGP(PyroModule):
         return {w: passes[w][0] for w in self.topo_nodes}
 
     # ------------------------------------------------------------------ prediction
+    #: Default ``num_samples × batch_size × Σ_w d_w M_w`` bound of :meth:`predict`'s working set (elements).
+    predict_chunk_elements = 2 ** 21
+
     @torch.no_grad()
-    def predict(self, guide, inputs, nodes=None, num_samples=200):
+    def predict(self, guide, inputs, nodes=None, num_samples=200, batch_size=None):
         """Posterior predictive of node values at new inputs, also for nodes that are never observed.
 
         With an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` this runs marginal ancestral
-        sampling against its ``q(U)`` (exact samples from the induced ``q(F)``, digest-000 §2.12); with any
-        other guide it draws ``U`` from the guide and propagates (plain ancestral sampling).
+        sampling against its ``q(U)`` (exact samples from the induced ``q(F)``; Perlino et al. 2026,
+        arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3); with any other guide it draws ``U`` from the
+        guide and propagates (plain ancestral sampling).
+
+        The cases are processed in chunks of ``batch_size``, so that memory beyond the returned tensors stays
+        bounded whatever ``n``. The standard-normal draws are made for all cases first, in the same order as in
+        one pass, so the result (for a given seed) does not depend on ``batch_size``.
 
         :param guide: a trained guide. :param dict inputs: ``{root: [n, d_r]}``.
         :param list nodes: nodes to return (default: all GP nodes).
         :param int num_samples: ``S``.
+        :param int batch_size: cases per chunk (default: as many as keep ``S × batch_size × Σ_w d_w M_w``
+            below :attr:`predict_chunk_elements`, i.e. a working set of about 16 MiB per intermediate in float64).
         :returns: ``{node: NodePrediction}`` with samples ``[S, n, d_w]``.
         """
         X, n = self._check_inputs(inputs)
@@ -687,40 +699,99 @@ class DAGDGP(PyroModule):
             if w not in self.gp_nodes:
                 raise DAGInputError(f"cannot predict node {w!r}: it is not a GP node of the graph "
                                     f"(GP nodes: {self.gp_nodes})")
+        num_samples = self._check_positive_int(num_samples, "num_samples")
+        if batch_size is None:
+            size = sum(self.output_dims[w] * self.num_inducing[w] for w in self.topo_nodes)
+            batch_size = max(1, self.predict_chunk_elements // (num_samples * size))
+        else:
+            batch_size = self._check_positive_int(batch_size, "batch_size")
+        chunks = [(lo, min(lo + batch_size, n)) for lo in range(0, n, batch_size)]
         posterior = guide.inducing_posterior() if hasattr(guide, "inducing_posterior") else None
         with suspended():
             if posterior is not None:
-                passes = self.marginal_pass(posterior, X, num_samples)
+                cache = self.cholesky_cache()
+                # one draw per (sample, case, node), in the order a single pass over all cases makes them; the
+                # draws of a returned node are overwritten, chunk by chunk, by its samples
+                noise = {w: standard_normal((num_samples, n, self.output_dims[w]), self._anchor)
+                         for w in self.topo_nodes}
+                out = _PredictionBuffers(self, nodes, num_samples, n, samples=noise)
+                for lo, hi in chunks:
+                    Xc = {r: X[r][lo:hi] for r in self.root_nodes}
+                    eps = {w: noise[w][:, lo:hi] for w in self.topo_nodes}
+                    passes = self.marginal_pass(posterior, Xc, num_samples, cache=cache, noise=eps)
+                    for w in nodes:
+                        out.fill(w, 0, lo, hi, *passes[w])
             else:
-                passes = self._predict_by_guide_samples(guide, inputs, num_samples)
-        out = {}
-        for w in nodes:
-            f, loc, var = passes[w]
-            mean = loc.mean(0)
-            variance = var.mean(0) + loc.var(0, unbiased=False)
-            moments = self.likelihoods[w].predictive_moments(loc, var)
-            if moments is not None:
-                ym, yv = moments
-                y_mean, y_var = ym.mean(0), yv.mean(0) + ym.var(0, unbiased=False)
-            else:
-                y_mean = y_var = None
-            out[w] = NodePrediction(f, mean, variance, loc, var, y_mean, y_var)
-        return out
+                out = _PredictionBuffers(self, nodes, num_samples, n)
+                for s in range(num_samples):
+                    self._predict_one_guide_sample(guide, inputs, X, n, chunks, out, s)
+        return out.result(chunks)
 
-    def _predict_by_guide_samples(self, guide, inputs, num_samples):
-        draws = {w: ([], [], []) for w in self.topo_nodes}
-        X, _ = self._check_inputs(inputs)
-        for _ in range(num_samples):
-            guide_trace = pyro.poutine.trace(guide).get_trace(inputs)
-            us = {w: guide_trace.nodes[f"{w}.u"]["value"] for w in self.topo_nodes}
-            values = {r: X[r] for r in self.root_nodes}
-            cache = self.cholesky_cache()
+    @staticmethod
+    def _check_positive_int(value, name):
+        try:
+            v = operator.index(value)
+        except TypeError:
+            v = None
+        if v is None or isinstance(value, bool) or v < 1:
+            raise DAGInputError(f"{name} must be a positive integer, got {value!r}")
+        return int(v)
+
+    def _predict_one_guide_sample(self, guide, inputs, X, n, chunks, out, s):
+        """Sample ``s`` of :meth:`predict` with a guide that is not structured: one ``U`` from the guide, pushed
+        through the DAG chunk by chunk."""
+        guide_trace = pyro.poutine.trace(guide).get_trace(inputs)
+        us = {w: guide_trace.nodes[f"{w}.u"]["value"] for w in self.topo_nodes}
+        cache = self.cholesky_cache()
+        noise = {w: torch.randn((n, self.output_dims[w]), dtype=self.dtype, device=self.device)
+                 for w in self.topo_nodes}
+        for lo, hi in chunks:
+            values = {r: X[r][lo:hi] for r in self.root_nodes}
             for w in self.topo_nodes:
                 a, r = self.node_conditional(w, values, cache)
                 loc = a @ us[w].transpose(-1, -2)
                 var = r.unsqueeze(-1).expand_as(loc)
-                f = loc + var.sqrt() * torch.randn_like(loc)
+                f = loc + var.sqrt() * noise[w][lo:hi]
                 values[w] = f
-                for store, v in zip(draws[w], (f, loc, var)):
-                    store.append(v)
-        return {w: tuple(torch.stack(s) for s in draws[w]) for w in self.topo_nodes}
+                if w in out.nodes:
+                    out.fill(w, s, lo, hi, f.unsqueeze(0), loc.unsqueeze(0), var.unsqueeze(0))
+
+
+class _PredictionBuffers:
+    """Output tensors of :meth:`DAGDGP.predict`, filled chunk by chunk (samples ``[S, n, d]`` and moments)."""
+
+    def __init__(self, model, nodes, num_samples, n, samples=None):
+        self.model, self.nodes, self.num_samples = model, list(nodes), num_samples
+        kw = {"dtype": model.dtype, "device": model.device}
+        samples = samples or {}
+
+        def buffer(w):
+            return torch.empty((num_samples, n, model.output_dims[w]), **kw)
+
+        self.draws = {w: (samples[w] if w in samples else buffer(w), buffer(w), buffer(w)) for w in self.nodes}
+
+    def fill(self, w, s, lo, hi, f, loc, var):
+        """Write ``f``, ``loc``, ``var`` ``[k, hi - lo, d]`` for samples ``s .. s + k`` and cases ``lo .. hi``."""
+        for buf, v in zip(self.draws[w], (f, loc, var)):
+            buf[s:s + v.shape[0], lo:hi] = v
+
+    def result(self, chunks):
+        """``{node: NodePrediction}``; the moments over the samples are computed chunk by chunk of cases."""
+        out = {}
+        for w in self.nodes:
+            f, loc, var = self.draws[w]
+            mean, variance = torch.empty_like(loc[0]), torch.empty_like(loc[0])
+            y_mean = y_var = None
+            for lo, hi in chunks:
+                lc, vc = loc[:, lo:hi], var[:, lo:hi]
+                mean[lo:hi] = lc.mean(0)
+                variance[lo:hi] = vc.mean(0) + lc.var(0, unbiased=False)
+                moments = self.model.likelihoods[w].predictive_moments(lc, vc)
+                if moments is not None:
+                    ym, yv = moments
+                    if y_mean is None:
+                        y_mean, y_var = torch.empty_like(mean), torch.empty_like(mean)
+                    y_mean[lo:hi] = ym.mean(0)
+                    y_var[lo:hi] = yv.mean(0) + ym.var(0, unbiased=False)
+            out[w] = NodePrediction(f, mean, variance, loc, var, y_mean, y_var)
+        return out
