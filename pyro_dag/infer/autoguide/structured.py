@@ -153,8 +153,9 @@ class AutoStructuredGuide(AutoGuide):
         prior's mean 0, other sites as in ``AutoNormal``); for any other model
         :func:`~pyro.infer.autoguide.initialization.init_to_median`, as in ``AutoMultivariateNormal``.
     :param init_scale: initial posterior standard deviation (unconstrained) of each coordinate: a positive number,
-        or a dict ``{node or site name: number}`` (names not given get 1.0). The default 1.0 is the prior's scale
-        of the whitened inducing outputs of a DAGDGP; Pyro's ``AutoMultivariateNormal`` uses 0.1.
+        or a dict ``{node or site name: number}`` (names not given get the default). Default: 1.0 for the whitened
+        inducing outputs of a DAGDGP (the prior's scale), 0.1 for the sites of any other model (as
+        ``AutoMultivariateNormal``).
     :param callable create_plates: as in Pyro's autoguides; a subsampled plate's local sites get parameters at
         the plate's full size, and each call uses the rows of the current subsample.
     :param str name: prefix of the guide's parameters in Pyro's parameter store (default the class name; give
@@ -166,9 +167,9 @@ class AutoStructuredGuide(AutoGuide):
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
     """
 
-    def __init__(self, model, *, structure="chordal", backend="auto", init_loc_fn=None, init_scale=1.0,
+    def __init__(self, model, *, structure="chordal", backend="auto", init_loc_fn=None, init_scale=None,
                  create_plates=None, name=None):
-        scales = init_scale.values() if isinstance(init_scale, dict) else [init_scale]
+        scales = [] if init_scale is None else init_scale.values() if isinstance(init_scale, dict) else [init_scale]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in scales):
             raise ValueError(f"init_scale must be a positive number or a dict {{name: number}}, got {init_scale!r}")
         if init_loc_fn is not None and not callable(init_loc_fn):
@@ -230,7 +231,7 @@ class AutoStructuredGuide(AutoGuide):
             self._sites.append(_SiteLayout(name, meta["node"], (d, m), 2, offset, (), site))
             offset += d * m
         self._site_names = {b.node: name for b, (name, _) in zip(blocks, dag_sites)}
-        init_scale = self.init_scale
+        init_scale = 1.0 if self.init_scale is None else self.init_scale
         self.family = make_family(self.structure, self.backend, blocks, self._graph, observed=self._observed,
                                   init_scale=init_scale, dtype=ref.dtype, device=ref.device)
         self._init_means({name: site["value"].detach() for name, site in dag_sites})
@@ -289,14 +290,14 @@ class AutoStructuredGuide(AutoGuide):
                     graph.add_edge(ids[a], ids[b])
         blocks = [Block(s.node, 1, s.size, s.offset) for s in self._sites]
         ref = trace.nodes[latent[0]]["value"]
-        init_scale = self.init_scale
+        init_scale = 0.1 if self.init_scale is None else self.init_scale
         if isinstance(init_scale, dict):
             unknown = set(init_scale) - set(ids)
             if unknown:
                 raise ValueError(f"init_scale names sites the model does not have: {sorted(unknown)}; latent sites "
                                  f"are {latent}")
             init_scale = {ids[k]: v for k, v in init_scale.items()}
-            init_scale = {s.node: init_scale.get(s.node, 1.0) for s in self._sites}
+            init_scale = {s.node: init_scale.get(s.node, 0.1) for s in self._sites}
         if self.structure == "mean_field":
             self.family = make_family("mean_field", self.backend, blocks, None, init_scale=init_scale,
                                       dtype=ref.dtype, device=ref.device)
