@@ -86,7 +86,7 @@ def _concat_values(values):
 
 
 class DAGDGP(PyroModule):
-    r"""A deep Gaussian process on a DAG (digest-000 §1.3, Eq. 2; §2.1).
+    r"""A deep Gaussian process on a DAG (Perlino et al. 2026, arXiv:2607.09645, Sec. 2, Eq. (2); Eq. (5)).
 
     ``F_w^{(i)} = f_w({F_p^{(i)}}_{p ∈ Pa(w)})`` with ``f_w ~ GP(0, K_w)`` for each non-root ``w``; roots
     hold design matrices. Each GP is sparse, with ``M_w`` inducing inputs ``Z_w`` in the node's own input
@@ -99,8 +99,8 @@ class DAGDGP(PyroModule):
 
     * ``"{w}.u"`` -- whitened inducing outputs ``[d_w, M_w]``, prior ``N(0, I)``, outside any plate;
     * ``"{w}.f"`` -- node values ``[B, d_w]`` in the ``"data"`` plate: a deterministic site by default
-      (values are drawn from ``p(F_w | F_Pa(w), U_w)`` by reparameterisation, the paper's
-      ``q(F, U) = q(U) p(F | U)``), or a real sample site with ``sample_f=True`` (for MCMC);
+      (values are drawn from ``p(F_w | F_Pa(w), U_w)`` by reparameterisation, the variational family
+      ``q(F, U) = q(U) p(F | U)`` of Eq. (5)), or a real sample site with ``sample_f=True`` (for MCMC);
     * ``"{w}.y"`` -- observations ``[B, d_w]`` in the ``"data"`` plate, masked where missing.
 
     The ``"data"`` plate (dim -1) supports ``subsample_size`` (minibatching, likelihood scaled by n/B).
@@ -109,7 +109,8 @@ class DAGDGP(PyroModule):
     (marginal ancestral sampling, closed-form expected log-likelihood) instead.
 
     **dtype and device** follow the module: call ``model.double()`` / ``model.to("cuda")``; inputs and data
-    are converted to the module's dtype and device.
+    (tensors, numpy arrays, or pandas DataFrames / Series with numeric columns) are converted to the module's
+    dtype and device.
 
     **Inducing inputs** are initialised at the first call (or by :meth:`setup`) from the data: blocks of
     roots and observed parents by k-means++ on the cases, blocks of latent parents by scrambled-Sobol
@@ -406,8 +407,8 @@ class DAGDGP(PyroModule):
             bad = ~torch.isfinite(Z.detach()).all(-1)
             if bool(bad.any()):
                 raise NonFiniteGramError(
-                    f"the inducing inputs of node {w!r} are NaN or inf (first at row {int(bad.nonzero()[0])}), so its "
-                    f"Gram matrix K(Z, Z) is too; they were finite at set-up, so a training step made them "
+                    f"the inducing inputs of node {w!r} are NaN or inf (first at row {int(bad.nonzero()[0])}), so "
+                    f"its Gram matrix K(Z, Z) is too; they were finite at set-up, so a training step made them "
                     f"non-finite: the likely cause is NaN in the inputs or parents of {w!r} ({self.parents[w]}) or "
                     "a learning rate too large for the scale of the data") from e
             hyper = [n.removesuffix("_unconstrained") for n, p in kernel.named_parameters()
@@ -419,7 +420,7 @@ class DAGDGP(PyroModule):
             raise
 
     def node_conditional(self, w, parent_values, cache=None):
-        """Whitened conditional of node ``w`` (digest-000 Eq. 80).
+        """Whitened conditional of node ``w`` (Perlino et al. 2026, Eq. (80)).
 
         :param dict parent_values: ``{parent: [..., B, d_p]}``.
         :returns: ``(a [..., B, M_w], r [..., B])``.
@@ -465,11 +466,13 @@ class DAGDGP(PyroModule):
     def forward(self, inputs, data=None, mask=None, subsample_size=None, subsample=None):
         """Run the model.
 
-        :param dict inputs: ``{root: [n, d_r]}`` design matrices.
-        :param dict data: ``{node: [n, d_w]}`` observations, NaN = missing. ``None`` (e.g. under
+        :param dict inputs: ``{root: [n, d_r]}`` design matrices (tensors, arrays or numeric DataFrames), or
+            one DataFrame whose columns are the roots (each a ``[n, 1]`` design matrix).
+        :param dict data: ``{node: [n, d_w]}`` observations, NaN = missing (or a DataFrame whose columns are
+            nodes). ``None`` (e.g. under
             ``Predictive``) samples new observations for the nodes observed at set-up.
         :param dict mask: optional ``{node: bool [n, d_w]}``, True = observed (overrides NaN detection).
-        :param int subsample_size: minibatch size ``B`` of the ``"data"`` plate.
+        :param int subsample_size: minibatch size ``B`` of the ``"data"`` plate, ``1 <= B <= n``.
         :param torch.Tensor subsample: explicit minibatch indices.
         :returns: ``{node: [..., B, d]}`` values of every node for the (sub)sampled cases.
         """
@@ -525,11 +528,10 @@ class DAGDGP(PyroModule):
         """Factorise every ``K_w(Z_w, Z_w)`` once and reuse the factors for every ELBO evaluation in the block.
 
         For models whose kernel hyperparameters and inducing inputs are held fixed (e.g. frozen with
-        :func:`pyro_dag.utils.freeze`, as in the paper's collider protocol, digest-000 §4.1): each step then
-        skips one ``[M_w, M_w]`` kernel evaluation and Cholesky factorisation per node, and nodes whose parents
-        are all roots reuse their whitened conditional ``(a, r)`` while the same (unmodified) design matrix
-        comes back, i.e. in full-batch training. The model must be set up
-        (:meth:`setup`) first, and the kernels, inducing inputs, jitter, dtype and device must not change
+        :func:`pyro_dag.utils.freeze`, as in the latent-collider protocol, Perlino et al. 2026, App. G.3): each
+        step then skips one ``[M_w, M_w]`` kernel evaluation and Cholesky factorisation per node, and nodes whose
+        parents are all roots reuse their whitened conditional ``(a, r)`` while the same (unmodified) design
+        matrix comes back, i.e. in full-batch training. The model must be set up (:meth:`setup`) first, and the kernels, inducing inputs, jitter, dtype and device must not change
         inside the block.
 
         :raises ValueError: naming the node, if a kernel has learnable or sampled hyperparameters or the
@@ -612,7 +614,7 @@ class DAGDGP(PyroModule):
 
     def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False,
                       state=None, noise=None):
-        """Marginal ancestral sampling (digest-000 Prop. 9, Algorithms 1-3) through the whole DAG.
+        """Marginal ancestral sampling through the whole DAG (Perlino et al. 2026, Prop. 9; Algorithms 1-3, App. E.3).
 
         :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
         :param dict X: root design matrices ``{root: [n, d_r]}`` (already checked).

@@ -1,4 +1,4 @@
-"""Data-driven initialisation of inducing inputs (digest-000 §2.13).
+"""Data-driven initialisation of inducing inputs.
 
 A node's input space is the product of its parents' spaces. Each parent block of the inducing inputs
 ``Z_w`` is initialised from what is known about that parent:
@@ -9,7 +9,7 @@ A node's input space is the product of its parents' spaces. Each parent block of
 * a latent (never observed) parent: scrambled-Sobol quantiles of its prior marginal ``N(0, v_p)``, with
   ``v_p`` the mean prior variance of the parent, clipped to the central 96%. This spreads the inducing
   inputs over the range the parent's values take a priori (a regular symmetric grid is avoided on
-  purpose: under :class:`~pyro_dag.kernels.SumInput` it is degenerate, digest-000 §4.1).
+  purpose: under :class:`~pyro_dag.kernels.SumInput` it is degenerate).
 
 Everything is seeded and deterministic.
 """

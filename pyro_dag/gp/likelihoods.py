@@ -1,12 +1,12 @@
-"""Per-node likelihoods ``p_w(Y_w | F_w)`` (digest-000 §1.5).
+"""Per-node likelihoods ``p_w(Y_w | F_w)`` (Perlino et al. 2026, arXiv:2607.09645, Eqs. (4) and (79)).
 
 Each likelihood provides
 
 * :meth:`Likelihood.dist` -- the elementwise observation distribution given node values ``F`` of shape
   ``[..., B, d]`` (used by the generative model, ``Trace_ELBO``, ``Predictive`` and MCMC);
 * :meth:`Likelihood.expected_log_prob` -- ``E_{f ~ N(μ, σ²)}[log p(y | f)]`` elementwise, the
-  Rao-Blackwellised term of :class:`~pyro_dag.infer.DAGELBO` (digest-000 §2.5): closed form for
-  :class:`Gaussian` and :class:`Poisson`, Gauss-Hermite quadrature otherwise.
+  Rao-Blackwellised term of :class:`~pyro_dag.infer.DAGELBO` (Perlino et al. 2026, Eqs. (94)-(95)): closed
+  form for :class:`Gaussian` and :class:`Poisson`, Gauss-Hermite quadrature otherwise.
 """
 import numpy as np
 import pyro.distributions as dist
@@ -63,7 +63,7 @@ class Gaussian(Likelihood):
         return dist.Normal(f, self.variance.sqrt())
 
     def expected_log_prob(self, y, loc, var):
-        # E log N(y; f, τ²) = log N(y; μ, τ²) - σ²/(2τ²)   (digest-000 §2.5)
+        # E log N(y; f, τ²) = log N(y; μ, τ²) - σ²/(2τ²)
         tau2 = self.variance
         return dist.Normal(loc, tau2.sqrt()).log_prob(y) - var / (2 * tau2)
 

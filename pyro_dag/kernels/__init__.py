@@ -1,4 +1,7 @@
-"""Batched kernels for DAG-DGPs: base kernels and node-wise fusion rules (digest-000 §1.4).
+"""Batched kernels for DAG-DGPs: base kernels and node-wise fusion rules.
+
+Fusion rules follow Perlino et al. 2026, "Deep Gaussian Processes on Directed Acyclic Graphs",
+arXiv:2607.09645, Sec. 2, Eq. (3).
 
 Inputs have shape ``[..., N, D]`` with sample dimensions in front. Fusion rules are bound to a node's
 parents by :class:`pyro_dag.DAGDGP`; a plain base kernel given for a node acts on the concatenated

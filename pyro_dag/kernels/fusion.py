@@ -2,14 +2,16 @@
 
 A node ``w`` with parents ``Pa(w)`` receives the concatenation ``u = (u_p)_{p ∈ Pa(w)}`` (parents in
 declaration order, see :func:`pyro_dag.graph.parents`). A fusion rule ``Φ_w`` builds ``K_w`` from
-per-parent kernels ``K_w^{(p)}`` (digest-000 §1.4, Eq. 3). :class:`~pyro_dag.DAGDGP` binds each fusion
-kernel to its node's parents with :meth:`FusionKernel.bind_parents`; a plain base kernel given for a
-node is wrapped in :class:`Concat`.
+per-parent kernels ``K_w^{(p)}`` (Perlino et al. 2026, "Deep Gaussian Processes on Directed Acyclic
+Graphs", arXiv:2607.09645, Sec. 2, Eq. (3)). :class:`~pyro_dag.DAGDGP` binds each fusion kernel to its
+node's parents with :meth:`FusionKernel.bind_parents`; a plain base kernel given for a node is wrapped in
+:class:`Concat`. Per-parent kernels made from one template are independent copies
+(:func:`~pyro_dag.kernels.base.detached_copy`), each with its own hyperparameters.
 
-Rules (digest-000 §1.4 item numbers in brackets): :class:`Additive` [1], :class:`Product` [2],
-:class:`Concat` [3, the default, an ARD RBF on the concatenation], :class:`ANOVA` [4],
-:class:`SubsetAdditive` [5], :class:`InputConnected` [7, root-retaining], :class:`SumInput` [10]; the
-multi-fidelity rules are in :mod:`pyro_dag.kernels.multifidelity`.
+Rules: :class:`Additive`, :class:`Product`, :class:`Concat` (the default, an ARD RBF on the
+concatenation), :class:`ANOVA`, :class:`SubsetAdditive` (Prop. 5), :class:`InputConnected` (root-retaining,
+Remark 2), :class:`SumInput` (the latent-collider kernel, App. G.3); the multi-fidelity rules are in
+:mod:`pyro_dag.kernels.multifidelity`.
 """
 import itertools
 
@@ -32,7 +34,7 @@ def _block(X, slices):
 
 
 class FusionKernel(Kernel):
-    """Base class of fusion rules over a node's parents (digest-000 §1.4, Eq. 3).
+    """Base class of fusion rules over a node's parents (Perlino et al. 2026, Eq. (3)).
 
     Subclasses implement :meth:`_build` (create per-parent kernels once the parents are known) and
     :meth:`forward` on the concatenated parent state ``[..., N, Σ_p d_p]``, using :meth:`columns`.
@@ -129,7 +131,7 @@ def as_fusion_kernel(kernel):
 
 
 class Concat(FusionKernel):
-    """One kernel on the concatenated parent state (digest-000 §1.4 item 3; the default rule).
+    """One kernel on the concatenated parent state (concatenation fusion; the default rule).
 
     With an ARD RBF this *is* product fusion of per-parent RBFs.
 
@@ -164,7 +166,7 @@ class _PerParent(FusionKernel):
 
 
 class Additive(_PerParent):
-    """Additive fusion ``K_w(u, u') = Σ_p K^{(p)}(u_p, u'_p)`` (digest-000 §1.4 item 1).
+    """Additive fusion ``K_w(u, u') = Σ_p K^{(p)}(u_p, u'_p)`` (Perlino et al. 2026, Sec. 2; Duvenaud et al. 2011).
 
     :param base: a kernel copied for every parent (default RBF) or a dict ``{parent: kernel}``.
     """
@@ -174,7 +176,7 @@ class Additive(_PerParent):
 
 
 class Product(_PerParent):
-    """Product fusion ``K_w(u, u') = Π_p K^{(p)}(u_p, u'_p)`` (digest-000 §1.4 item 2).
+    """Product fusion ``K_w(u, u') = Π_p K^{(p)}(u_p, u'_p)`` (Perlino et al. 2026, Sec. 2).
 
     Each per-parent kernel carries its own variance; their product's variance is the product of them.
     """
@@ -187,7 +189,7 @@ class Product(_PerParent):
 
 
 class ANOVA(_PerParent):
-    """ANOVA fusion: main effects plus pairwise interactions (digest-000 §1.4 item 4).
+    """ANOVA fusion: main effects plus pairwise interactions (Perlino et al. 2026, Sec. 2; Álvarez et al. 2012).
 
     ``K_w = Σ_p K^{(p)} + Σ_{p<q} K^{(p)} K^{(q)}``.
     """
@@ -201,7 +203,7 @@ class ANOVA(_PerParent):
 
 
 class SubsetAdditive(FusionKernel):
-    """General additive-subset decomposition ``K_w = Σ_{S ∈ 𝒮_w} K^{(S)}`` (digest-000 §1.4 item 5, Prop. 5).
+    """General additive-subset decomposition ``K_w = Σ_{S ∈ 𝒮_w} K^{(S)}`` (Perlino et al. 2026, Prop. 5).
 
     :param list subsets: tuples of parent names; each gets a copy of ``base`` on its concatenated columns.
     :param Kernel base: default ``RBF(ard=True)``.
@@ -238,10 +240,12 @@ class SubsetAdditive(FusionKernel):
 
 
 class InputConnected(FusionKernel):
-    """Root-retaining (input-connected) fusion ``K_w = K^{int}(u, u') + K^{(0)}(x, x')`` (digest-000 §1.4 item 7).
+    """Root-retaining (input-connected) fusion ``K_w = K^{int}(u, u') + K^{(0)}(x, x')``.
+
+    Perlino et al. 2026, Remark 2.
 
     ``x`` collects the root-parent coordinates; the additive root-only component makes the node
-    separating, which prevents prior collapse in deep DAGs (digest-000 §3.1, Remark 2).
+    separating, which prevents prior collapse in deep DAGs (Perlino et al. 2026, Sec. 4, Remark 2).
 
     :param Kernel interaction: kernel on all parents (default ``RBF(ard=True)``).
     :param Kernel root: kernel on the root coordinates (default ``RBF(ard=True)``).
@@ -269,7 +273,7 @@ class InputConnected(FusionKernel):
 class SumInput(FusionKernel):
     """A kernel on the sum of the parents' values, ``K((a, b), (a', b')) = k(a + b, a' + b')``.
 
-    This is the "additive RBF fusion" of the latent-collider experiment (digest-000 §1.4 item 10, §4.1):
+    This is the "additive RBF fusion" of the latent-collider experiment (Perlino et al. 2026, App. G.3):
     many parent pairs with the same sum give the same child value, which creates explaining-away. All
     parents must have the same dimension.
 

@@ -1,9 +1,8 @@
-"""Multi-fidelity fusion rules (digest-000 §1.4 item 8, §1.6).
+"""Multi-fidelity fusion rules (Perlino et al. 2026, arXiv:2607.09645, Sec. 2 and Sec. 8.1).
 
 ``x`` denotes the root-parent coordinates (the exogenous input) and ``z`` the coordinates of the
 non-root parents (lower-fidelity outputs).
 """
-from .base import Kernel  # noqa: F401  (re-exported type for annotations)
 from .fusion import FusionKernel, _bind_any
 from .stationary import RBF, Linear
 
@@ -30,14 +29,14 @@ class _RootLatentSplit(FusionKernel):
 
 
 class MultiFidelity(_RootLatentSplit):
-    """Multi-fidelity kernel of Cutajar et al. (2019), digest-000 §1.4 item 8.
+    """Multi-fidelity kernel of Cutajar et al. (2019), as used by Perlino et al. 2026 (Sec. 7, App. G.5).
 
     * ``form="cutajar"`` (default): ``k_ρ(x, x')·[k_lin(z, z') + k_se(z, z')] + k_δ(x, x')``;
-    * ``form="literal"``: ``k_ρ(x, x')·k_lin(z, z') + k_se(z, z') + k_δ(x, x')`` (the paper's text as
-      extracted). Both are PSD.
+    * ``form="literal"``: ``k_ρ(x, x')·k_lin(z, z') + k_se(z, z') + k_δ(x, x')`` (the formula as printed in
+      Perlino et al. 2026, Sec. 2). Both are PSD.
 
     The discrepancy ``k_δ`` depends on the roots only, so every node with this kernel is separating
-    (digest-000 §3.1).
+    (Perlino et al. 2026, Sec. 4).
 
     :param Kernel rho: ``k_ρ`` (default ARD RBF). :param Kernel linear: ``k_lin`` (default Linear).
     :param Kernel se: ``k_se`` on ``z`` (default ARD RBF). :param Kernel delta: ``k_δ`` (default ARD RBF).

@@ -1,7 +1,7 @@
 """Base kernels: RBF (ARD), Matérn 1/2, 3/2, 5/2, rational quadratic, linear, white and constant.
 
 All are batched (inputs ``[..., N, D]``, see :mod:`pyro_dag.kernels.base`). The stationary kernels are
-the per-parent building blocks of the fusion rules of digest-000 §1.4.
+the per-parent building blocks of the fusion rules (Perlino et al. 2026, arXiv:2607.09645, Eq. (3)).
 """
 import math
 
@@ -64,7 +64,7 @@ class Stationary(Kernel):
 
 
 class RBF(Stationary):
-    """Squared-exponential kernel ``σ² exp(-r²/2)``, ``r² = Σ_d (x_d - z_d)²/ℓ_d²`` (digest-000 §1.4)."""
+    """Squared-exponential kernel ``σ² exp(-r²/2)``, ``r² = Σ_d (x_d - z_d)²/ℓ_d²``."""
 
     def profile(self, r2):
         return torch.exp(-0.5 * r2)
@@ -94,7 +94,7 @@ class Matern52(Stationary):
 
 
 class RationalQuadratic(Stationary):
-    """Rational quadratic kernel ``σ² (1 + r²/(2α))^{-α}`` (a scale mixture of RBFs, digest-000 §1.4 item 9)."""
+    """Rational quadratic kernel ``σ² (1 + r²/(2α))^{-α}`` (a scale mixture of RBFs)."""
 
     def __init__(self, variance=1.0, lengthscale=1.0, scale_mixture=1.0, ard=False):
         super().__init__(variance, lengthscale, ard)
@@ -114,7 +114,7 @@ class _VarianceKernel(Kernel):
 
 
 class Linear(_VarianceKernel):
-    """Linear kernel ``σ² xᵀz`` (the ``k_lin`` factor of the multi-fidelity kernel, digest-000 §1.4 item 8)."""
+    """Linear kernel ``σ² xᵀz`` (the ``k_lin`` factor of :class:`~pyro_dag.kernels.MultiFidelity`)."""
 
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
@@ -128,7 +128,7 @@ class White(_VarianceKernel):
     """White-noise kernel ``σ² 1{x and z are the same input}``.
 
     With ``Z=None`` (the same inputs) it returns ``σ² I``; across two input sets it returns zeros. Adding it
-    to a node's kernel absorbs an additive Gaussian innovation into ``K_w`` (digest-000 §1.3).
+    to a node's kernel absorbs an additive Gaussian innovation into ``K_w`` (Perlino et al. 2026, Sec. 2).
     """
 
     def forward(self, X, Z=None, diag=False):
