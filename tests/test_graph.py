@@ -191,3 +191,85 @@ def test_random_dags_give_valid_minimal_structures(case):
         h = s.chordal.copy()
         h.remove_edge(*e)
         assert not nx.is_chordal(h)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the one acyclicity check, used everywhere
+# ----------------------------------------------------------------------------------------------------------
+def _random_digraphs(num, p, seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return (rng.random((num, p, p)) < 0.25).astype(float)
+
+
+def test_is_acyclic_matches_networkx_on_every_input_type():
+    import numpy as np
+    import torch
+
+    A = _random_digraphs(300, 5, seed=0)
+    A[:5, 0, 0] = 1.0  # self-loops are cycles
+    ref = np.array([nx.is_directed_acyclic_graph(nx.DiGraph([(int(i), int(j)) for i, j in zip(*np.nonzero(a))]))
+                    if a.any() else True for a in A])
+    assert 0 < ref.sum() < len(ref)
+    np.testing.assert_array_equal(G.is_acyclic(A), ref)
+    np.testing.assert_array_equal(G.is_acyclic(torch.as_tensor(A)).numpy(), ref)
+    np.testing.assert_array_equal(G.is_acyclic(torch.as_tensor(A, dtype=torch.int64)).numpy(), ref)
+    assert [G.is_acyclic(a.tolist()) for a in A[:20]] == ref[:20].tolist()
+    assert G.is_acyclic(nx.DiGraph([("a", "b")])) and not G.is_acyclic(nx.DiGraph([("a", "b"), ("b", "a")]))
+    with pytest.raises(ValueError, match="square"):
+        G.is_acyclic(np.zeros((2, 3)))
+
+
+def test_find_cycle_returns_a_real_cycle():
+    import numpy as np
+
+    for a in _random_digraphs(100, 6, seed=1):
+        cycle = G.find_cycle(a)
+        if G.is_acyclic(a):
+            assert cycle is None
+            continue
+        assert cycle[0] == cycle[-1] and all(a[u, v] == 1 for u, v in zip(cycle[:-1], cycle[1:]))
+    names = ["x", "y"]
+    assert G.format_cycle(G.find_cycle(np.array([[0, 1], [1, 0]]), names)) in ("x -> y -> x", "y -> x -> y")
+
+
+def test_every_acyclicity_question_goes_through_is_acyclic(monkeypatch):
+    """The dag constraint, metrics.is_dag, CPDAG conversion and validate_dag all call graph.is_acyclic."""
+    import torch
+
+    import pyro_dag.graph.acyclic as acyclic
+    from pyro_dag.metrics import dag_to_cpdag, is_dag
+    from pyro_dag.structure import dag
+
+    calls = []
+    original = acyclic._closure_acyclic
+
+    def counting(a):
+        calls.append(tuple(a.shape))
+        return original(a)
+
+    monkeypatch.setattr(acyclic, "_closure_acyclic", counting)
+    chain = [[0, 1, 0], [0, 0, 1], [0, 0, 0]]
+    assert bool(dag.check(torch.tensor(chain, dtype=torch.float32)))
+    assert is_dag(chain) and not is_dag([[0, 1], [1, 0]])
+    dag_to_cpdag(chain)
+    assert len(calls) == 4
+    calls.clear()
+    with pytest.raises(G.DAGStructureError, match="cycle: a -> b -> a"):
+        G.validate_dag(nx.DiGraph([("a", "b"), ("b", "a")]))
+
+
+def test_elimination_tree_is_the_first_later_neighbour():
+    s = G.chordal_structure(SACHS, [v for v in SACHS.nodes if SACHS.in_degree(v) > 0])
+    pos = {v: i for i, v in enumerate(s.order)}
+    later = {v: sorted((u for u in s.chordal.neighbors(v) if pos[u] > pos[v]), key=pos.__getitem__) for v in s.order}
+    parent = G.elimination_tree(s.order, later)
+    for v in s.order:
+        assert parent[v] == (later[v][0] if later[v] else None)
+        # every later neighbour lies on the path to the root (no fill-in in a PEO)
+        path, u = [], parent[v]
+        while u is not None:
+            path.append(u)
+            u = parent[u]
+        assert set(later[v]) <= set(path)

@@ -108,7 +108,7 @@ class ExactStructurePosterior(DAGPosterior):
                 P[i, j] = math.exp(min(0.0, _logsumexp(terms) - self._log_Z))
         self._edge_probs = P
 
-    def edge_probs(self, num_samples=None, seed=None):
+    def edge_probs(self, num_samples=1000, seed=None):
         """``[p, p]`` tensor (float64), ``P[i, j] = P(i -> j | X)`` exactly (``num_samples`` and ``seed`` are accepted
         for the shared interface and ignored)."""
         return torch.as_tensor(self._edge_probs)

@@ -67,3 +67,45 @@ def test_structure_tutorial_quick_mode(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "all samples acyclic: True" in proc.stdout
     assert (tmp_path / "structure_edge_probs.png").exists()
+
+
+def test_discover_checks_inputs_and_output_before_training(tmp_path, monkeypatch):
+    import pyro_dag.structure.fitting as fitting
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("discover started training before rejecting its input")
+
+    monkeypatch.setattr(fitting, "fit", no_training)
+    good = tmp_path / "d.csv"
+    np.savetxt(good, np.random.default_rng(0).normal(size=(20, 3)), delimiter=",", header="a,b,c", comments="")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    cases = [
+        (["--csv", str(good), "--out", str(blocker)], "--out .*not a directory"),
+        (["--csv", str(good), "--out", str(blocker / "sub")], "--out .*cannot write"),
+        (["--csv", str(tmp_path)], "is a directory"),
+        (["--csv", str(good), "--truth", str(tmp_path / "none.csv")], "--truth .*no such file"),
+        (["--csv", str(good), "--threads", "0"], "--threads must be >= 1"),
+        (["--csv", str(good), "--seed", "-1"], "--seed must be >= 0"),
+        (["--csv", str(good), "--expected-parents", "0"], "--expected-parents must be a positive"),
+        (["--csv", str(good), "--expected-parents", "nan"], "--expected-parents must be a positive"),
+        (["--csv", str(good), "--device", "tpu"], "--device tpu"),
+        (["--csv", str(good), "--samples", "0"], "--samples must be >= 1"),
+    ]
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("a,b,c\n")
+    one_column = tmp_path / "one.csv"
+    one_column.write_text("a\n1\n2\n")
+    bad_truth = tmp_path / "truth.csv"
+    bad_truth.write_text("0,2,0\n0,0,1\n0,0,0\n")
+    cases += [
+        (["--csv", str(empty)], "the file is empty"),
+        (["--csv", str(header_only)], "only a header row"),
+        (["--csv", str(one_column)], "at least 2"),
+        (["--csv", str(good), "--truth", str(bad_truth)], "entries must be 0 or 1"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit, match=message):
+            main(["discover", "--no-progress", "--out", str(tmp_path / "out")] + argv)
