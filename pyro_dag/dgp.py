@@ -178,6 +178,14 @@ class DAGDGP(PyroModule):
                 raise DAGInputError(f"{what} must be a positive integer (the number M_w of inducing inputs of "
                                     f"node {w!r}), got {m!r}; pass e.g. num_inducing=16")
             self.num_inducing[w] = int(m_int)
+        seen = {}
+        for w in kernels:
+            for m in kernels[w].modules() if isinstance(kernels[w], nn.Module) else ():
+                if id(m) in seen and seen[id(m)] != w:
+                    raise DAGInputError(f"the kernels of nodes {seen[id(m)]!r} and {w!r} share the kernel instance "
+                                        f"{type(m).__name__}, which would tie their hyperparameters; give each node "
+                                        "its own instance (e.g. copy.deepcopy(kernel))")
+                seen[id(m)] = w
         self.kernels = PyroModule[nn.ModuleDict](
             {w: as_fusion_kernel(kernels[w]) if w in kernels else Concat(RBF(ard=True)) for w in self.gp_nodes})
         self.likelihoods = PyroModule[nn.ModuleDict](

@@ -121,6 +121,15 @@ def test_bad_inducing_shape():
         model({"x": torch.randn(5, 1)})
 
 
+def test_one_kernel_instance_for_two_nodes_is_refused():
+    rbf = kernels.RBF()
+    with pytest.raises(DAGInputError, match="nodes 'w1' and 'w2' share the kernel instance RBF"):
+        DAGDGP(COLLIDER, kernels={"w1": rbf, "w2": rbf})
+    with pytest.raises(DAGInputError, match="nodes 'w1' and 'w3' share"):
+        DAGDGP(COLLIDER, kernels={"w1": rbf, "w3": kernels.Additive(rbf)})
+    DAGDGP(COLLIDER, kernels={"w1": rbf, "w2": kernels.RBF()})
+
+
 def test_pandas_inputs_and_data_match_tensors():
     pd = pytest.importorskip("pandas")
     n = 6
