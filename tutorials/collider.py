@@ -1,14 +1,20 @@
-# %% [markdown]
-# # Explaining away in a deep GP on a DAG: the latent collider
-#
-# A DAG deep GP puts one sparse GP on every non-root node of a DAG, over its parents' values
-# (digest-000 §1). Here the DAG is the latent collider `x1 → w1 → w3 ← w2 ← x2`: only the child `w3` is
-# observed, and its kernel depends on the *sum* of its parents, so many `(w1, w2)` pairs explain the same
-# child value. A posterior that factorises over nodes (DAG-VI, mean field) cannot represent that; the
-# chordal structured guide (DAG-SVI) can. This tutorial fits both with standard Pyro objects.
-#
-# Run it as a script (`python tutorials/collider.py`) or cell by cell. Set `PYRO_DAG_QUICK=1` for a
-# short run (the test suite does this).
+"""
+Explaining away in a deep GP on a DAG: the latent collider
+==========================================================
+
+A DAG deep GP puts one sparse GP on every non-root node of a DAG, over its parents' values (Perlino,
+Hamelijnck, Johansen & Damoulas 2026, *Deep Gaussian Processes on Directed Acyclic Graphs*,
+arXiv:2607.09645, Sec. 1). Here the DAG is the paper's latent collider ``x1 → w1 → w3 ← w2 ← x2`` (Sec. 4.1):
+only the child ``w3`` is observed, and its kernel depends on the *sum* of its parents, so many ``(w1, w2)``
+pairs explain the same child value. A posterior that factorises over nodes (DAG-VI, mean field) cannot
+represent that; the chordal structured guide (DAG-SVI) can. This tutorial fits both with standard Pyro
+objects.
+
+Run it as a script (``python tutorials/collider.py``, about a minute on one core) or cell by cell. With
+``PYRO_DAG_QUICK=1`` (the short mode the documentation build and the tests use) each fit takes 150 steps
+instead of 3000 and the natural-gradient fit is skipped: the printed numbers are then those of unconverged
+fits.
+"""
 
 # %%
 import os
@@ -34,22 +40,24 @@ STEPS = 150 if QUICK else 3000
 OUT = os.environ.get("PYRO_DAG_TUTORIAL_OUT", "tutorial_out")
 os.makedirs(OUT, exist_ok=True)
 
-# %% [markdown]
-# ## The data
-# `collider()` draws the two parent functions, the child surface on their sum, and noisy observations of
-# the child on 119 of the 165 grid cases (the other 46 are held out and marked NaN).
+# %%
+# The data
+# --------
+# :func:`~pyro_dag.datasets.collider` draws the two parent functions, the child surface on their sum, and noisy
+# observations of the child on 119 of the 165 grid cases (the other 46 are held out and marked NaN).
 
 # %%
 ds = collider(seed=0)
 print(ds.graph.edges, {k: tuple(v.shape) for k, v in ds.inputs.items()}, tuple(ds.data["w3"].shape))
 print("observed child entries:", int((~torch.isnan(ds.data["w3"])).sum()))
 
-# %% [markdown]
-# ## The model
-# One GP per non-root node. The parents get RBF kernels on their roots; the child gets `SumInput`, an RBF
-# on `w1 + w2`. As in the paper we hold the kernels, the noise (0.015²) and the inducing inputs fixed and
+# %%
+# The model
+# ---------
+# One GP per non-root node. The parents get RBF kernels on their roots; the child gets ``SumInput``, an RBF
+# on ``w1 + w2``. As in the paper we hold the kernels, the noise (0.015²) and the inducing inputs fixed and
 # learn only the posterior. The child's inducing inputs are spread over the range of the parents' values
-# (the model's default initialisation does this; a symmetric grid would be degenerate for `SumInput`).
+# (the model's default initialisation does this; a symmetric grid would be degenerate for ``SumInput``).
 
 
 # %%
@@ -67,24 +75,27 @@ def make_model():
     return model
 
 
-# %% [markdown]
-# ## Fit DAG-VI and DAG-SVI with `SVI` and `DAGELBO`
-# `DAGELBO` is the paper's estimator: analytic KL, marginal ancestral sampling through the DAG, and the
-# closed-form expected Gaussian log-likelihood. The guide starts at the prior for the latent parents and
-# with a small scale (0.01) for the observed child.
+# %%
+# Fit DAG-VI and DAG-SVI with ``SVI`` and ``DAGELBO``
+# ---------------------------------------------------
+# :class:`~pyro_dag.infer.DAGELBO` is the paper's estimator: analytic KL, marginal ancestral sampling through
+# the DAG, and the closed-form expected Gaussian log-likelihood. The guide starts at the prior for the latent
+# parents and with a small scale (0.01) for the observed child.
 #
-# The third fit is our recommended recipe for structured guides (beyond the paper): a third of the steps
-# with Adam, then natural-gradient steps on the whole Gaussian posterior (`GaussianNaturalGradient`), with
-# the samples drawn in antithetic pairs. Adam shrinks the parents' variance in every direction, including
-# the explaining-away one it should keep; the natural gradient recovers it (variance about 0.15, what the
-# model implies, against about 0.04 with Adam alone; numbers over 10 seeds in benchmarks/README.md).
-# The natural-gradient steps need a reasonable guide to start from: with `PYRO_DAG_QUICK=1` (50 Adam steps)
-# the third fit diverges; that mode only checks that the script runs.
+# The third fit is the recommended recipe for structured guides (beyond the paper): a third of the steps
+# with Adam, then natural-gradient steps on the whole Gaussian posterior
+# (:class:`~pyro_dag.infer.GaussianNaturalGradient`), with the samples drawn in antithetic pairs. Adam shrinks
+# the parents' variance in every direction, including the explaining-away one it should keep; the natural
+# gradient recovers it (a variance of about 0.15, what the model implies; the repository's
+# ``benchmarks/README.md`` has the numbers over 10 seeds). The natural-gradient steps need a reasonable guide to
+# start from (about 1000 Adam steps), so the short mode skips that fit.
 
 # %%
 fits = {}
-for label, structure, natural in [("mean_field", "mean_field", False), ("chordal", "chordal", False),
-                                  ("chordal + natural gradient", "chordal", True)]:
+runs = [("mean_field", "mean_field", False), ("chordal", "chordal", False)]
+if not QUICK:
+    runs.append(("chordal + natural gradient", "chordal", True))
+for label, structure, natural in runs:
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     model = make_model()
@@ -104,15 +115,16 @@ for label, structure, natural in [("mean_field", "mean_field", False), ("chordal
     print(f"{label:27s} final -ELBO {loss:9.1f}  child RMSE {rmse:.4f}  "
           f"parent variance {pred['w1'].variance.mean().item():.2e}")
 
-# %% [markdown]
-# ## Explaining away
-# For a few cases, plot the posterior samples of `(w1, w2)` (centred). DAG-VI gives a small round cloud
+# %%
+# Explaining away
+# ---------------
+# For a few cases, plot the posterior samples of ``(w1, w2)`` (centred). DAG-VI gives a small round cloud
 # (the parents are independent a posteriori and their variance collapses). DAG-SVI gives an elongated
-# cloud along the child's level set `w1 + w2 = const`: shifting `w1` up and `w2` down explains the data
+# cloud along the child's level set ``w1 + w2 = const``: shifting ``w1`` up and ``w2`` down explains the data
 # equally well.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(13, 4.5), sharex=True, sharey=True)
+fig, axes = plt.subplots(1, len(fits), figsize=(4.4 * len(fits), 4.5), sharex=True, sharey=True)
 for ax, (structure, pred) in zip(axes, fits.items()):
     w1, w2 = pred["w1"].samples[..., 0], pred["w2"].samples[..., 0]
     c1, c2 = w1 - w1.mean(0), w2 - w2.mean(0)
@@ -126,10 +138,11 @@ fig.tight_layout()
 fig.savefig(os.path.join(OUT, "collider_explaining_away.png"), dpi=100)
 print("saved", os.path.join(OUT, "collider_explaining_away.png"))
 
-# %% [markdown]
-# ## Predicting nodes that are never observed
-# `model.predict` returns samples, means and variances for every node, at any root inputs; here the
-# parents at new `x1` values with `x2` fixed.
+# %%
+# Predicting nodes that are never observed
+# ----------------------------------------
+# ``model.predict`` returns samples, means and variances for every node, at any root inputs; here the
+# parents at new ``x1`` values with ``x2`` fixed.
 
 # %%
 new = {"x1": torch.linspace(-1, 1, 7, dtype=torch.float64).unsqueeze(-1),

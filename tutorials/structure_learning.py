@@ -1,22 +1,27 @@
-# %% [markdown]
-# # Bayesian structure learning with Pyro primitives
-#
-# `pyro_dag.structure` learns a *posterior over DAGs* with SVI-DAG (digest-001): every node gets a potential
-# `r_i` (higher = upstream), every ordered pair an edge logit `gamma_ij`, and the graph is
-# `A = B * M(r)` with `B_ij ~ Bernoulli(sigmoid(gamma_ij))` and `M(r)_ij = 1{r_i > r_j}`, so every sample is
-# acyclic. A normalizing flow over `gamma` conditioned on `r` is the guide, and a set of SVGD particles stands
-# in for the posterior over `r`. Convention: `A[i, j] = 1` means the edge `i -> j`.
-#
-# This tutorial
-#
-# 1. writes the model by hand from the primitives (`LogisticBeta`, `OrderedDAG`, a mechanism), fits it with
-#    `AutoEdgeFlowGuide` and `OrderSVGD` -- standard Pyro objects -- and reads off edge probabilities;
-# 2. shows domain knowledge as a prior (`edge_belief_prior`): on linear-Gaussian data the direction of an edge
-#    is not identifiable, and a confident prior decides it;
-# 3. uses the one-call `pyro_dag.structure.fit`.
-#
-# Run it as a script (`python tutorials/structure_learning.py`, add `--quick` or set `PYRO_DAG_QUICK=1` for a
-# short run that the test suite executes) or cell by cell.
+"""
+Bayesian structure learning with Pyro primitives
+================================================
+
+:mod:`pyro_dag.structure` learns a *posterior over DAGs* with SVI-DAG (Zinage 2026, *SVI-DAG: A Structured
+Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930): every node gets a potential
+``r_i`` (higher = upstream), every ordered pair an edge logit ``gamma_ij``, and the graph is
+``A = B * M(r)`` with ``B_ij ~ Bernoulli(sigmoid(gamma_ij))`` and ``M(r)_ij = 1{r_i > r_j}``, so every sample is
+acyclic. A normalizing flow over ``gamma`` conditioned on ``r`` is the guide, and a set of SVGD particles stands
+in for the posterior over ``r``. Convention: ``A[i, j] = 1`` means the edge ``i -> j``.
+
+This tutorial
+
+1. writes the model by hand from the primitives (``LogisticBeta``, ``OrderedDAG``, a mechanism), fits it with
+   ``AutoEdgeFlowGuide`` and ``OrderSVGD`` -- standard Pyro objects -- and reads off edge probabilities;
+2. shows domain knowledge as a prior (``edge_belief_prior``): on linear-Gaussian data the direction of an edge
+   is not identifiable, and a confident prior decides it;
+3. uses the one-call :func:`pyro_dag.structure.fit`;
+4. checks the fit against the exact posterior of the same model.
+
+Run it as a script (``python tutorials/structure_learning.py``) or cell by cell. With ``PYRO_DAG_QUICK=1`` or
+``--quick`` (the short mode the documentation build and the tests use) every fit takes 60 steps instead of
+800: the printed numbers are then those of unconverged fits.
+"""
 
 # %%
 import os
@@ -52,10 +57,11 @@ OUT = os.environ.get("PYRO_DAG_TUTORIAL_OUT", "tutorial_out")
 os.makedirs(OUT, exist_ok=True)
 pyro.set_rng_seed(0)
 
-# %% [markdown]
-# ## Data: a small linear SEM
-# Four variables, `x0 -> x1 -> x3 <- x2`: a chain and a collider (the collider makes the orientation of
-# `x1 -> x3 <- x2` identifiable even for linear-Gaussian data).
+# %%
+# Data: a small linear SEM
+# ------------------------
+# Four variables, ``x0 -> x1 -> x3 <- x2``: a chain and a collider (the collider makes the orientation of
+# ``x1 -> x3 <- x2`` identifiable even for linear-Gaussian data).
 
 # %%
 N, p = 500, 4
@@ -69,16 +75,17 @@ X = (X - X.mean(0)) / X.std(0)
 TRUE = torch.zeros(p, p)
 TRUE[0, 1] = TRUE[1, 3] = TRUE[2, 3] = 1.0
 
-# %% [markdown]
-# ## 1. The model, written with the primitives
-# * `r ~ N(0, I)`: node potentials;
-# * `gamma ~ LogisticBeta(alpha, beta)`: edge logits (flat off-diagonal vector), with a sparsity prior
-#   (`sparsity_prior`: every edge has prior mode 0.25);
-# * `A ~ OrderedDAG(r, gamma)`: a DAG, exact `log_prob`;
-# * a mechanism: `LinearGaussianSEM(marginalize=True)` integrates the weights and noise out exactly (it has no
-#   latent sites); use `marginalize=False` or `MLPSEM` for parameters as sample sites.
+# %%
+# The model, written with the primitives
+# --------------------------------------
+# * ``r ~ N(0, I)``: node potentials;
+# * ``gamma ~ LogisticBeta(alpha, beta)``: edge logits (flat off-diagonal vector), with a sparsity prior
+#   (``sparsity_prior``: every edge has prior mode 0.25);
+# * ``A ~ OrderedDAG(r, gamma)``: a DAG, exact ``log_prob``;
+# * a mechanism: ``LinearGaussianSEM(marginalize=True)`` integrates the weights and noise out exactly (it has no
+#   latent sites); use ``marginalize=False`` or ``MLPSEM`` for parameters as sample sites.
 #
-# Any Pyro code can go around these sites: the model below also works with `Predictive`.
+# Any Pyro code can go around these sites: the model below also works with ``Predictive``.
 
 # %%
 sem = LinearGaussianSEM(p, marginalize=True)
@@ -93,10 +100,10 @@ def model(X):
     return A
 
 
-# %% [markdown]
-# The guide: a conditional spline-coupling flow over `gamma` given the centred potentials, a straight-through
+# %%
+# The guide: a conditional spline-coupling flow over ``gamma`` given the centred potentials, a straight-through
 # relaxed DAG site (Gumbel-sigmoid edges, Sinkhorn order relaxation) and the mechanism's guide.
-# `OrderSVGD` vectorises model and guide over `K` particles of `r`, moves them with SVGD (kernel on relaxed
+# ``OrderSVGD`` vectorises model and guide over ``K`` particles of ``r``, moves them with SVGD (kernel on relaxed
 # order masks) and Metropolis order swaps, and trains the guide with an ordinary Pyro optimiser.
 
 # %%
@@ -113,9 +120,9 @@ for step in range(STEPS):
         svgd.swap_step(X)
 print(f"final loss {losses[-1]:.1f}; particles (potentials):\n{svgd.particles}")
 
-# %% [markdown]
-# Posterior edge probabilities: average `sigmoid(gamma) * M(r)` over the particles and flow draws (the guide
-# exposes `edge_probs(potentials, n)` and `sample_dags(potentials, n)`). Every sample is a DAG.
+# %%
+# Posterior edge probabilities: average ``sigmoid(gamma) * M(r)`` over the particles and flow draws (the guide
+# exposes ``edge_probs(potentials, n)`` and ``sample_dags(potentials, n)``). Every sample is a DAG.
 
 # %%
 P = guide.edge_probs(svgd.particles, 200).mean(0)
@@ -134,12 +141,13 @@ for ax in axes:
 fig.tight_layout()
 fig.savefig(os.path.join(OUT, "structure_edge_probs.png"), dpi=100)
 
-# %% [markdown]
-# ## 2. Domain knowledge as a prior
-# Two variables, `x -> y`, linear-Gaussian: both directions explain the data equally well. A belief matrix
-# (0.5 = no opinion) becomes Beta parameters with `edge_belief_prior` (SVI-DAG's `nu = 1 + 500 |p - 0.5|^2`);
-# `fit(..., edge_beliefs=...)` uses it. With a confident correct prior the posterior follows the prior; with the
-# reversed prior it follows that one (digest-001 §8).
+# %%
+# Domain knowledge as a prior
+# ---------------------------
+# Two variables, ``x -> y``, linear-Gaussian: both directions explain the data equally well. A belief matrix
+# (0.5 = no opinion) becomes Beta parameters with ``edge_belief_prior`` (SVI-DAG's ``nu = 1 + 500 |p - 0.5|^2``);
+# ``fit(..., edge_beliefs=...)`` uses it. With a confident correct prior the posterior follows the prior; with the
+# reversed prior it follows that one (the SVI-DAG paper's Fig. 3).
 
 # %%
 x = torch.randn(N, generator=g)
@@ -153,11 +161,12 @@ for name, b in [("correct prior", beliefs), ("reversed prior", beliefs.T.contigu
     Pxy = post.edge_probs(1000)
     print(f"{name:15s}  P(x -> y) = {Pxy[0, 1]:.2f}   P(y -> x) = {Pxy[1, 0]:.2f}")
 
-# %% [markdown]
-# ## 3. One call
-# `fit` builds the same model (sparsity prior `expected_parents / (p - 1)`, likelihood `"linear"`,
-# `"linear-sites"` or `"mlp"`), the guide and `OrderSVGD`, and returns a posterior with `edge_probs()`,
-# `sample(k)`, `to_networkx()` and the fitted Pyro objects (`post.model`, `post.guide`, `post.svgd`).
+# %%
+# One call
+# --------
+# ``fit`` builds the same model (sparsity prior ``expected_parents / (p - 1)``, likelihood ``"linear"``,
+# ``"linear-sites"`` or ``"mlp"``), the guide and ``OrderSVGD``, and returns a posterior with ``edge_probs()``,
+# ``sample(k)``, ``to_networkx()`` and the fitted Pyro objects (``post.model``, ``post.guide``, ``post.svgd``).
 
 # %%
 post = fit(X, likelihood="linear", num_steps=STEPS, num_particles=10, flow_blocks=3, progress=not QUICK)
@@ -165,14 +174,15 @@ print("fit: P(i -> j)\n", post.edge_probs().numpy().round(2))
 print("posterior-mean graph edges:", sorted(post.to_networkx(threshold=0.5).edges()))
 print(f"wall time {post.wall_time:.1f}s")
 
-# %% [markdown]
-# ## 4. Checking the fit against the exact posterior
+# %%
+# Checking the fit against the exact posterior
+# --------------------------------------------
 #
-# With a collapsed likelihood (`"linear"`, `"bge"`) and a handful of variables, the model `fit` approximates has
-# an exact posterior, computed by dynamic programming over node orders (`exact_posterior`, p ≤ 20). Use it as
+# With a collapsed likelihood (``"linear"``, ``"bge"``) and a handful of variables, the model ``fit`` approximates has
+# an exact posterior, computed by dynamic programming over node orders (``exact_posterior``, p ≤ 20). Use it as
 # the answer when p is that small, and as a check of the variational fit (the full run of this tutorial: largest
-# difference 0.02; `fit` mixes over every node order its particles visited in the last half of the run, each
-# weighted by its exact score, `order_history=0.5`; with the particles' final orders alone it was 0.17, on the
+# difference 0.02; ``fit`` mixes over every node order its particles visited in the last half of the run, each
+# weighted by its exact score, ``order_history=0.5``; with the particles' final orders alone it was 0.17, on the
 # orientation of 0 - 1, which these linear-Gaussian data cannot decide).
 
 # %%
