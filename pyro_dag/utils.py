@@ -7,8 +7,9 @@ __all__ = ["freeze"]
 def freeze(module, names=None):
     """Turn learnable :class:`~pyro.nn.PyroParam` hyperparameters of ``module`` (recursively) into fixed buffers.
 
-    Used to hold kernel hyperparameters, likelihood noise or inducing inputs fixed, as in the paper's
-    collider protocol (digest-000 §4.1). A fixed value follows ``.to()`` / ``.double()`` like any buffer.
+    Used to hold kernel hyperparameters, likelihood noise or inducing inputs fixed, as in the collider protocol
+    of the DAG-DGP paper (Perlino et al. 2026, arXiv:2607.09645, App. G.3). A fixed value follows ``.to()`` /
+    ``.double()`` like any buffer.
 
     :param torch.nn.Module module: e.g. ``model.kernels`` or ``model.likelihoods["w3"]``.
     :param names: optional collection of parameter names (e.g. ``{"lengthscale"}``); default all.

@@ -85,8 +85,8 @@ def check_finite_gradients(named_tensors, where, loss=None):
     named = [(n, t.grad) for n, t in named_tensors if t.grad is not None]
     if not named:
         return
-    # one reduction and one synchronisation in the common (finite) case
-    total = torch.stack([g.sum().to(torch.float64) for _, g in named]).sum()
+    # one reduction and one synchronisation in the common (finite) case (a sum that overflows is checked below)
+    total = torch.cat([g.reshape(-1) for _, g in named]).sum()
     if torch.isfinite(total):
         return
     for name, g in named:
