@@ -1,6 +1,7 @@
 """Moralisation, chordal completion, perfect elimination orders, cliques and elimination trees.
 
-The structure of a DAG-SVI posterior (Perlino, Hamelijnck, Johansen & Damoulas 2026, *Deep Gaussian Processes on Directed Acyclic Graphs*, arXiv:2607.09645, App. E.4): take the ancestral set of the observed nodes (roots
+The structure of a DAG-SVI posterior (Perlino, Hamelijnck, Johansen & Damoulas 2026, *Deep Gaussian Processes on
+Directed Acyclic Graphs*, arXiv:2607.09645, App. E.4): take the ancestral set of the observed nodes (roots
 excluded, since they carry no inducing points), moralise it, complete it to a chordal graph with MCS-M
 (Berry, Blair, Heggernes & Peyton 2004), and compute a perfect elimination order (PEO) by maximum cardinality
 search (Tarjan & Yannakakis 1984) with ties broken by declaration order, so everything is deterministic.

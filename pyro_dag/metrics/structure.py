@@ -42,7 +42,6 @@ entries, SVI-DAG's DAG-level code.
 import numbers
 
 import numpy as np
-import torch
 from scipy.stats import rankdata
 
 from ..graph import cpdag_to_dags, dag_to_cpdag, is_acyclic

@@ -1,7 +1,8 @@
 """Row-major off-diagonal vectorisation of ``[..., p, p]`` adjacency / logit matrices.
 
 The edge-logit site of a structure model is a flat vector ``[..., p (p - 1)]``: entry ``k`` is the ordered pair
-``(i, j)``, ``i != j``, in row-major order (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.1). :func:`offdiag` and :func:`fill_offdiag` convert
+``(i, j)``, ``i != j``, in row-major order (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to
+Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.1). :func:`offdiag` and :func:`fill_offdiag` convert
 between that vector and a ``[..., p, p]`` matrix with a given diagonal. Convention: ``A[i, j]`` is the edge
 ``i -> j``.
 """

@@ -2,7 +2,8 @@
 
 ``q(r) q_phi(gamma | r) q(A | r, gamma) q(theta | A)`` with the edge flow of :mod:`pyro_dag.structure.flows`,
 the straight-through :class:`~pyro_dag.structure.RelaxedOrderedDAG` and an optional
-:class:`~pyro_dag.structure.Mechanism` whose ``guide(A)`` covers the SEM parameters (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.5, Derivation A.3).
+:class:`~pyro_dag.structure.Mechanism` whose ``guide(A)`` covers the SEM parameters (Zinage 2026, *SVI-DAG: A
+Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.5, Derivation A.3).
 """
 import numbers
 
@@ -93,14 +94,14 @@ class AutoEdgeFlowGuide(AutoGuide):
 
     * ``r`` ``[p]``: node potentials (e.g. ``Normal(0, 1).to_event(1)``);
     * ``gamma`` ``[p (p - 1)]``: flat off-diagonal edge logits (e.g. :class:`LogisticBeta`; see
-      :func:`~pyro_dag.structure.distributions.fill_offdiag`);
+      :func:`~pyro_dag.structure.fill_offdiag`);
     * ``A`` ``[p, p]``: ``OrderedDAG(r, fill_offdiag(gamma, p))``;
 
     and any other latent sites must be covered by ``mechanism.guide(A)`` (e.g. the SEM parameters of a
-    :class:`~pyro_dag.structure.models.Mechanism`), or by another guide in an ``AutoGuideList``.
+    :class:`~pyro_dag.structure.Mechanism`), or by another guide in an ``AutoGuideList``.
 
     The guide samples ``r`` from a learnable diagonal Normal (used as is under plain ``SVI``; under
-    :class:`~pyro_dag.infer.svgd.OrderSVGD` that site is replaced by the SVGD particles), ``gamma`` from the
+    :class:`~pyro_dag.structure.OrderSVGD` that site is replaced by the SVGD particles), ``gamma`` from the
     conditional spline-coupling flow :func:`edge_flow` given the centred potentials ``r - mean(r)``,
     ``A`` from :class:`RelaxedOrderedDAG` (straight-through, shares the model's Bernoulli conditional so that
     ``log p(A | r, gamma) - log q(A | r, gamma) = 0``, A.3), and ``theta`` from the mechanism's hypernetwork guide.

@@ -1,7 +1,8 @@
 """The exact posterior of :class:`~pyro_dag.structure.StructureModel` for small graphs, by dynamic programming
 over node orders (Koivisto & Sood 2004; Koivisto 2006), for the collapsed likelihoods.
 
-Beyond the paper, as a reference: SVI-DAG (Zinage 2026, arXiv:2608.04930, §3.2) puts ``r ~ N(0, σ²I)`` on the node potentials, so the
+Beyond the paper, as a reference: SVI-DAG (Zinage 2026, arXiv:2608.04930, §3.2) puts ``r ~ N(0, σ²I)`` on the node
+potentials, so the
 order they induce is uniform over the ``p!`` orders, and ``γ_ij ~ LogisticBeta(α_ij, β_ij)`` on the edge logits, so
 given the order each allowed edge ``i -> j`` is present independently with probability ``q_ij = α_ij / (α_ij +
 β_ij)`` (``sigmoid(γ) ~ Beta(α, β)``). With a likelihood whose parameters are integrated out

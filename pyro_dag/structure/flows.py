@@ -6,7 +6,8 @@
 * :class:`OrderMaskAffine` -- an elementwise affine map conditioned on the relaxed order mask.
 * :func:`edge_flow` / :class:`EdgeFlow` -- the SVI-DAG flow: ``num_blocks`` x (fixed random permutation,
   conditional spline coupling), then the order-mask affine map, conditioned on the centred potentials
-  (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.5 and Table E.1).
+  (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*,
+  arXiv:2608.04930, §3.5 and Table E.1).
 """
 import math
 import numbers

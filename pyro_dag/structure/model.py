@@ -13,7 +13,8 @@ __all__ = ["StructureModel", "structure_model"]
 
 
 class StructureModel:
-    r"""The SVI-DAG generative model as a Pyro model callable ``model(X)`` (Zinage 2026, arXiv:2608.04930, §3.2, Derivation A.2).
+    r"""The SVI-DAG generative model as a Pyro model callable ``model(X)`` (Zinage 2026, arXiv:2608.04930, §3.2,
+    Derivation A.2).
 
     .. math::
         r \sim N(0, \sigma_r^2 I), \quad \gamma_{ij} \sim \mathrm{LogisticBeta}(\alpha_{ij}, \beta_{ij}), \quad

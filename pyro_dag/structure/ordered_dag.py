@@ -1,7 +1,8 @@
 """Distributions over DAGs given node potentials and edge logits.
 
 * :class:`OrderedDAG` -- the exact law ``A = B * M(r)``, ``B_ij ~ Bernoulli(sigmoid(gamma_ij))``; every sample
-  is a DAG (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.1, Thm. B.3);
+  is a DAG (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*,
+  arXiv:2608.04930, §3.2.1, Thm. B.3);
 * :class:`RelaxedOrderedDAG` -- Gumbel-sigmoid edges with the Sinkhorn order relaxation and the straight-through
   combination ``A_ST = A + (A~ - sg(A~))`` (§3.3, Eq. 1-2), with the same ``log_prob`` as :class:`OrderedDAG`;
 * the analytic ``KL(RelaxedOrderedDAG || OrderedDAG)`` (and ``OrderedDAG || OrderedDAG``) for equal potentials.

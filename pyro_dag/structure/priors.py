@@ -6,7 +6,8 @@
 * :func:`edge_prior_parameters` -- the combination :func:`~pyro_dag.structure.fit` and
   :func:`~pyro_dag.structure.exact_posterior` use (beliefs where given, the sparsity prior elsewhere).
 
-Reference: Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.1 (domain-informed Beta-Bernoulli edge prior). Convention: ``[p, p]`` matrices with
+Reference: Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*,
+arXiv:2608.04930, §3.2.1 (domain-informed Beta-Bernoulli edge prior). Convention: ``[p, p]`` matrices with
 entry ``[i, j]`` for the edge ``i -> j``; diagonals are ignored (set to 1 in the returned parameters).
 """
 import numbers

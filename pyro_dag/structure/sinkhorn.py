@@ -1,7 +1,8 @@
 """Order masks of node potentials: the hard mask ``M(r)`` and its log-space Sinkhorn relaxation ``M_tau(r)``.
 
 Potentials ``r`` ``[..., p]``: a higher potential is further upstream, and the edge ``i -> j`` is allowed iff
-``r_i > r_j``, so every graph built from a potential vector is acyclic (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.1, Thm. B.3).
+``r_i > r_j``, so every graph built from a potential vector is acyclic (Zinage 2026, *SVI-DAG: A Structured
+Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.1, Thm. B.3).
 
 * :func:`hard_order_mask` -- ``M[i, j] = 1{r_i > r_j}``;
 * :func:`log_sinkhorn` -- log-space Sinkhorn normalisation (with optional epsilon-scaling);
@@ -42,7 +43,8 @@ def hard_order_mask(potentials):
 def log_sinkhorn(log_alpha, num_iters=100, eps_scaling=1.0, anneal_frac=0.6):
     r"""Log-space Sinkhorn normalisation of ``[..., n, n]`` log-potentials (SVI-DAG §3.3, Lemma B.4).
 
-    Alternates ``num_iters`` row and column normalisations in log space (probability-space Sinkhorn underflows), written with dual vectors: ``log P = log_alpha + f 1^T + 1 g^T`` with
+    Alternates ``num_iters`` row and column normalisations in log space (probability-space Sinkhorn underflows),
+    written with dual vectors: ``log P = log_alpha + f 1^T + 1 g^T`` with
     ``f = -logsumexp(log_alpha + g, -1)``, ``g = -logsumexp(log_alpha + f, -2)``. The last step normalises columns,
     so columns of ``exp(result)`` sum to one exactly and rows approximately.
 

@@ -32,7 +32,7 @@ class OrderMaskKernel(SteinKernel):
     r"""RBF kernel on relaxed order masks, ``k(r, r') = exp(-||psi(r) - psi(r')||^2 / h)`` (SVI-DAG §3.6).
 
     ``psi(r) = vec(M_tau(r))`` is the Sinkhorn-relaxed "``i`` before ``j``" matrix
-    (:func:`~pyro_dag.structure.distributions.soft_order_mask`, centred and RMS-normalised potentials), so two
+    (:func:`~pyro_dag.structure.soft_order_mask`, centred and RMS-normalised potentials), so two
     potential vectors are close iff they induce similar orders; the kernel ignores shifts (and, with scale
     normalisation, rescalings) of ``r``. Its pull-back to potential space is positive definite. Gradients with
     respect to the particles go through the Sinkhorn iterations with the Jacobian ``J_psi`` (forward mode).
@@ -394,7 +394,7 @@ class OrderSVGD:
         boundary; these discrete moves do. Returns the acceptance rate.
 
         ``order_score``: optional callable ``potentials [K, p] -> [K]`` used in place of the ELBO, e.g. an
-        :class:`~pyro_dag.structure.exact.OrderScorer` giving ``log p(D, order)`` with the edges summed out exactly
+        :class:`~pyro_dag.structure.OrderScorer` giving ``log p(D, order)`` with the edges summed out exactly
         (then the moves are order-MCMC moves on the particles, free of the flow's ELBO gap).
         """
         K = self.num_particles

@@ -15,18 +15,19 @@ class StructurePosterior(DAGPosterior):
     (:meth:`edge_probs`, :meth:`sample`, :meth:`to_networkx`), with a keyword ``weighting`` to override
     :attr:`weighting`.
 
-    Attributes: ``config`` (the resolved :class:`~pyro_dag.structure.FitConfig`), ``model`` (:class:`StructureModel`), ``guide`` (:class:`AutoEdgeFlowGuide`), ``svgd``
-    (:class:`OrderSVGD`), ``mechanism``, ``data`` (the standardised ``[N, p]`` tensor used for fitting),
-    ``node_names``, ``losses`` (one float per step), ``param_state`` (the Pyro param-store scope holding the fitted
-    parameters), ``settings``, ``wall_time`` (seconds), ``order_scorer`` (an
-    :class:`~pyro_dag.structure.exact.OrderScorer` with ``order_score="exact"``) and ``visited`` (``[M, p]``
-    potentials of the distinct orders visited late in the run, ``order_history``; else ``None``).
+    Attributes: ``config`` (the resolved :class:`~pyro_dag.structure.FitConfig`), ``model``
+    (:class:`~pyro_dag.structure.StructureModel`), ``guide`` (:class:`~pyro_dag.structure.AutoEdgeFlowGuide`),
+    ``svgd`` (:class:`~pyro_dag.structure.OrderSVGD`), ``mechanism``, ``data`` (the standardised ``[N, p]`` tensor
+    used for fitting), ``node_names``, ``losses`` (one float per step), ``param_state`` (the Pyro param-store scope
+    holding the fitted parameters), ``settings`` (a dict of the main config fields), ``wall_time`` (seconds),
+    ``order_scorer`` (an :class:`~pyro_dag.structure.OrderScorer` with ``order_score="exact"``) and ``visited``
+    (``[M, p]`` potentials of the distinct orders visited late in the run, ``order_history``; else ``None``).
 
     Posterior draws follow the paper: pick a particle ``r_k`` (uniformly, or by its order's ELBO weight, see
     :meth:`particle_weights`; attribute ``weighting``; with ``weighting="order"`` any visited order, see
     :meth:`support`), ``gamma ~ q_phi(gamma | r_k)``,
     ``B_ij ~ q(B_ij | gamma, r_k) = Bernoulli(sigmoid(gamma_ij + delta_ij(r_k)))`` (``delta = 0`` in the paper's
-    guide, see :class:`~pyro_dag.structure.guides.EdgeOffsetNet`), ``A = B * M(r_k)``; every sample is a DAG.
+    guide, see :class:`~pyro_dag.structure.EdgeOffsetNet`), ``A = B * M(r_k)``; every sample is a DAG.
     """
 
     def __init__(self, model, guide, svgd, data, node_names, param_state, losses, settings, wall_time,
@@ -71,7 +72,8 @@ class StructurePosterior(DAGPosterior):
         (hard) order and every distinct order ``o`` gets ``w_o ∝ exp(L_o)``, ``L_o`` the mean over its particles of
         the per-particle ELBO ``L(phi; r_k) <= log p(D | order)`` (Eq. 5, estimated with ``num_samples`` draws),
         shared equally by its particles: the "support-restricted posterior" over the visited orders
-        (Wang, Wicker & Kwiatkowska 2022, *Tractable Uncertainty for Structure Learning*). It corrects the equal weighting of particles stuck in worse orders. ``"order"``: the
+        (Wang, Wicker & Kwiatkowska 2022, *Tractable Uncertainty for Structure Learning*). It corrects the equal
+        weighting of particles stuck in worse orders. ``"order"``: the
         same grouping with ``L_o = log p(D, o)``, every DAG consistent with ``o`` summed out exactly
         (:attr:`order_scorer`, fitted with ``order_score="exact"``; no ELBO gap). The posterior's queries mix over
         :meth:`support`, which with ``"order"`` also holds the orders the particles visited (:attr:`visited`).

@@ -4,7 +4,8 @@
 * :class:`LinearGaussianSEM` (:mod:`.linear`) -- ``x_j = sum_i A_ij W_ij x_i + eps_j``, with parameter sites or
   (``marginalize=True``) the conjugate Normal-Inverse-Gamma prior integrated out exactly;
 * :class:`BGeSEM` (:mod:`.bge`) -- linear-Gaussian with the score-equivalent BGe marginal likelihood;
-* :class:`MLPSEM` (:mod:`.mlp`) -- one tanh MLP per node (SVI-DAG's node model, Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.2);
+* :class:`MLPSEM` (:mod:`.mlp`) -- one tanh MLP per node (SVI-DAG's node model, Zinage 2026, *SVI-DAG: A Structured
+  Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.2);
 * :class:`NodeHyperNet` (:mod:`.hypernet`) -- the per-node hypernetwork guide of the parameters (§3.7).
 """
 from .base import Mechanism

@@ -11,7 +11,8 @@ per node) plugs in by subclassing :class:`Mechanism`:
 Shapes: ``A`` is ``batch + [p, p]`` (``A[i, j] = 1``: ``i -> j``) and the parameters carry the same batch dims.
 ``X`` rows broadcast against the **last** batch dim, which is the data plate's dim (``-1``), so under a particle
 plate at ``dim=-2`` a ``[K, 1, p, p]`` adjacency and ``[B, p]`` rows give ``[K, B]`` per-row log-likelihoods.
-Reference: Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930, §3.2.2 and §3.7.
+Reference: Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal Discovery*,
+arXiv:2608.04930, §3.2.2 and §3.7.
 """
 import numbers
 
