@@ -136,7 +136,7 @@ def _add_fit_parser(sub):
     fit.add_argument("--recipe", choices=["recommended", "paper"], default="recommended",
                      help="training schedule. recommended (default): antithetic sample pairs; for chordal/full "
                           "guides a cold start and, after 1000 Adam steps, natural-gradient steps on the whole "
-                          "posterior (see benchmarks/README.md); mean_field: Adam only. "
+                          "posterior; mean_field: Adam only. "
                           "paper: the DAG-DGP paper's protocol (Adam only, plain samples, 1000 mean-field "
                           "warm-start steps for structured guides). The options below override either.")
     fit.add_argument("--antithetic", action=argparse.BooleanOptionalAction, default=None,

@@ -1,4 +1,4 @@
-"""Diagnostics: ArviZ conversion of DAG-DGP posteriors and of MCMC runs (DESIGN.md: standard objects out).
+"""Diagnostics: ArviZ conversion of DAG-DGP posteriors and of MCMC runs (standard ArviZ objects out).
 
 :func:`to_inference_data` works with ArviZ 0.x (``az.from_dict(posterior=...)``) and 1.x
 (``az.from_dict({"posterior": ...})``), so the same code runs on Python 3.11 (ArviZ 0.23) and on newer
