@@ -1,4 +1,4 @@
-"""Tests of pyro_dag.metrics.structure against hand-computed cases and brute force (digest-001 §7.2)."""
+"""Tests of pyro_dag.metrics.structure against hand-computed cases and brute force (SVI-DAG, Zinage 2026, arXiv:2608.04930, App. C)."""
 import itertools
 
 import numpy as np

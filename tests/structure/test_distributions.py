@@ -1,4 +1,4 @@
-"""Tests of the structure-learning distributions (digest-001 §2-§3)."""
+"""Tests of the structure-learning distributions (SVI-DAG, Zinage 2026, arXiv:2608.04930, §3.2-3.3)."""
 import itertools
 import math
 
@@ -45,7 +45,7 @@ def test_logistic_beta_normalised_and_moments():
     assert abs(float(dens.sum() * dx) - 1) < 1e-6
     assert abs(float((x * dens).sum() * dx) - float(d.mean)) < 1e-6
     assert abs(float(((x - d.mean) ** 2 * dens).sum() * dx) - float(d.variance)) < 1e-5
-    assert abs(float(x[dens.argmax()]) - float(d.mode)) < 1e-3  # mode log(alpha / beta), digest-001 §11.8
+    assert abs(float(x[dens.argmax()]) - float(d.mode)) < 1e-3  # mode log(alpha / beta)
 
 
 def test_logistic_beta_rsample_moments_and_pathwise_gradient():
@@ -67,7 +67,7 @@ def test_logistic_beta_rsample_moments_and_pathwise_gradient():
 def test_edge_belief_prior_values_from_the_paper():
     p = torch.tensor([[0.0, 0.99], [0.5, 0.0]])
     alpha, beta = edge_belief_prior(p)
-    # digest-001 §2.2: p = 0.99 -> nu = 121.05, alpha = 120.84, beta = 2.21; p = 0.5 -> alpha = beta = 1.5
+    # SVI-DAG §3.2.1: p = 0.99 -> nu = 121.05, alpha = 120.84, beta = 2.21; p = 0.5 -> alpha = beta = 1.5
     assert abs(alpha[0, 1].item() - 120.8395) < 1e-3 and abs(beta[0, 1].item() - 2.2105) < 1e-3
     assert alpha[1, 0].item() == pytest.approx(1.5) and beta[1, 0].item() == pytest.approx(1.5)
     # Figure 1 legend: p -> nu
@@ -109,7 +109,7 @@ def test_hard_order_mask_equals_permutation_form_and_is_acyclic():
     P = torch.zeros(50, 6, 6)
     P.scatter_(-1, torch.argsort(order, -1).unsqueeze(-1), 1.0)  # P[i, pos(i)] = 1
     U = torch.triu(torch.ones(6, 6), 1)
-    assert torch.equal(M, P @ U @ P.transpose(-1, -2))  # digest-001 U-10 in our orientation
+    assert torch.equal(M, P @ U @ P.transpose(-1, -2))  # P U P^T, SVI-DAG's P L P^T in our orientation
     assert is_acyclic(M).all()
     ties = hard_order_mask(torch.tensor([1.0, 1.0, 0.0]))
     assert ties[0, 1] == 0 and ties[1, 0] == 0 and ties[0, 2] == 1
@@ -144,7 +144,7 @@ def test_soft_order_mask_properties():
     # M_ij + M_ji + sum_l P_il P_jl = 1 (i before j, j before i, or the same position)
     same = P @ P.transpose(-1, -2)
     assert torch.allclose(M + M.transpose(-1, -2) + same, torch.ones_like(M), atol=1e-8)
-    # shift and scale invariance with RMS normalisation (digest-001 §11.2)
+    # shift and scale invariance with RMS normalisation
     assert torch.allclose(soft_order_mask(3 * r + 7, 0.5, 400), M, atol=1e-8)
     # tau -> 0 recovers the hard mask off the diagonal (well-separated potentials)
     sep = torch.stack([torch.randperm(5) for _ in range(10)]).to(torch.float64)

@@ -1,4 +1,4 @@
-"""End-to-end tests of pyro_dag.structure.fit (digest-001 §5, §8)."""
+"""End-to-end tests of pyro_dag.structure.fit (SVI-DAG, Zinage 2026, arXiv:2608.04930)."""
 import numpy as np
 import pytest
 import torch
@@ -35,7 +35,7 @@ def test_three_node_linear_recovers_the_skeleton():
 
 @pytest.mark.parametrize("correct", [True, False])
 def test_two_node_linear_orientation_follows_a_strong_prior(correct):
-    # digest-001 §8: linear-Gaussian data cannot orient x1 -> x2; a strong prior decides the direction
+    # linear-Gaussian data cannot orient x1 -> x2; a strong prior decides the direction
     g = torch.Generator().manual_seed(3)
     x1 = torch.randn(1000, generator=g)
     x2 = x1 + torch.randn(1000, generator=g)

@@ -1,4 +1,4 @@
-"""Tests of the flow guide over edge logits (digest-001 §4.2-4.3)."""
+"""Tests of the flow guide over edge logits (SVI-DAG §3.5)."""
 import pyro
 import pyro.distributions as dist
 import pytest

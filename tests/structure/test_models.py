@@ -1,4 +1,4 @@
-"""Tests of the SEM mechanisms (digest-001 §2.1, §4.4)."""
+"""Tests of the SEM mechanisms (SVI-DAG §3.2, §3.7)."""
 import pyro
 import pyro.distributions as dist
 import pytest

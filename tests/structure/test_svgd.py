@@ -1,4 +1,4 @@
-"""Tests of OrderSVGD and the order-mask kernel (digest-001 §4.5, §11.3)."""
+"""Tests of OrderSVGD and the order-mask kernel (SVI-DAG, Zinage 2026, arXiv:2608.04930, §3.6)."""
 import pyro
 import pyro.distributions as dist
 import pytest
