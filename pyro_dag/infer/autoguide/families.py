@@ -12,7 +12,7 @@ from torch.distributions import transform_to
 from pyro.distributions import constraints
 
 from ...graph import ChordalStructure
-from .posteriors import Block, DenseGaussianPosterior, MeanFieldPosterior, SparseChordalPosterior
+from .gaussians import Block, DenseGaussianPosterior, MeanFieldPosterior, SparseChordalPosterior
 
 __all__ = ["MeanFieldFamily", "StructuredFamily", "make_family", "substituted_posterior", "STRUCTURES", "BACKENDS"]
 
@@ -88,13 +88,13 @@ class MeanFieldFamily(PyroModule):
 class StructuredFamily(PyroModule):
     """DAG-SVI parameters: ``q(V) = N(m, Λ⁻¹)``, ``Λ = L Lᵀ`` with ``L`` block-lower-triangular in a perfect
     elimination order of the chordal graph ``H`` and nonzero blocks only on the diagonal and on the edges of
-    ``H`` (so there is no fill-in, digest-000 §2.2).
+    ``H`` (so there is no fill-in; Perlino et al. 2026, arXiv:2607.09645, Eqs. (6), (75) and App. E.4).
 
     ``L = T diag(1/s)``: ``T`` is unit lower-triangular with the pattern of ``H`` and ``s > 0`` is a scale per
     coordinate (initialised at ``init_scale``). The off-diagonal entries of ``T`` are relative to the scale,
     which is what lets Adam find strongly correlated posteriors: a Cholesky factor of the precision
     parameterised directly has entries of order ``1/σ`` and, started at the identity, behaves like mean field
-    for thousands of steps (issue 3, pitfall 1). The same parameters serve the dense and the sparse backend.
+    for thousands of steps. The same parameters serve the dense and the sparse backend.
 
     :param list blocks: block layout (any order; re-laid-out in the elimination order).
     :param networkx.Graph pattern: undirected graph on the nodes (``H``); must be chordal with ``order``

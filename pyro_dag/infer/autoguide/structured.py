@@ -42,7 +42,7 @@ from torch.distributions import biject_to, constraints
 from ... import graph as dag_graph
 from ..context import current_estimator, suspended
 from .families import StructuredFamily, _assign, make_family
-from .posteriors import Block
+from .gaussians import Block
 
 __all__ = ["AutoStructuredGuide", "InducingDistribution"]
 
@@ -137,7 +137,8 @@ class AutoStructuredGuide(AutoGuide):
     chordal pattern of the model's structure in a perfect elimination order (no fill-in). For a
     :class:`~pyro_dag.DAGDGP` the latent vector is the whitened inducing outputs of every GP node and the guide is
     the DAG-SVI posterior of Perlino, Hamelijnck, Johansen & Damoulas (2026), "Deep Gaussian Processes on
-    Directed Acyclic Graphs", arXiv:2607.09645, §2.2 (``structure="mean_field"`` is its DAG-VI); use it with :class:`~pyro_dag.infer.DAGELBO` (analytic KL, marginal ancestral sampling) or with
+    Directed Acyclic Graphs", arXiv:2607.09645, Eqs. (6) and (75) (``structure="mean_field"`` is its DAG-VI,
+    Eq. (77)); use it with :class:`~pyro_dag.infer.DAGELBO` (analytic KL, marginal ancestral sampling) or with
     Pyro's ELBOs. On any other model it is a drop-in for
     :class:`~pyro.infer.autoguide.AutoMultivariateNormal` whose precision is sparse where the model's posterior
     dependency graph is.
@@ -147,10 +148,11 @@ class AutoStructuredGuide(AutoGuide):
     :param str structure: ``"mean_field"``, ``"chordal"`` (default) or ``"full"``.
     :param str backend: ``"dense"`` (materialise ``L``), ``"sparse"`` (clique by clique) or ``"auto"`` (sparse
         above 1000 latent dimensions).
-    :param callable init_loc_fn: per-site initialisation of the mean (see :ref:`autoguide-initialization`). For a
-        DAGDGP it sets the means of the whitened inducing outputs and of the other latent sites. Default: for a
-        DAGDGP :func:`~pyro.infer.autoguide.initialization.init_to_feasible` (the inducing outputs start at the
-        prior's mean 0, other sites as in ``AutoNormal``); for any other model
+    :param callable init_loc_fn: per-site initialisation of the mean, one of Pyro's ``init_to_*`` strategies
+        (:mod:`pyro.infer.autoguide.initialization`) or any ``site -> value`` callable. For a DAGDGP it sets the
+        means of the whitened inducing outputs and of the other latent sites. Default: for a DAGDGP
+        :func:`~pyro.infer.autoguide.initialization.init_to_feasible` (the inducing outputs start at the prior's
+        mean 0, other sites as in ``AutoNormal``); for any other model
         :func:`~pyro.infer.autoguide.initialization.init_to_median`, as in ``AutoMultivariateNormal``.
     :param init_scale: initial posterior standard deviation (unconstrained) of each coordinate: a positive number,
         or a dict ``{node or site name: number}`` (names not given get the default). Default: 1.0 for the whitened
@@ -310,7 +312,7 @@ class AutoStructuredGuide(AutoGuide):
         self._finish_layout()
 
     def _init_means(self, init):
-        """Set the family's means from ``{site name: unconstrained value}`` (the prototype's, i.e. ``init_loc_fn``'s)."""
+        """Set the family's means from ``{site name: unconstrained value}`` (the prototype's: ``init_loc_fn``'s)."""
         with torch.no_grad():
             for s in self._sites:
                 _assign(self.family.locs, s.node, init[s.name].reshape(-1))
