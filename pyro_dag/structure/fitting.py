@@ -7,6 +7,7 @@ the posterior. Its settings are a validated :class:`~pyro_dag.structure.FitConfi
 ordinary Pyro object, returned on the posterior.
 """
 import time
+from typing import NamedTuple, Optional
 
 import pyro
 import torch
@@ -88,8 +89,6 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
         P = post.edge_probs()          # [p, p], P[i, j] = P(i -> j)
         dags = post.sample(1000)       # [1000, p, p], all acyclic
     """
-    from tqdm.auto import tqdm
-
     config = _config(config, likelihood, settings, "fit")
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64; got {dtype}")
@@ -104,105 +103,125 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
     if config.standardize:
         X = standardize_columns(X)
     config = config.resolve(p, N)
-    (likelihood, num_particles, num_steps, seed, lr, affine_lr, particle_lr, batch_size, sinkhorn_iters,
-     edge_temperature, edge_relaxation, edge_offset, offset_gradient_cap, flow_hidden, flow_blocks, mlp_hidden,
-     param_kl_weight, repulsion_cap, weighting, swap_every, warmup, soft_warmup, likelihood_scale, swap_until,
-     swap_moves, order_score, max_parents, candidate_parents, order_history) = (
-        getattr(config, k) for k in (
-            "likelihood", "num_particles", "num_steps", "seed", "lr", "affine_lr", "particle_lr", "batch_size",
-            "sinkhorn_iters", "edge_temperature", "edge_relaxation", "edge_offset", "offset_gradient_cap",
-            "flow_hidden", "flow_blocks", "mlp_hidden", "param_kl_weight", "repulsion_cap", "weighting",
-            "swap_every", "warmup", "soft_warmup", "likelihood_scale", "swap_until", "swap_moves", "order_score",
-            "max_parents", "candidate_parents", "order_history"))
-    tau0, tau1 = config.order_temperature
     with limit_threads(num_threads):
         alpha, beta = config.edge_prior(p, edge_beliefs, dtype=dtype, device=device)
-        pyro.set_rng_seed(seed)
-        store = pyro.get_param_store()
+        pyro.set_rng_seed(config.seed)
         t0 = time.perf_counter()
-        losses = []
-        with store.scope() as state:
-            if likelihood == "linear":
-                mech = LinearGaussianSEM(p, marginalize=True)
-            elif likelihood == "bge":
-                mech = BGeSEM(p)
-            elif likelihood == "linear-sites":
-                mech = LinearGaussianSEM(p, marginalize=False, subsample_size=batch_size)
-            else:
-                mech = MLPSEM(p, hidden=mlp_hidden, subsample_size=batch_size, kl_weight=param_kl_weight)
-            scorer = None
-            if order_score == "exact":
-                X64 = X.detach().to(device="cpu", dtype=torch.float64)
-                scorer = OrderScorer(mech, X64, alpha / (alpha + beta), max_parents=max_parents,
-                                     candidates=candidate_parents)
-            mech = mech.to(dtype=dtype, device=device)
-            model = StructureModel(mech, alpha, beta)
-            guide = AutoEdgeFlowGuide(
-                model,
-                mechanism=mech,
-                hidden_dims=flow_hidden,
-                num_blocks=flow_blocks,
-                temperature=edge_temperature,
-                edge_relaxation=edge_relaxation,
-                edge_offset=edge_offset,
-                offset_gradient_cap=offset_gradient_cap,
-                order_temperature=tau0,
-                sinkhorn_iters=sinkhorn_iters,
-            )
-            kernel = OrderMaskKernel(temperature=tau0, sinkhorn_iters=sinkhorn_iters)
-            svgd_ref = {}
-
-            def optim_args(name):
-                if name == svgd_ref["svgd"].particle_name:
-                    return {"lr": particle_lr, "clip_norm": 10.0}
-                if ".affine." in name:  # the per-edge location / scale of the flow: low-dimensional, well conditioned
-                    return {"lr": affine_lr, "clip_norm": 10.0}
-                return {"lr": lr, "clip_norm": 10.0}
-
-            optim = pyro.optim.ClippedAdam(optim_args)
-            svgd = OrderSVGD(
-                model,
-                guide,
-                optim,
-                num_particles=num_particles,
-                max_plate_nesting=1,
-                kernel=kernel,
-                loss=TraceMeanField_ELBO(),
-                repulsion_cap=repulsion_cap,
-            )
-            svgd_ref["svgd"] = svgd
-            visited_r = []  # [K, p] particles of each recorded step (order_history); deduplicated by order at the end
-            bar = tqdm(range(num_steps), disable=not progress, desc="pyro_dag.fit", leave=False)
-            for step in bar:
-                frac = step / max(1, num_steps - 1)
-                tau = tau0 + (tau1 - tau0) * frac
-                guide.order_temperature = tau
-                kernel.temperature = tau
-                model.order_temperature, model.sinkhorn_iters = tau, sinkhorn_iters
-                model.soft_mix = max(0.0, 1.0 - step / (soft_warmup * num_steps)) if soft_warmup > 0 else 0.0
-                if warmup > 0:
-                    ramp = (1.0 / N) ** max(0.0, 1.0 - step / (warmup * num_steps))
-                    model.likelihood_scale = float(likelihood_scale * min(1.0, ramp))
-                else:
-                    model.likelihood_scale = float(likelihood_scale)
-                loss = svgd.step(X)
-                losses.append(loss)
-                if swap_every and step % swap_every == 0 and step < swap_until * num_steps:
-                    svgd.swap_step(X, moves=swap_moves, order_score=None if scorer is None else
-                                   (lambda r: scorer(r, scale=model.likelihood_scale)))
-                if order_history > 0 and step >= (1.0 - order_history) * num_steps:
-                    visited_r.append(svgd.particles.detach().clone())
-                if callback is not None:
-                    callback(step, svgd, loss)
-                if progress and (step % 25 == 0 or step == num_steps - 1):
-                    bar.set_postfix(loss=f"{loss:.4g}", tau=f"{tau:.3g}")
-            bar.close()
+        with pyro.get_param_store().scope() as state:
+            parts = _build(config, X, alpha, beta, dtype, device)
+            losses, visited = _train(config, X, parts, callback, progress)
         wall = time.perf_counter() - t0
-        settings = config.settings()
-        post = StructurePosterior(model, guide, svgd, X, names, state, losses, settings, wall, weighting=weighting)
-        post.order_scorer = scorer
+        post = StructurePosterior(parts.model, parts.guide, parts.svgd, X, names, state, losses, config.settings(),
+                                  wall, weighting=config.weighting)
+        post.order_scorer = parts.scorer
         post.config = config
-        if visited_r:
-            visited = torch.cat(visited_r, 0)
+        if visited:
+            visited = torch.cat(visited, 0)
             post.visited = visited[_distinct_orders(visited)[1]]  # the first potentials seen with each order
         return post
+
+
+def _mechanism(config, p):
+    """The SEM likelihood of ``config.likelihood`` for ``p`` variables."""
+    if config.likelihood == "linear":
+        return LinearGaussianSEM(p, marginalize=True)
+    if config.likelihood == "bge":
+        return BGeSEM(p)
+    if config.likelihood == "linear-sites":
+        return LinearGaussianSEM(p, marginalize=False, subsample_size=config.batch_size)
+    return MLPSEM(p, hidden=config.mlp_hidden, subsample_size=config.batch_size, kl_weight=config.param_kl_weight)
+
+
+class _Parts(NamedTuple):
+    model: StructureModel
+    guide: AutoEdgeFlowGuide
+    kernel: OrderMaskKernel
+    svgd: OrderSVGD
+    scorer: Optional[OrderScorer]
+
+
+def _build(config, X, alpha, beta, dtype, device):
+    """Model, guide, kernel, :class:`OrderSVGD` (with its optimiser) and the exact order scorer of a resolved config."""
+    p = X.shape[1]
+    tau0 = config.order_temperature[0]
+    mech = _mechanism(config, p)
+    scorer = None
+    if config.order_score == "exact":
+        X64 = X.detach().to(device="cpu", dtype=torch.float64)
+        scorer = OrderScorer(mech, X64, alpha / (alpha + beta), max_parents=config.max_parents,
+                             candidates=config.candidate_parents)
+    mech = mech.to(dtype=dtype, device=device)
+    model = StructureModel(mech, alpha, beta)
+    guide = AutoEdgeFlowGuide(
+        model,
+        mechanism=mech,
+        hidden_dims=config.flow_hidden,
+        num_blocks=config.flow_blocks,
+        temperature=config.edge_temperature,
+        edge_relaxation=config.edge_relaxation,
+        edge_offset=config.edge_offset,
+        offset_gradient_cap=config.offset_gradient_cap,
+        order_temperature=tau0,
+        sinkhorn_iters=config.sinkhorn_iters,
+    )
+    kernel = OrderMaskKernel(temperature=tau0, sinkhorn_iters=config.sinkhorn_iters)
+    svgd_ref = {}
+
+    def optim_args(name):
+        if name == svgd_ref["svgd"].particle_name:
+            return {"lr": config.particle_lr, "clip_norm": 10.0}
+        if ".affine." in name:  # the per-edge location / scale of the flow: low-dimensional, well conditioned
+            return {"lr": config.affine_lr, "clip_norm": 10.0}
+        return {"lr": config.lr, "clip_norm": 10.0}
+
+    svgd = OrderSVGD(
+        model,
+        guide,
+        pyro.optim.ClippedAdam(optim_args),
+        num_particles=config.num_particles,
+        max_plate_nesting=1,
+        kernel=kernel,
+        loss=TraceMeanField_ELBO(),
+        repulsion_cap=config.repulsion_cap,
+    )
+    svgd_ref["svgd"] = svgd
+    return _Parts(model, guide, kernel, svgd, scorer)
+
+
+def _train(config, X, parts, callback, progress):
+    """The training loop: annealed Sinkhorn temperature, tempered likelihood and soft warm-up, one SVGD step and the
+    order moves per step. Returns the losses and the particles of each step recorded for ``order_history``."""
+    from tqdm.auto import tqdm
+
+    model, guide, kernel, svgd, scorer = parts
+    N = X.shape[0]
+    num_steps, (tau0, tau1) = config.num_steps, config.order_temperature
+    soft_warmup, warmup, likelihood_scale = config.soft_warmup, config.warmup, config.likelihood_scale
+    losses = []
+    visited = []  # [K, p] particles of each recorded step (order_history); deduplicated by order at the end
+    bar = tqdm(range(num_steps), disable=not progress, desc="pyro_dag.fit", leave=False)
+    for step in bar:
+        frac = step / max(1, num_steps - 1)
+        tau = tau0 + (tau1 - tau0) * frac
+        guide.order_temperature = tau
+        kernel.temperature = tau
+        model.order_temperature, model.sinkhorn_iters = tau, config.sinkhorn_iters
+        model.soft_mix = max(0.0, 1.0 - step / (soft_warmup * num_steps)) if soft_warmup > 0 else 0.0
+        if warmup > 0:
+            ramp = (1.0 / N) ** max(0.0, 1.0 - step / (warmup * num_steps))
+            model.likelihood_scale = float(likelihood_scale * min(1.0, ramp))
+        else:
+            model.likelihood_scale = float(likelihood_scale)
+        loss = svgd.step(X)
+        losses.append(loss)
+        if config.swap_every and step % config.swap_every == 0 and step < config.swap_until * num_steps:
+            svgd.swap_step(X, moves=config.swap_moves, order_score=None if scorer is None else
+                           (lambda r: scorer(r, scale=model.likelihood_scale)))
+        if config.order_history > 0 and step >= (1.0 - config.order_history) * num_steps:
+            visited.append(svgd.particles.detach().clone())
+        if callback is not None:
+            callback(step, svgd, loss)
+        if progress and (step % 25 == 0 or step == num_steps - 1):
+            bar.set_postfix(loss=f"{loss:.4g}", tau=f"{tau:.3g}")
+    bar.close()
+    return losses, visited
