@@ -163,14 +163,19 @@ class FitConfig(StructureConfig):
     :ivar str edge_relaxation: ``"mean"`` or ``"concrete"`` (:class:`~pyro_dag.structure.RelaxedOrderedDAG`).
     :ivar bool edge_offset: the guide's order-conditioned edge offsets (``None``: on for the collapsed likelihoods).
     :ivar float offset_gradient_cap: Fisher scaling cap of the offsets' gradients (``>= 1``; 1: plain gradients).
-    :ivar tuple flow_hidden: flow conditioner widths. :ivar int flow_blocks: coupling blocks.
+    :ivar tuple flow_hidden: flow conditioner widths.
+    :ivar int flow_blocks: coupling blocks.
     :ivar tuple mlp_hidden: node MLP widths (``"mlp"``).
     :ivar float param_kl_weight: weight of ``KL(q(theta | A) || p(theta))`` (``"mlp"``).
     :ivar float repulsion_cap: SVGD repulsion cap (``None``: off).
     :ivar str weighting: ``"order"``, ``"elbo"`` or ``"uniform"`` (``None``: ``"order"`` with the exact order score,
         else ``"elbo"`` for the collapsed likelihoods, else ``"uniform"``).
-    :ivar int swap_every: order moves every ``swap_every`` steps (0: none). :ivar float swap_until: ... during this
-        fraction of the run. :ivar str swap_moves: ``"adjacent"`` or ``"mixed"``.
+    :ivar int swap_every: a Metropolis-Hastings order move of every particle each ``swap_every`` steps (0: none;
+        ``None``: 1 for the collapsed likelihoods, 5 otherwise).
+    :ivar float swap_until: the fraction of the run with order moves (``None``: 1 for the collapsed likelihoods, 0.9
+        otherwise).
+    :ivar str swap_moves: ``"adjacent"`` (swap two neighbours in the order) or ``"mixed"`` (half of the proposals
+        swap two nodes at random positions; ``None``: ``"mixed"`` for the collapsed likelihoods).
     :ivar float warmup: fraction of the run over which the likelihood is tempered from ``1 / N`` up to 1.
     :ivar float soft_warmup: fraction of the run over which the mechanism sees a blend of the hard and the relaxed
         DAG (``None``: 0.3 for ``"mlp"`` / ``"linear-sites"``, 0 otherwise).
