@@ -85,6 +85,19 @@ def _concat_values(values):
     return torch.cat([v.expand(batch + v.shape[-1:]) for v in values], dim=-1)
 
 
+
+def _check_scale(t, label):
+    """Refuse values whose squares overflow ``t``'s dtype: every kernel and likelihood squares them, so such data
+    would give an infinite loss at the first step and NaN parameters after it."""
+    if t.numel() == 0:
+        return
+    biggest = t.detach().abs().max()
+    if not bool(torch.isfinite(biggest * biggest)):
+        raise DAGInputError(
+            f"{label} reaches {float(biggest):.3g}, whose square overflows {t.dtype} (largest "
+            f"{torch.finfo(t.dtype).max:.3g}): the loss would be infinite. Standardise the data (subtract the mean, "
+            "divide by the standard deviation) or use float64")
+
 class DAGDGP(PyroModule):
     r"""A deep Gaussian process on a DAG (Perlino et al. 2026, arXiv:2607.09645, Sec. 2, Eq. (2); Eq. (5)).
 
@@ -259,6 +272,7 @@ class DAGDGP(PyroModule):
                 i = int(bad.nonzero()[0])
                 raise DAGInputError(f"inputs[{r!r}] contains NaN or inf (first at row {i}); roots are deterministic "
                                     "inputs and must be finite: impute or drop those cases")
+            _check_scale(x, f"inputs[{r!r}]")
             X[r] = x
         return X, n
 
@@ -316,7 +330,9 @@ class DAGDGP(PyroModule):
             if not bool(m.any()):
                 raise DAGInputError(f"data[{w!r}] has no observed entries; drop it from data (the node is then "
                                     "latent)")
-            out[w] = (torch.where(m, y, torch.zeros_like(y)), m)
+            filled = torch.where(m, y, torch.zeros_like(y))
+            _check_scale(filled, f"data[{w!r}]")
+            out[w] = (filled, m)
         return out
 
     # ------------------------------------------------------------------ set-up

@@ -9,8 +9,11 @@ from pyro_dag.infer import DAGELBO, GaussianNaturalGradient, NonFiniteLossError,
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 from pyro_dag.infer.checks import check_finite_gradients, check_finite_loss, data_scale_note, training_step
 
-# data scales whose squares overflow the dtype (1e400 > 1.8e308; 1e40 > 3.4e38)
+# data scales whose squares overflow the dtype (1e400 > 1.8e308; 1e40 > 3.4e38): the model refuses them
 OVERFLOW = [(torch.float64, 1e200), (torch.float32, 1e20)]
+# data scales whose squares are finite but whose loss (a sum of squares over 12 cases divided by 2 tau^2 = 0.02)
+# overflows: the model accepts them, the loss is inf, and the guards must name it
+LOSS_OVERFLOW = [(torch.float64, 3e153), (torch.float32, 5e18)]
 
 
 def scaled_collider(dtype, scale):
@@ -26,6 +29,27 @@ def guide_params(guide):
 
 
 @pytest.mark.parametrize("dtype,scale", OVERFLOW)
+@pytest.mark.parametrize("elbo", ["dagelbo", "trace_elbo"])
+def test_data_whose_squares_overflow_is_refused_by_the_model(dtype, scale, elbo):
+    """The user's own SVI loop, under any ELBO: the model names the data and the fix before any loss is formed."""
+    from pyro.infer.autoguide import AutoNormal
+    from pyro_dag import DAGInputError
+
+    model, inputs, data = scaled_collider(dtype, scale)
+    if elbo == "dagelbo":
+        guide, loss = AutoStructuredGuide(model, structure="chordal"), DAGELBO(num_particles=2)
+    else:
+        guide, loss = AutoNormal(model), Trace_ELBO()
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), loss)
+    with pytest.raises(DAGInputError, match=r"data\['w3'\] reaches .* whose square overflows .*Standardise"):
+        svi.step(inputs, data)
+    huge_input = {k: v * scale for k, v in inputs.items()}
+    model, _, data = scaled_collider(dtype, 1.0)
+    with pytest.raises(DAGInputError, match=r"inputs\['x1'\] reaches"):
+        model(huge_input, data)
+
+
+@pytest.mark.parametrize("dtype,scale", LOSS_OVERFLOW)
 @pytest.mark.parametrize("structure", ["mean_field", "chordal"])
 def test_svi_with_dagelbo_raises_at_the_first_step(dtype, scale, structure):
     model, inputs, data = scaled_collider(dtype, scale)
@@ -37,12 +61,12 @@ def test_svi_with_dagelbo_raises_at_the_first_step(dtype, scale, structure):
     assert "DAGELBO evaluation" in msg
     assert "expected log-likelihood of node 'w3'" in msg
     assert "large scale" in msg and "learning rate" in msg
-    assert "exceeds" in msg and "its square overflows to inf" in msg  # the data's magnitude against the limit
+    assert "The largest |value| in the model's arguments is" in msg  # the data's magnitude against the limit
     # nothing was written: the parameters are still finite and a correctly scaled problem trains on
     assert all(torch.isfinite(p).all() for p in guide.parameters())
 
 
-@pytest.mark.parametrize("dtype,scale", OVERFLOW)
+@pytest.mark.parametrize("dtype,scale", LOSS_OVERFLOW)
 def test_dagelbo_loss_raises(dtype, scale):
     model, inputs, data = scaled_collider(dtype, scale)
     guide = AutoStructuredGuide(model, structure="chordal")
@@ -84,7 +108,7 @@ def test_dagelbo_names_a_non_finite_gradient():
     assert all(torch.equal(before[k], after[k]) for k in before)  # the optimiser did not step
 
 
-@pytest.mark.parametrize("dtype,scale", OVERFLOW)
+@pytest.mark.parametrize("dtype,scale", LOSS_OVERFLOW)
 def test_gaussian_natural_gradient_names_its_step(dtype, scale):
     model, inputs, data = scaled_collider(dtype, scale)
     guide = AutoStructuredGuide(model, structure="chordal")
@@ -96,7 +120,7 @@ def test_gaussian_natural_gradient_names_its_step(dtype, scale):
 
 def test_gaussian_natural_gradient_with_trace_elbo_raises():
     """Trace_ELBO does not check its loss; the natural-gradient step does."""
-    model, inputs, data = scaled_collider(torch.float64, 1e200)
+    model, inputs, data = scaled_collider(*LOSS_OVERFLOW[0])
     guide = AutoStructuredGuide(model, structure="chordal")
     guide(inputs, data)
     ng = GaussianNaturalGradient(model, guide, Trace_ELBO(), step_size=0.1)
@@ -108,13 +132,19 @@ def test_gaussian_natural_gradient_with_trace_elbo_raises():
 
 
 def test_sink_natural_gradient_names_node_and_step():
-    model, inputs, data = scaled_collider(torch.float64, 1e307)  # y / τ² overflows in the conjugate update
+    # data whose squares overflow no longer reach the update (the model refuses them); a diverged parent does
+    model, inputs, data = collider_problem()
     guide = AutoStructuredGuide(model, structure="mean_field")
     guide(inputs, data)
+    with torch.no_grad():
+        guide.family.locs.w1_unconstrained.fill_(float("nan"))  # a parent diverged in an earlier step
     ng = SinkNaturalGradient(model, guide, step_size=1.0)
+    before = guide_params(guide)
     with pytest.raises(NonFiniteLossError, match="SinkNaturalGradient step 1: the update of node 'w3'"):
         ng.step(inputs, data)
-    assert all(torch.isfinite(p).all() for p in guide.parameters())
+    after = guide_params(guide)
+    sink = [k for k in before if "w3" in k]
+    assert sink and all(torch.equal(before[k], after[k]) for k in sink)  # the sink was not overwritten with NaN
 
 
 def test_fit_collider_names_the_step(monkeypatch):
@@ -123,7 +153,7 @@ def test_fit_collider_names_the_step(monkeypatch):
 
     def scaled(seed=0):
         ds = collider(seed=seed)
-        ds.data = {k: v * 1e200 for k, v in ds.data.items()}
+        ds.data = {k: v * 3e153 for k, v in ds.data.items()}  # finite squares, infinite loss
         return ds
 
     monkeypatch.setattr(experiment, "collider", scaled)
