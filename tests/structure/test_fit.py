@@ -83,7 +83,7 @@ def test_warm_up_tempers_the_parameter_guide_and_blends_the_adjacency():
     from pyro import poutine
 
     from pyro_dag.structure import AutoEdgeFlowGuide, MLPSEM, StructureModel, sparsity_prior
-    from pyro_dag.structure.distributions import fill_offdiag, soft_order_mask
+    from pyro_dag.structure import fill_offdiag, soft_order_mask
 
     pyro.clear_param_store()
     torch.manual_seed(0)
