@@ -1,4 +1,4 @@
-"""Sphinx configuration for pyro_dag: user guide, API reference, and the tutorials rendered by sphinx-gallery."""
+"""Sphinx configuration for pyro_dag: user guide, API reference, tutorials rendered by sphinx-gallery."""
 import os
 import sys
 import tempfile
@@ -6,7 +6,7 @@ import tempfile
 sys.path.insert(0, os.path.abspath(".."))
 
 # The tutorials run during the build in their short mode (a few seconds each): set PYRO_DAG_QUICK=0 for the
-# full-length versions. Their own figure files go to a scratch folder; sphinx-gallery keeps the figures it shows.
+# full-length versions. Their own figure files go to a scratch folder (sphinx-gallery keeps what it shows).
 os.environ.setdefault("PYRO_DAG_QUICK", "1")
 os.environ.setdefault("PYRO_DAG_TUTORIAL_OUT", tempfile.mkdtemp(prefix="pyro_dag_tutorials_"))
 os.environ.setdefault("MPLBACKEND", "Agg")

@@ -10,7 +10,8 @@ from pyro_dag.utils import freeze
 
 seed = 0  # seed of the optimisation and the predictions
 pyro.set_rng_seed(seed)
-ds = collider(seed=0)  # the paper's latent collider x1 -> w1 -> w3 <- w2 <- x2; w3 observed at 119 of 165 cases
+# The paper's latent collider x1 -> w1 -> w3 <- w2 <- x2: w3 is observed at 119 of its 165 cases.
+ds = collider(seed=0)
 
 # One sparse GP per non-root node; the child's kernel acts on the sum of its parents. As in the paper,
 # the kernels and the noise are the true ones and stay fixed: only the posterior is learned.
@@ -39,5 +40,6 @@ pred = model.predict(guide, ds.inputs, num_samples=500)  # every node, observed 
 err = pred["w3"].mean - ds.truth["w3"]  # against the noise-free child
 print(f"child RMSE: observed cases {err[ds.train_mask].pow(2).mean().sqrt():.4f}, "
       f"held out {err[~ds.train_mask].pow(2).mean().sqrt():.4f}")
-print(f"parents' posterior variance {pred['w1'].variance.mean():.3f} (w1), {pred['w2'].variance.mean():.3f} (w2)")
+var1, var2 = pred["w1"].variance.mean(), pred["w2"].variance.mean()
+print(f"parents' posterior variance {var1:.3f} (w1), {var2:.3f} (w2)")
 print(f"final ELBO {-loss:.1f}")

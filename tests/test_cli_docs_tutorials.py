@@ -1,4 +1,4 @@
-"""The user-facing entry points: the CLI main job (the tutorials and the Sphinx docs: tests/test_docs.py)."""
+"""The command line (``pyro-dag fit``); the tutorials and the Sphinx docs are tested in tests/test_docs.py."""
 import json
 
 import pytest

@@ -1,6 +1,12 @@
-"""The documents a user reads: the README's code runs as written and prints what the README says, the Sphinx docs
-(user guide, API reference, tutorials rendered by sphinx-gallery in their short mode) build with ``-W``, and the
-README, docs and tutorials cite papers, not internal notes."""
+"""The documents a user reads.
+
+* The README's code runs as written: the Quickstart (``examples/quickstart.py``) at full length, printing what the
+  README says it prints; the capability sections (``examples/guide/*.py``) in order, in one process.
+* The README, ``docs/quickstart.rst`` and the user guide show the same code (the docs include the example files).
+* The Sphinx docs (user guide, API reference, tutorials executed by sphinx-gallery in their short mode) build with
+  ``-W``.
+* The README, the docs and the tutorials cite papers, not notes that users do not have.
+"""
 import os
 import re
 import shutil
@@ -13,10 +19,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 QUICKSTART = os.path.join(ROOT, "examples", "quickstart.py")
 GUIDE_EXAMPLES = ["dgp", "inference", "natural_gradients", "pyro_interop", "structure", "metrics"]
+GUIDE_PAGES = GUIDE_EXAMPLES + ["cli"]
 
 # What the README promises about the Quickstart's output (measured on 5 seeds by benchmarks/quickstart.py).
-QUICKSTART_CLAIM = ("a child RMSE below 0.01 on the observed cases and below 0.02 on the held-out\ncases, a posterior "
-                    "variance of each parent between 0.14 and 0.17, and a final ELBO above 180")
+QUICKSTART_CLAIM = ("a child RMSE below 0.01 on the observed cases and below 0.02 on the held-out cases, "
+                    "a posterior variance of each parent between 0.14 and 0.17, and a final ELBO above 180")
 QUICKSTART_PATTERNS = {
     "rmse_observed": r"child RMSE: observed cases ([0-9.]+)",
     "rmse_held_out": r"held out ([0-9.]+)",
@@ -24,11 +31,16 @@ QUICKSTART_PATTERNS = {
     "var_w2": r"([0-9.]+) \(w2\)",
     "final_elbo": r"final ELBO (-?[0-9.]+)",
 }
+FORBIDDEN = [r"\.\./shared", r"digest-?\d", r"\bissue \d", r"\bpitfall"]
 
 
 def _read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def _rel(path):
+    return os.path.relpath(path, ROOT)
 
 
 def readme_python_blocks():
@@ -40,31 +52,6 @@ def _env(**extra):
     return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg", **extra)
 
 
-def test_readme_quickstart_is_examples_quickstart():
-    blocks = readme_python_blocks()
-    assert blocks, "README.md has no ```python block"
-    assert blocks[0] == _read(QUICKSTART), "the README Quickstart and examples/quickstart.py differ: copy one onto the other"
-
-
-def test_readme_capability_blocks_are_the_guide_examples():
-    blocks = readme_python_blocks()[1:]
-    files = [_read(os.path.join(ROOT, "examples", "guide", f"{name}.py")) for name in GUIDE_EXAMPLES]
-    assert len(blocks) == len(files), f"README has {len(blocks)} code blocks after the Quickstart, examples/guide {len(files)}"
-    for name, block, text in zip(GUIDE_EXAMPLES, blocks, files):
-        assert block == text, f"the README block for {name} differs from examples/guide/{name}.py"
-
-
-def test_docs_include_the_same_examples():
-    quickstart = _read(os.path.join(ROOT, "docs", "quickstart.rst"))
-    assert ".. literalinclude:: ../examples/quickstart.py" in quickstart
-    assert "code-block" not in quickstart  # no second, hand-copied version of the Quickstart
-    included = set()
-    for page in os.listdir(os.path.join(ROOT, "docs", "guide")):
-        included |= set(re.findall(r"literalinclude:: \.\./\.\./examples/guide/(\w+)\.py", _read(
-            os.path.join(ROOT, "docs", "guide", page))))
-    assert included == set(GUIDE_EXAMPLES)
-
-
 def _parse_quickstart(stdout):
     out = {}
     for key, pattern in QUICKSTART_PATTERNS.items():
@@ -74,16 +61,48 @@ def _parse_quickstart(stdout):
     return out
 
 
+# ---------------------------------------------------------------------------------------------------- the README
+def test_readme_quickstart_is_examples_quickstart():
+    blocks = readme_python_blocks()
+    assert blocks, "README.md has no ```python block"
+    assert blocks[0] == _read(QUICKSTART), \
+        "the README Quickstart and examples/quickstart.py differ: copy one onto the other"
+
+
+def test_readme_capability_blocks_are_the_guide_examples():
+    blocks = readme_python_blocks()[1:]
+    files = [_read(os.path.join(ROOT, "examples", "guide", f"{name}.py")) for name in GUIDE_EXAMPLES]
+    assert len(blocks) == len(files), \
+        f"README has {len(blocks)} code blocks after the Quickstart, examples/guide has {len(files)} files"
+    for name, block, text in zip(GUIDE_EXAMPLES, blocks, files):
+        assert block == text, f"the README block for {name} differs from examples/guide/{name}.py"
+
+
+def test_docs_include_the_same_examples():
+    quickstart = _read(os.path.join(ROOT, "docs", "quickstart.rst"))
+    assert ".. literalinclude:: ../examples/quickstart.py" in quickstart
+    assert "code-block" not in quickstart  # no second, hand-copied version of the Quickstart
+    included = set()
+    for page in GUIDE_PAGES:
+        text = _read(os.path.join(ROOT, "docs", "guide", f"{page}.rst"))
+        included |= set(re.findall(r"literalinclude:: \.\./\.\./examples/guide/(\w+)\.py", text))
+    assert included == set(GUIDE_EXAMPLES)
+
+
 def test_parse_quickstart_output():
     text = ("child RMSE: observed cases 0.0080, held out 0.0151\n"
             "parents' posterior variance 0.154 (w1), 0.156 (w2)\nfinal ELBO -192.1\n")
     assert _parse_quickstart(text) == {"rmse_observed": 0.008, "rmse_held_out": 0.0151, "var_w1": 0.154,
                                        "var_w2": 0.156, "final_elbo": -192.1}
+    with pytest.raises(AssertionError, match="final_elbo"):
+        _parse_quickstart(text.replace("final ELBO", "ELBO"))
 
 
 def test_readme_quickstart_runs_and_prints_what_the_readme_says():
-    """The Quickstart at full length (about 15 s on one core): its numbers meet the README's sentence."""
-    assert QUICKSTART_CLAIM in _read(README), "the README's sentence about the Quickstart's output changed: update this test"
+    """The Quickstart at full length (15-20 s on one core): its numbers meet the README's sentence."""
+    for path in (README, os.path.join(ROOT, "docs", "quickstart.rst")):
+        assert QUICKSTART_CLAIM in " ".join(_read(path).split()), \
+            f"{_rel(path)}: the sentence about the Quickstart's output changed; update this test"
     proc = subprocess.run([sys.executable, QUICKSTART], env=_env(), cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -95,23 +114,21 @@ def test_readme_quickstart_runs_and_prints_what_the_readme_says():
 
 
 def test_readme_capability_blocks_run_as_written(tmp_path):
-    """The README's sections after the Quickstart continue one another; run them in order in one process."""
+    """The README's sections after the Quickstart continue one another: run them in order in one process."""
     source = "\n".join(readme_python_blocks()[1:])
     proc = subprocess.run([sys.executable, "-c", source], env=_env(), cwd=str(tmp_path), capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    assert lines[0] == "torch.Size([50, 400, 1]) torch.Size([400, 1])"
-    assert "torch.Size([1, 20])" in lines  # median(): constrained, site-shaped
+    assert lines[0] == "torch.Size([50, 400, 1]) torch.Size([400, 1])"  # predict: samples, mean
+    assert "torch.Size([1, 20])" in lines  # median(): constrained and site-shaped
     assert "torch.Size([10, 400, 1])" in lines  # Predictive through Pyro's AutoNormal
     assert "(1, 20, 1, 5)" in lines  # NUTS -> ArviZ
 
 
-FORBIDDEN = [r"\.\./shared", r"digest-?\d", r"\bissue \d", r"\bpitfall"]
-
-
+# ------------------------------------------------------------------------------------ references users can follow
 def _user_documents():
-    paths = [README, os.path.join(ROOT, "benchmarks", "README.md")]
+    paths = [README]
     for folder in ("docs", "tutorials", "examples"):
         for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, folder)):
             dirnames[:] = [d for d in dirnames if not d.startswith(("_build", "auto_", "."))]
@@ -119,21 +136,22 @@ def _user_documents():
     return paths
 
 
-@pytest.mark.parametrize("path", [p for p in _user_documents() if "benchmarks" not in p],
-                         ids=lambda p: os.path.relpath(p, ROOT))
+@pytest.mark.parametrize("path", _user_documents(), ids=_rel)
 def test_user_documents_cite_papers_not_internal_notes(path):
     text = _read(path)
     for pattern in FORBIDDEN:
         match = re.search(pattern, text, re.I)
-        assert match is None, f"{os.path.relpath(path, ROOT)} mentions {match.group(0)!r}: users do not have it; " \
-                              "cite the paper (authors, year, title, arXiv id)"
+        assert match is None, (f"{_rel(path)} mentions {match.group(0)!r}, which users do not have: cite the "
+                               "paper (authors, year, title, arXiv id)")
 
 
+# ------------------------------------------------------------------------------------------ tutorials and Sphinx
 @pytest.mark.parametrize("script", ["collider.py", "structure_learning.py"])
 def test_tutorials_are_sphinx_gallery_scripts_with_a_short_mode(script):
     text = _read(os.path.join(ROOT, "tutorials", script))
     assert text.startswith('"""'), "sphinx-gallery needs a docstring with the title first"
-    assert 'os.environ.get("PYRO_DAG_QUICK"' in text
+    assert 'os.environ.get("PYRO_DAG_QUICK")' in text
+    assert "[markdown]" not in text  # sphinx-gallery renders comment blocks as reStructuredText
 
 
 @pytest.mark.parametrize("script", ["collider.py", "structure_learning.py"])
@@ -146,8 +164,8 @@ def test_tutorial_runs_in_short_mode(script, tmp_path):
     else:
         pytest.skip("the docs build (test_sphinx_docs_build_without_warnings) executes the tutorials")
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tutorials", script)], cwd=str(tmp_path),
-                          env=_env(PYRO_DAG_QUICK="1", PYRO_DAG_TUTORIAL_OUT=str(tmp_path)), capture_output=True,
-                          text=True, timeout=900)
+                          env=_env(PYRO_DAG_QUICK="1", PYRO_DAG_TUTORIAL_OUT=str(tmp_path)),
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert any(p.suffix == ".png" for p in tmp_path.iterdir())
 
@@ -166,10 +184,12 @@ def test_sphinx_docs_build_without_warnings(tmp_path):
                            str(tmp_path / "docs"), str(out)], env=_env(PYTHONPATH=ROOT), cwd=str(tmp_path),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for page in ["index", "quickstart", "api", "auto_tutorials/collider", "auto_tutorials/structure_learning"] + [
-            f"guide/{name}" for name in ["dgp", "inference", "natural_gradients", "pyro_interop", "structure",
-                                         "metrics", "cli"]]:
+    pages = ["index", "quickstart", "api"] + [f"guide/{name}" for name in GUIDE_PAGES]
+    for page in pages + ["auto_tutorials/collider", "auto_tutorials/structure_learning"]:
         assert (out / f"{page}.html").exists(), page
-    collider = (out / "auto_tutorials" / "collider.html").read_text()
-    assert "collider_explaining_away" in collider or ".png" in collider  # the gallery ran the script and kept its figure
-    assert "GaussianNaturalGradient" in (out / "api.html").read_text()
+    for script in ("collider", "structure_learning"):  # the gallery ran the script and kept its figure
+        assert f"sphx_glr_{script}_001.png" in (out / "auto_tutorials" / f"{script}.html").read_text()
+    api = (out / "api.html").read_text()
+    for name in ["DAGDGP", "AutoStructuredGuide", "DAGELBO", "GaussianNaturalGradient", "exact_posterior",
+                 "structure_metrics", "limit_threads"]:
+        assert name in api, name

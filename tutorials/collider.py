@@ -43,8 +43,8 @@ os.makedirs(OUT, exist_ok=True)
 # %%
 # The data
 # --------
-# :func:`~pyro_dag.datasets.collider` draws the two parent functions, the child surface on their sum, and noisy
-# observations of the child on 119 of the 165 grid cases (the other 46 are held out and marked NaN).
+# :func:`~pyro_dag.datasets.collider` draws the two parent functions, the child surface on their sum, and
+# noisy observations of the child on 119 of the 165 grid cases (the other 46 are held out and marked NaN).
 
 # %%
 ds = collider(seed=0)
@@ -87,8 +87,8 @@ def make_model():
 # (:class:`~pyro_dag.infer.GaussianNaturalGradient`), with the samples drawn in antithetic pairs. Adam shrinks
 # the parents' variance in every direction, including the explaining-away one it should keep; the natural
 # gradient recovers it (a variance of about 0.15, what the model implies; the repository's
-# ``benchmarks/README.md`` has the numbers over 10 seeds). The natural-gradient steps need a reasonable guide to
-# start from (about 1000 Adam steps), so the short mode skips that fit.
+# ``benchmarks/README.md`` has the numbers over 10 seeds). The natural-gradient steps need a reasonable guide
+# to start from (about 1000 Adam steps), so the short mode skips that fit.
 
 # %%
 fits = {}

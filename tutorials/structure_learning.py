@@ -5,9 +5,9 @@ Bayesian structure learning with Pyro primitives
 :mod:`pyro_dag.structure` learns a *posterior over DAGs* with SVI-DAG (Zinage 2026, *SVI-DAG: A Structured
 Variational Inference Approach to Bayesian Causal Discovery*, arXiv:2608.04930): every node gets a potential
 ``r_i`` (higher = upstream), every ordered pair an edge logit ``gamma_ij``, and the graph is
-``A = B * M(r)`` with ``B_ij ~ Bernoulli(sigmoid(gamma_ij))`` and ``M(r)_ij = 1{r_i > r_j}``, so every sample is
-acyclic. A normalizing flow over ``gamma`` conditioned on ``r`` is the guide, and a set of SVGD particles stands
-in for the posterior over ``r``. Convention: ``A[i, j] = 1`` means the edge ``i -> j``.
+``A = B * M(r)`` with ``B_ij ~ Bernoulli(sigmoid(gamma_ij))`` and ``M(r)_ij = 1{r_i > r_j}``, so every
+sample is acyclic. A normalizing flow over ``gamma`` conditioned on ``r`` is the guide, and a set of SVGD
+particles stands in for the posterior over ``r``. Convention: ``A[i, j] = 1`` means the edge ``i -> j``.
 
 This tutorial
 
@@ -82,8 +82,8 @@ TRUE[0, 1] = TRUE[1, 3] = TRUE[2, 3] = 1.0
 # * ``gamma ~ LogisticBeta(alpha, beta)``: edge logits (flat off-diagonal vector), with a sparsity prior
 #   (``sparsity_prior``: every edge has prior mode 0.25);
 # * ``A ~ OrderedDAG(r, gamma)``: a DAG, exact ``log_prob``;
-# * a mechanism: ``LinearGaussianSEM(marginalize=True)`` integrates the weights and noise out exactly (it has no
-#   latent sites); use ``marginalize=False`` or ``MLPSEM`` for parameters as sample sites.
+# * a mechanism: ``LinearGaussianSEM(marginalize=True)`` integrates the weights and noise out exactly (it has
+#   no latent sites); use ``marginalize=False`` or ``MLPSEM`` for parameters as sample sites.
 #
 # Any Pyro code can go around these sites: the model below also works with ``Predictive``.
 
@@ -101,10 +101,10 @@ def model(X):
 
 
 # %%
-# The guide: a conditional spline-coupling flow over ``gamma`` given the centred potentials, a straight-through
-# relaxed DAG site (Gumbel-sigmoid edges, Sinkhorn order relaxation) and the mechanism's guide.
-# ``OrderSVGD`` vectorises model and guide over ``K`` particles of ``r``, moves them with SVGD (kernel on relaxed
-# order masks) and Metropolis order swaps, and trains the guide with an ordinary Pyro optimiser.
+# The guide: a conditional spline-coupling flow over ``gamma`` given the centred potentials, a
+# straight-through relaxed DAG site (Gumbel-sigmoid edges, Sinkhorn order relaxation) and the mechanism's
+# guide. ``OrderSVGD`` vectorises model and guide over ``K`` particles of ``r``, moves them with SVGD (kernel
+# on relaxed order masks) and Metropolis order swaps, and trains the guide with an ordinary Pyro optimiser.
 
 # %%
 pyro.clear_param_store()
@@ -145,9 +145,9 @@ fig.savefig(os.path.join(OUT, "structure_edge_probs.png"), dpi=100)
 # Domain knowledge as a prior
 # ---------------------------
 # Two variables, ``x -> y``, linear-Gaussian: both directions explain the data equally well. A belief matrix
-# (0.5 = no opinion) becomes Beta parameters with ``edge_belief_prior`` (SVI-DAG's ``nu = 1 + 500 |p - 0.5|^2``);
-# ``fit(..., edge_beliefs=...)`` uses it. With a confident correct prior the posterior follows the prior; with the
-# reversed prior it follows that one (the SVI-DAG paper's Fig. 3).
+# (0.5 = no opinion) becomes Beta parameters with ``edge_belief_prior`` (SVI-DAG's
+# ``nu = 1 + 500 |p - 0.5|^2``); ``fit(..., edge_beliefs=...)`` uses it. With a confident correct prior the
+# posterior follows the prior; with the reversed prior it follows that one (the SVI-DAG paper's Fig. 3).
 
 # %%
 x = torch.randn(N, generator=g)
@@ -165,8 +165,9 @@ for name, b in [("correct prior", beliefs), ("reversed prior", beliefs.T.contigu
 # One call
 # --------
 # ``fit`` builds the same model (sparsity prior ``expected_parents / (p - 1)``, likelihood ``"linear"``,
-# ``"linear-sites"`` or ``"mlp"``), the guide and ``OrderSVGD``, and returns a posterior with ``edge_probs()``,
-# ``sample(k)``, ``to_networkx()`` and the fitted Pyro objects (``post.model``, ``post.guide``, ``post.svgd``).
+# ``"linear-sites"`` or ``"mlp"``), the guide and ``OrderSVGD``, and returns a posterior with
+# ``edge_probs()``, ``sample(k)``, ``to_networkx()`` and the fitted Pyro objects (``post.model``,
+# ``post.guide``, ``post.svgd``).
 
 # %%
 post = fit(X, likelihood="linear", num_steps=STEPS, num_particles=10, flow_blocks=3, progress=not QUICK)
@@ -178,12 +179,12 @@ print(f"wall time {post.wall_time:.1f}s")
 # Checking the fit against the exact posterior
 # --------------------------------------------
 #
-# With a collapsed likelihood (``"linear"``, ``"bge"``) and a handful of variables, the model ``fit`` approximates has
-# an exact posterior, computed by dynamic programming over node orders (``exact_posterior``, p ≤ 20). Use it as
-# the answer when p is that small, and as a check of the variational fit (the full run of this tutorial: largest
-# difference 0.02; ``fit`` mixes over every node order its particles visited in the last half of the run, each
-# weighted by its exact score, ``order_history=0.5``; with the particles' final orders alone it was 0.17, on the
-# orientation of 0 - 1, which these linear-Gaussian data cannot decide).
+# With a collapsed likelihood (``"linear"``, ``"bge"``) and a handful of variables, the model ``fit``
+# approximates has an exact posterior, computed by dynamic programming over node orders (``exact_posterior``,
+# p ≤ 20). Use it as the answer when p is that small, and as a check of the variational fit (the full run of
+# this tutorial: largest difference 0.02; ``fit`` mixes over every node order its particles visited in the
+# last half of the run, each weighted by its exact score, ``order_history=0.5``; with the particles' final
+# orders alone it was 0.17, on the orientation of 0 - 1, which these linear-Gaussian data cannot decide).
 
 # %%
 from pyro_dag.structure import exact_posterior

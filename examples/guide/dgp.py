@@ -25,6 +25,6 @@ model = DAGDGP(
 guide = AutoStructuredGuide(model, structure="mean_field")
 svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), DAGELBO(num_particles=2))
 for step in range(100):
-    svi.step({"x": x}, {"y": y, "c": c}, subsample_size=100)        # minibatches; likelihood scaled by n / 100
+    svi.step({"x": x}, {"y": y, "c": c}, subsample_size=100)        # minibatches, likelihood scaled by n/100
 pred = model.predict(guide, {"x": x}, num_samples=50)
 print(pred["h"].samples.shape, pred["h"].mean.shape)                 # [50, n, 1] and [n, 1]

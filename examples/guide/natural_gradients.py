@@ -4,7 +4,7 @@ ng = GaussianNaturalGradient(model, guide, elbo, step_size=0.01)
 for step in range(20):
     ng.step({"x": x}, {"y": y, "c": c})
 
-sink = SinkNaturalGradient(model, guide, step_size=0.5)             # sinks: y (c is Bernoulli, so left to Adam)
+sink = SinkNaturalGradient(model, guide, step_size=0.5)             # y only: c is Bernoulli, left to Adam
 svi = SVI(model, guide, pyro.optim.Adam(sink.optim_args({"lr": 0.01})), elbo)
 for step in range(20):
     svi.step({"x": x}, {"y": y, "c": c})

@@ -1,7 +1,7 @@
 import pyro_dag.structure as S
 from pyro_dag.datasets import sample_sem
 
-d = sample_sem(p=5, n=500, graph="er", mechanism="linear", num_edges=5, seed=0)   # d.data [500, 5], d.adjacency
+d = sample_sem(p=5, n=500, graph="er", mechanism="linear", num_edges=5, seed=0)  # d.data: [500, 5]
 post = S.fit(d.data, likelihood="linear", num_steps=200, progress=False)
 P = post.edge_probs()                     # [p, p], P[i, j] = P(i -> j)
 dags = post.sample(1000)                  # [1000, p, p], every sample a DAG
