@@ -182,7 +182,7 @@ print(f"wall time {post.wall_time:.1f}s")
 # With a collapsed likelihood (``"linear"``, ``"bge"``) and a handful of variables, the model ``fit``
 # approximates has an exact posterior, computed by dynamic programming over node orders (``exact_posterior``,
 # p ≤ 20). Use it as the answer when p is that small, and as a check of the variational fit (the full run of
-# this tutorial: largest difference 0.02; ``fit`` mixes over every node order its particles visited in the
+# this tutorial: largest difference 0.03; ``fit`` mixes over every node order its particles visited in the
 # last half of the run, each weighted by its exact score, ``order_history=0.5``; with the particles' final
 # orders alone it was 0.17, on the orientation of 0 - 1, which these linear-Gaussian data cannot decide).
 
