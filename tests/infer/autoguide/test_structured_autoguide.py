@@ -311,3 +311,31 @@ def test_sites_are_emitted_in_model_order_so_trace_mean_field_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         TraceMeanField_ELBO().loss(model, guide)
+
+
+def test_dagdgp_median_quantiles_and_posterior_are_site_shaped():
+    model, inputs, data = chain_problem()
+    guide = AutoStructuredGuide(model, init_scale={"a": 0.5})
+    guide(inputs, data)
+    median, q = guide.median(), guide.quantiles([0.25, 0.75])
+    for node in ("a", "b"):
+        site = f"{node}.u"
+        assert median[site].shape == (1, 5) and q[site].shape == (2, 1, 5)
+    # the whitened inducing outputs start at N(0, s²): quantiles are ±0.674 s around 0
+    torch.testing.assert_close(q["a.u"][1], torch.full((1, 5), 0.5 * 0.6744897501960817, dtype=torch.float64))
+    torch.testing.assert_close(q["b.u"][0], torch.full((1, 5), -0.6744897501960817, dtype=torch.float64))
+    post = guide.get_posterior()
+    assert post.event_shape == (guide.latent_dim,) == (10,)
+    torch.testing.assert_close(post.variance, torch.tensor([0.25] * 5 + [1.0] * 5, dtype=torch.float64))
+
+
+def test_generic_init_scale_dict_names_sites():
+    def model():
+        pyro.sample("x", dist.Normal(0.0, 1.0))
+        pyro.sample("y", dist.Normal(torch.zeros(2), 1.0).to_event(1))
+
+    guide = AutoStructuredGuide(model, init_scale={"y": 0.5})
+    guide()
+    torch.testing.assert_close(guide._loc_scale()[1], torch.tensor([0.1, 0.5, 0.5]))
+    with pytest.raises(ValueError, match="'z'"):
+        AutoStructuredGuide(model, init_scale={"z": 0.5}, name="bad")()
