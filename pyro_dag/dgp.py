@@ -114,9 +114,25 @@ class DAGDGP(PyroModule):
     * ``"{w}.f"`` -- node values ``[B, d_w]`` in the ``"data"`` plate: a deterministic site by default
       (values are drawn from ``p(F_w | F_Pa(w), U_w)`` by reparameterisation, the variational family
       ``q(F, U) = q(U) p(F | U)`` of Eq. (5)), or a real sample site with ``sample_f=True`` (for MCMC);
-    * ``"{w}.y"`` -- observations ``[B, d_w]`` in the ``"data"`` plate, masked where missing.
+    * ``"{w}.y"`` -- observations ``[B, d_w]`` in the ``"data"`` plate, masked where missing;
+    * ``"{h}.x"`` -- for each latent input ``h`` (see ``latent_inputs``), its per-case values ``[B, d_h]`` in the
+      ``"data"`` plate, prior ``N(0, I)`` (role ``"latent_input"`` in the metadata), sampled before the
+      inducing sites.
 
-    The ``"data"`` plate (dim -1) supports ``subsample_size`` (minibatching, likelihood scaled by n/B).
+    The ``"data"`` plate (dim -1) supports ``subsample_size`` (minibatching: the likelihood and the latent
+    inputs' log-densities, hence their KL, are scaled by n/B).
+
+    **Latent inputs** (hidden confounders): a root named in ``latent_inputs={"h": d_h}`` has no design
+    matrix; its values ``h_i ~ N(0, I_{d_h})``, one per case, are latent and feed its children like any root
+    (the per-case latent layer of Salimbeni, Dutordoir, Hensman & Deisenroth 2019, "Deep Gaussian processes with
+    importance-weighted variational inference", ICML; used for a confounder in Perlino et al. 2026, Sec. 6, with
+    its KL added as in App. E.3.4). Any Pyro guide with per-case parameters guides ``"{h}.x"``:
+    :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` puts a per-case Gaussian on it (an inner
+    :class:`~pyro.infer.autoguide.AutoNormal`, local parameters that follow the subsample), under
+    :class:`~pyro_dag.infer.DAGELBO` (which conditions its ancestral sampling on the guide's draw) and under
+    ``Trace_ELBO``. For new cases, :meth:`predict` infers them from the nodes observed for those cases
+    (:meth:`infer_latent_inputs`). To feed different dimensions to different children, use one latent input
+    per dimension (e.g. ``{"h1": 1, "h2": 1}``; the prior factorises, so this is the same model).
 
     Under :class:`~pyro_dag.infer.DAGELBO` the same ``forward`` evaluates the paper's estimator
     (marginal ancestral sampling, closed-form expected log-likelihood) instead.
@@ -142,6 +158,8 @@ class DAGDGP(PyroModule):
     :param bool sample_f: make ``"{w}.f"`` real sample sites (Gaussian-likelihood leaves are then
         collapsed, ``y ~ N(μ, r + τ²)``); use it for MCMC.
     :param int seed: seed of the inducing-input initialisation.
+    :param dict latent_inputs: ``{root: d_h}``, roots whose per-case values are latent (see above); each must
+        be a root of the graph with at least one child, and is neither given in ``inputs`` nor in ``data``.
 
     Example::
 
@@ -150,14 +168,25 @@ class DAGDGP(PyroModule):
         guide = AutoStructuredGuide(model, structure="mean_field")
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
         svi.step(inputs, data)            # inputs = {"x1": X1, "x2": X2}, data = {"w3": Y}
+
+    With a hidden confounder ``h`` of ``a`` and ``b``::
+
+        g = nx.DiGraph([("h", "a"), ("h", "b"), ("x", "b")])
+        model = DAGDGP(g, latent_inputs={"h": 1}).double()
+        guide = AutoStructuredGuide(model)
+        svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.03}), DAGELBO(num_particles=4))
+        svi.step({"x": X}, {"a": A, "b": B}, subsample_size=64)
+        h_train = guide.median()["h.x"]                              # [n, 1] posterior means of h
+        pred = model.predict(guide, {"x": X_new}, {"a": A_new})     # h inferred from a, b predicted
     """
 
     def __init__(self, graph, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
-                 inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0):
+                 inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None):
         super().__init__()
         dag.validate_dag(graph)
         self.graph = nx.DiGraph(graph)
-        self.root_nodes = dag.roots(graph)
+        self.latent_inputs = self._check_latent_inputs(latent_inputs)
+        self.root_nodes = [r for r in dag.roots(graph) if r not in self.latent_inputs]
         self.gp_nodes = dag.non_roots(graph)
         if not self.gp_nodes:
             raise dag.DAGStructureError("the graph has no non-root node, so there is no GP to fit; add an edge "
@@ -218,6 +247,35 @@ class DAGDGP(PyroModule):
         self._key = uuid.uuid4().hex
 
     # ------------------------------------------------------------------ validation
+    def _check_latent_inputs(self, latent_inputs):
+        """``{root: d_h}`` in the graph's declaration order, after checking each latent input."""
+        if latent_inputs is None:
+            return {}
+        if not isinstance(latent_inputs, dict):
+            raise DAGInputError("latent_inputs must be a dict {root: dimension}, e.g. latent_inputs={'h': 2}, got "
+                                f"{type(latent_inputs).__name__}")
+        for h, d in latent_inputs.items():
+            if h not in self.graph:
+                raise DAGInputError(f"latent_inputs names {h!r}, which is not in the graph; add the latent root with "
+                                    f"edges to the nodes it feeds, e.g. graph.add_edges_from([({h!r}, 'a'), "
+                                    f"({h!r}, 'b')])")
+            if self.graph.in_degree(h) > 0:
+                raise DAGInputError(f"latent input {h!r} has parents {dag.parents(self.graph, h)}, but a latent input "
+                                    "is a root (per-case values h_i ~ N(0, I)): remove its incoming edges, or drop it "
+                                    "from latent_inputs to make it a GP node")
+            if self.graph.out_degree(h) == 0:
+                raise DAGInputError(f"latent input {h!r} has no children, so nothing depends on it and its values "
+                                    f"cannot be inferred: add edges from {h!r} to the nodes it feeds, or drop it from "
+                                    "latent_inputs")
+            try:
+                d_int = operator.index(d)
+            except TypeError:
+                d_int = None
+            if d_int is None or isinstance(d, bool) or d_int < 1:
+                raise DAGInputError(f"latent_inputs[{h!r}] must be a positive integer (the dimension of the latent "
+                                    f"input {h!r}), got {d!r}; pass e.g. latent_inputs={{{h!r}: 2}}")
+        return {h: int(latent_inputs[h]) for h in self.graph.nodes if h in latent_inputs}
+
     @property
     def dtype(self):
         return self._anchor.dtype
@@ -247,6 +305,11 @@ class DAGDGP(PyroModule):
             if key not in self.graph:
                 raise DAGInputError(f"inputs has node {key!r}, which is not in the graph; check the name "
                                     f"(roots: {self.root_nodes})")
+            if key in self.latent_inputs:
+                raise DAGInputError(f"inputs has {key!r}, which is a latent input (latent_inputs={{{key!r}: "
+                                    f"{self.latent_inputs[key]}}}): its per-case values are inferred, not given. "
+                                    f"Remove it from inputs, or drop it from latent_inputs to pass it as an "
+                                    "observed root")
             if key not in self.root_nodes:
                 raise DAGInputError(f"node {key!r} is not a root (its parents are {self.parents[key]}); only roots "
                                     "take design matrices: remove it from inputs (put its observations in data)")
@@ -294,6 +357,10 @@ class DAGDGP(PyroModule):
                                     f"(GP nodes: {self.gp_nodes})")
             if key in self.root_nodes:
                 raise DAGInputError(f"node {key!r} is a root (an input); pass its values in inputs, not data")
+            if key in self.latent_inputs:
+                raise DAGInputError(f"node {key!r} is a latent input: its per-case values are inferred, not "
+                                    "observed. Remove it from data, or drop it from latent_inputs and pass its "
+                                    "values in inputs")
             if key in mask and key not in data:
                 raise DAGInputError(f"mask[{key!r}] is given but data[{key!r}] is not; add the observations")
         out = {}
@@ -341,6 +408,8 @@ class DAGDGP(PyroModule):
         return self.input_dims is not None
 
     def _node_dim(self, v):
+        if v in self.latent_inputs:
+            return self.latent_inputs[v]
         return self.input_dims[v] if v in self.input_dims else self.output_dims[v]
 
     def setup(self, inputs, data=None, mask=None):
@@ -348,19 +417,38 @@ class DAGDGP(PyroModule):
 
         Also fixes which nodes are observed: :attr:`observed_nodes`.
         """
-        X, n = self._check_inputs(inputs)
-        obs = self._check_data(data, mask, n)
+        X, n, obs = self.checked_arguments(inputs, data, mask)
         self._setup(X, obs)
         return self
 
     def checked_arguments(self, inputs, data=None, mask=None):
         """The model's arguments checked and converted as in :meth:`forward` (same errors).
 
-        :returns: ``(X, n, obs)``: ``X = {root: [n, d_r]}`` tensors, ``n`` the number of cases and
+        :returns: ``(X, n, obs)``: ``X = {root: [n, d_r]}`` tensors (observed roots only; latent inputs have no
+            design matrix), ``n`` the number of cases and
             ``obs = {node: (y [n, d_w] with missing entries zeroed, mask [n, d_w] bool)}``.
         """
         X, n = self._check_inputs(inputs)
+        if n is None:
+            n = self._count_cases(data)
         return X, n, self._check_data(data, mask, n)
+
+    def _count_cases(self, data):
+        """``n`` from the data, for a model whose roots are all latent inputs (no design matrix counts the cases)."""
+        first = None
+        if isinstance(data, dict):
+            first = next((data[w] for w in self.gp_nodes if w in data), None)
+        elif _is_pandas(data):
+            first = data
+        if first is None:
+            raise DAGInputError(f"every root of the graph is a latent input ({list(self.latent_inputs)}), so the "
+                                "number of cases comes from the data: pass data={node: [n, d] tensor} for at least "
+                                "one node (NaN for missing entries)")
+        try:
+            return len(first)
+        except TypeError:
+            raise DAGInputError("data must hold [n, d] matrices (one row per case) to count the cases, got "
+                                f"{type(first).__name__}") from None
 
     def _setup(self, X, obs):
         self.input_dims = {r: X[r].shape[1] for r in self.root_nodes}
@@ -381,6 +469,8 @@ class DAGDGP(PyroModule):
                     for p in self.parents[w]:
                         if p in X:
                             blocks.append(X[p])
+                        elif p in self.latent_inputs:  # prior N(0, I)
+                            blocks.append((self.latent_inputs[p], 1.0))
                         elif p in obs:
                             y, m = obs[p]
                             blocks.append(torch.where(m, y, torch.full_like(y, float("nan"))))
@@ -482,9 +572,25 @@ class DAGDGP(PyroModule):
         return hit[1]
 
     def _site_meta(self, w, role):
+        if role == "latent_input":
+            return {"dag": {"role": role, "node": w, "model_key": self._key, "graph": self.graph, "parents": (),
+                            "observed": tuple(self.observed_nodes or ()), "shape": (self.latent_inputs[w],)}}
         return {"dag": {"role": role, "node": w, "model_key": self._key, "graph": self.graph,
                         "parents": tuple(self.parents[w]), "observed": tuple(self.observed_nodes or ()),
                         "shape": (self.output_dims[w], self.num_inducing[w])}}
+
+    def _sample_latent_inputs(self, plate):
+        """Sample ``"{h}.x"`` ``[B, d_h]`` (batch dims of outer plates in front), prior ``N(0, I)``, for every
+        latent input ``h``, in the ``"data"`` plate (so minibatching scales its log-density by n/B)."""
+        values = {}
+        if not self.latent_inputs:
+            return values
+        with plate as idx:
+            for h, d in self.latent_inputs.items():
+                loc = torch.zeros((idx.shape[0], d), dtype=self.dtype, device=self.device)
+                values[h] = pyro.sample(f"{h}.x", dist.Normal(loc, 1.0).to_event(1),
+                                        infer=self._site_meta(h, "latent_input"))
+        return values
 
     # ------------------------------------------------------------------ forward
     def forward(self, inputs, data=None, mask=None, subsample_size=None, subsample=None):
@@ -500,8 +606,7 @@ class DAGDGP(PyroModule):
         :param torch.Tensor subsample: explicit minibatch indices.
         :returns: ``{node: [..., B, d]}`` values of every node for the (sub)sampled cases.
         """
-        X, n = self._check_inputs(inputs)
-        obs = self._check_data(data, mask, n)
+        X, n, obs = self.checked_arguments(inputs, data, mask)
         self._check_subsample(subsample_size, subsample, n)
         if not self.is_setup:
             self._setup(X, obs)
@@ -510,7 +615,7 @@ class DAGDGP(PyroModule):
         # are then sampled once, outside the plate, and reused by the per-case computations.
         cache = self.cholesky_cache()
         # minibatch indices on the data's device (a CPU index into CUDA tensors costs a copy per site)
-        device = next(iter(X.values())).device
+        device = next(iter(X.values())).device if X else self.device
         plate = pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1, device=device)
         if estimator is not None:
             return self._forward_marginal(estimator, X, obs, plate, cache)
@@ -596,6 +701,7 @@ class DAGDGP(PyroModule):
         return (self.sample_f and self.graph.out_degree(w) == 0 and isinstance(self.likelihoods[w], Gaussian))
 
     def _forward_generative(self, X, obs, plate, generate, cache):
+        latent = self._sample_latent_inputs(plate)
         us = {}
         for w in self.topo_nodes:
             shape = (self.output_dims[w], self.num_inducing[w])
@@ -607,6 +713,7 @@ class DAGDGP(PyroModule):
         observed = self._observation_nodes(obs, generate)
         with plate as idx:
             values = {r: X[r][idx] for r in self.root_nodes}
+            values.update(latent)
             for w in self.topo_nodes:
                 a, r = self.node_conditional(w, values, cache)
                 u = us[w]
@@ -637,7 +744,7 @@ class DAGDGP(PyroModule):
         return values
 
     def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False,
-                      state=None, noise=None):
+                      state=None, noise=None, latent=None):
         """Marginal ancestral sampling through the whole DAG (Perlino et al. 2026, Prop. 9; Algorithms 1-3, App. E.3).
 
         :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
@@ -651,15 +758,25 @@ class DAGDGP(PyroModule):
             draws afterwards (as :class:`~pyro_dag.infer.natural.SinkNaturalGradient` does).
         :param dict noise: optional ``{node: [S, B, d] standard-normal draws}`` to use instead of fresh ones
             (:meth:`predict` draws them for all cases first, so that its result does not depend on ``batch_size``).
+        :param dict latent: the values of the latent inputs for the (sub)sampled cases (already indexed by
+            ``idx``), ``{h: [B, d_h]}`` (one value per case, shared by the ``S`` samples, e.g. the guide's draw of
+            ``"{h}.x"``) or ``{h: [S, B, d_h]}`` (one per sample and case); required when the model has latent
+            inputs.
         :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
             marginal variances of the Gaussian each draw came from.
         """
+        latent = dict(latent or {})
+        missing = [h for h in self.latent_inputs if h not in latent]
+        if missing:
+            raise ValueError(f"marginal_pass: the model has latent inputs {missing}; pass their values for the cases "
+                             "as latent={h: [B, d_h] or [S, B, d_h] tensor}")
         if state is None and sampler == "joint":
             sinks = [w for w in self.gp_nodes if self.graph.out_degree(w) == 0]
             state = posterior.joint_state(num_samples, sinks, antithetic=antithetic)
         elif state is None:
             state = posterior.ancestral_state()
         values = {r: (X[r] if idx is None else X[r][idx]) for r in self.root_nodes}
+        values.update({h: latent[h] for h in self.latent_inputs})
         out = {}
         cache = self.cholesky_cache() if cache is None else cache
         for w in self.topo_nodes:
@@ -680,11 +797,12 @@ class DAGDGP(PyroModule):
         return out
 
     def _forward_marginal(self, estimator, X, obs, plate, cache):
+        latent = self._sample_latent_inputs(plate)
         posterior = estimator.posterior(self._key, self.topo_nodes[0])
         observed = self._observation_nodes(obs, generate=False)
         with plate as idx:
             passes = self.marginal_pass(posterior, X, estimator.num_particles, idx, cache, estimator.sampler,
-                                        estimator.antithetic)
+                                        estimator.antithetic, latent=latent)
             for w in observed:
                 _, loc, var = passes[w]
                 y, m = obs[w]
@@ -698,60 +816,199 @@ class DAGDGP(PyroModule):
     predict_chunk_elements = 2 ** 21
 
     @torch.no_grad()
-    def predict(self, guide, inputs, nodes=None, num_samples=200, batch_size=None):
+    def predict(self, guide, inputs, data=None, nodes=None, num_samples=200, batch_size=None, mask=None,
+                latent_steps=300, latent_lr=0.05, latent_particles=16):
         """Posterior predictive of node values at new inputs, also for nodes that are never observed.
 
         With an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` this runs marginal ancestral
         sampling against its ``q(U)`` (exact samples from the induced ``q(F)``; Perlino et al. 2026,
         arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3); with any other guide it draws ``U`` from the
-        guide and propagates (plain ancestral sampling).
+        guide and propagates (plain ancestral sampling). Predictions propagate from the roots through the DAG.
+
+        **Latent inputs.** For a model with ``latent_inputs``, the per-case latent values of the new cases are
+        inferred from ``data``, the nodes observed for them (:meth:`infer_latent_inputs`: a short fit of
+        ``q(h_i) = N(μ_i, diag σ_i²)`` with the model and ``q(U)`` frozen); a case with nothing observed keeps the
+        prior ``N(0, I)``, as do all cases when ``data`` is ``None``. Each sample then draws ``h`` from ``q(h)``
+        and propagates. ``data`` is used for nothing else (an observed node's prediction is still the model's).
 
         The cases are processed in chunks of ``batch_size``, so that memory beyond the returned tensors stays
         bounded whatever ``n``. The standard-normal draws are made for all cases first, in the same order as in
-        one pass, so the result (for a given seed) does not depend on ``batch_size``.
+        one pass, so the result (for a given seed) does not depend on ``batch_size`` (with latent inputs inferred
+        from ``data``, the fit of ``q(h)`` is also done chunk by chunk, and its random draws depend on it).
 
-        :param guide: a trained guide. :param dict inputs: ``{root: [n, d_r]}``.
-        :param list nodes: nodes to return (default: all GP nodes).
+        :param guide: a trained guide. :param dict inputs: ``{root: [n, d_r]}`` (observed roots only).
+        :param dict data: ``{node: [n, d_w]}`` observations of the new cases (NaN = missing), used only to infer
+            latent inputs; ``None``: the latent inputs keep their prior. Refused for a model without latent inputs.
+        :param list nodes: nodes to return (default: all GP nodes); latent inputs may be named too (their samples
+            are the draws of ``h``, their ``loc`` / ``var`` the moments of ``q(h)``).
         :param int num_samples: ``S``.
         :param int batch_size: cases per chunk (default: as many as keep ``S × batch_size × Σ_w d_w M_w``
             below :attr:`predict_chunk_elements`, i.e. a working set of about 16 MiB per intermediate in float64).
+        :param dict mask: optional ``{node: bool [n, d_w]}`` for ``data`` (True = observed).
+        :param int latent_steps: Adam steps of the latent fit. :param float latent_lr: its learning rate.
+        :param int latent_particles: samples per case and step of the latent fit.
         :returns: ``{node: NodePrediction}`` with samples ``[S, n, d_w]``.
         """
-        X, n = self._check_inputs(inputs)
+        X, n, obs = self.checked_arguments(inputs, data, mask)
         if not self.is_setup:
             raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+        if data is not None and not self.latent_inputs:
+            raise DAGInputError("predict: data is used only to infer latent inputs, and this model has none; drop "
+                                "data (predictions propagate from the roots)")
         nodes = list(self.gp_nodes) if nodes is None else list(nodes)
         for w in nodes:
-            if w not in self.gp_nodes:
+            if w not in self.gp_nodes and w not in self.latent_inputs:
                 raise DAGInputError(f"cannot predict node {w!r}: it is not a GP node of the graph "
-                                    f"(GP nodes: {self.gp_nodes})")
+                                    f"(GP nodes: {self.gp_nodes}" +
+                                    (f", latent inputs: {list(self.latent_inputs)})" if self.latent_inputs else ")"))
         num_samples = self._check_positive_int(num_samples, "num_samples")
-        if batch_size is None:
-            size = sum(self.output_dims[w] * self.num_inducing[w] for w in self.topo_nodes)
-            batch_size = max(1, self.predict_chunk_elements // (num_samples * size))
-        else:
-            batch_size = self._check_positive_int(batch_size, "batch_size")
+        batch_size = self._predict_batch_size(num_samples, batch_size)
         chunks = [(lo, min(lo + batch_size, n)) for lo in range(0, n, batch_size)]
+        q_h = self._fit_latent_inputs(guide, inputs, X, n, obs, latent_steps, latent_lr, latent_particles) \
+            if self.latent_inputs else {}
         posterior = guide.inducing_posterior() if hasattr(guide, "inducing_posterior") else None
         with suspended():
+            # draws of the latent inputs for all cases first (so that chunking does not change them)
+            hs = {h: loc + scale * standard_normal((num_samples,) + loc.shape, loc) for h, (loc, scale) in q_h.items()}
             if posterior is not None:
                 cache = self.cholesky_cache()
                 # one draw per (sample, case, node), in the order a single pass over all cases makes them; the
                 # draws of a returned node are overwritten, chunk by chunk, by its samples
                 noise = {w: standard_normal((num_samples, n, self.output_dims[w]), self._anchor)
                          for w in self.topo_nodes}
-                out = _PredictionBuffers(self, nodes, num_samples, n, samples=noise)
+                out = _PredictionBuffers(self, nodes, num_samples, n, samples={**noise, **hs})
                 for lo, hi in chunks:
                     Xc = {r: X[r][lo:hi] for r in self.root_nodes}
                     eps = {w: noise[w][:, lo:hi] for w in self.topo_nodes}
-                    passes = self.marginal_pass(posterior, Xc, num_samples, cache=cache, noise=eps)
+                    latent = {h: v[:, lo:hi] for h, v in hs.items()}
+                    passes = self.marginal_pass(posterior, Xc, num_samples, cache=cache, noise=eps, latent=latent)
                     for w in nodes:
-                        out.fill(w, 0, lo, hi, *passes[w])
+                        if w in self.gp_nodes:
+                            out.fill(w, 0, lo, hi, *passes[w])
             else:
-                out = _PredictionBuffers(self, nodes, num_samples, n)
+                out = _PredictionBuffers(self, nodes, num_samples, n, samples=hs)
                 for s in range(num_samples):
-                    self._predict_one_guide_sample(guide, inputs, X, n, chunks, out, s)
+                    self._predict_one_guide_sample(guide, inputs, X, n, chunks, out, s, {h: v[s] for h, v in hs.items()})
+            for h, (loc, scale) in q_h.items():
+                if h in out.nodes:
+                    out.fill(h, 0, 0, n, hs[h], loc.expand(hs[h].shape), scale.pow(2).expand(hs[h].shape))
         return out.result(chunks)
+
+    def _predict_batch_size(self, num_samples, batch_size):
+        if batch_size is None:
+            size = sum(self.output_dims[w] * self.num_inducing[w] for w in self.topo_nodes)
+            return max(1, self.predict_chunk_elements // (num_samples * size))
+        return self._check_positive_int(batch_size, "batch_size")
+
+    @torch.no_grad()
+    def infer_latent_inputs(self, guide, inputs, data=None, mask=None, num_steps=300, lr=0.05, num_particles=16,
+                            batch_size=None):
+        """Infer the latent inputs of (new) cases from the nodes observed for them, with the model and the guide's
+        ``q(U)`` frozen.
+
+        Fits ``q(h_i) = N(μ_i, diag σ_i²)`` per case by maximising the cases' ELBO
+        ``Σ_i E_{q(h_i) q(U) p(F | U, h_i)}[Σ_w log p(y_w^{(i)} | F_w^{(i)})] - KL(q(h_i) || N(0, I))`` with Adam,
+        starting from the prior, ``num_particles`` reparameterised draws of ``h`` per case and step (the per-case
+        latent layer of Salimbeni, Dutordoir, Hensman & Deisenroth 2019, "Deep Gaussian processes with
+        importance-weighted variational inference", ICML, used for confounders by Perlino et al. 2026,
+        arXiv:2607.09645, Sec. 6 and App. E.3.4). The expected log-likelihood is evaluated as in
+        :class:`~pyro_dag.infer.DAGELBO` (marginal ancestral sampling, closed form at each observed node) for an
+        :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`; for other guides ``num_particles`` draws of ``U``
+        from the guide are made once and held fixed during the fit. Cases with nothing observed (and all cases
+        when ``data`` is ``None``) keep the prior ``N(0, I)``. The cases are fitted independently, in chunks of
+        ``batch_size``.
+
+        :param guide: the trained guide. :param dict inputs: ``{root: [n, d_r]}``.
+        :param dict data: ``{node: [n, d_w]}``, NaN = missing. :param dict mask: optional, as in :meth:`forward`.
+        :param int num_steps: Adam steps. :param float lr: Adam's learning rate.
+        :param int num_particles: draws of ``h`` per case and step.
+        :param int batch_size: cases per chunk (default as in :meth:`predict`).
+        :returns: ``{h: (loc [n, d_h], scale [n, d_h])}``, the moments of ``q(h)``.
+        """
+        X, n, obs = self.checked_arguments(inputs, data, mask)
+        if not self.is_setup:
+            raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+        return self._fit_latent_inputs(guide, inputs, X, n, obs, num_steps, lr, num_particles, batch_size)
+
+    def _fit_latent_inputs(self, guide, inputs, X, n, obs, num_steps, lr, num_particles, batch_size=None):
+        num_steps = int(num_steps)
+        if num_steps < 0:
+            raise DAGInputError(f"latent_steps / num_steps must be >= 0, got {num_steps}")
+        if not (float(lr) > 0 and np.isfinite(float(lr))):
+            raise DAGInputError(f"latent_lr / lr must be a finite positive number, got {lr!r}")
+        S = self._check_positive_int(num_particles, "latent_particles / num_particles")
+        kw = {"dtype": self.dtype, "device": self.device}
+        q = {h: (torch.zeros((n, d), **kw), torch.ones((n, d), **kw)) for h, d in self.latent_inputs.items()}
+        seen = torch.zeros(n, dtype=torch.bool, device=self.device)
+        for w, (_, m) in obs.items():
+            seen |= m.any(-1)
+        if num_steps == 0 or not bool(seen.any()):
+            return q
+        batch_size = self._predict_batch_size(S, batch_size)
+        posterior = guide.inducing_posterior() if hasattr(guide, "inducing_posterior") else None
+        with suspended():
+            cache = {w: tuple(t.detach() for t in v) for w, v in self.cholesky_cache().items()}
+            us = None
+            if posterior is None:  # U drawn from the guide once, held fixed during the fit: [S, d_w, M_w]
+                traces = [pyro.poutine.trace(guide).get_trace(inputs) for _ in range(S)]
+                us = {w: torch.stack([t.nodes[f"{w}.u"]["value"].detach() for t in traces]) for w in self.topo_nodes}
+            cases = seen.nonzero().squeeze(-1)
+            for lo in range(0, len(cases), batch_size):
+                idx = cases[lo:lo + batch_size]
+                Xc = {r: X[r][idx] for r in self.root_nodes}
+                obs_c = {w: (y[idx], m[idx]) for w, (y, m) in obs.items()}
+                fitted = self._fit_latent_chunk(posterior, us, Xc, obs_c, cache, len(idx), num_steps, lr, S)
+                for h, (loc, scale) in fitted.items():
+                    q[h][0][idx] = loc
+                    q[h][1][idx] = scale
+        return q
+
+    def _fit_latent_chunk(self, posterior, us, X, obs, cache, B, num_steps, lr, S):
+        kw = {"dtype": self.dtype, "device": self.device}
+        locs = {h: torch.zeros((B, d), **kw, requires_grad=True) for h, d in self.latent_inputs.items()}
+        log_scales = {h: torch.zeros((B, d), **kw, requires_grad=True) for h, d in self.latent_inputs.items()}
+        params = list(locs.values()) + list(log_scales.values())
+        optim = torch.optim.Adam(params, lr=float(lr))
+        with torch.enable_grad():
+            for _ in range(num_steps):
+                optim.zero_grad()
+                latent, kl = {}, 0.0
+                for h in self.latent_inputs:
+                    loc, log_s = locs[h], log_scales[h]
+                    scale = log_s.exp()
+                    latent[h] = loc + scale * torch.randn((S,) + loc.shape, **kw)
+                    kl = kl + 0.5 * (loc.pow(2) + scale.pow(2) - 1.0 - 2.0 * log_s).sum()
+                if us is None:
+                    passes = self.marginal_pass(posterior, X, S, cache=cache, latent=latent)
+                else:
+                    passes = self._sampled_u_pass(us, X, latent, cache)
+                ell = 0.0
+                for w, (y, m) in obs.items():
+                    _, loc_w, var_w = passes[w]
+                    e = self.likelihoods[w].expected_log_prob(y, loc_w, var_w)
+                    ell = ell + torch.where(m, e, torch.zeros_like(e)).sum() / S
+                loss = kl - ell
+                if not bool(torch.isfinite(loss)):
+                    raise NonFiniteGramError(f"infer_latent_inputs: the loss of the latent fit is {float(loss)}; "
+                                             "lower lr (latent_lr) or check the data of the new cases")
+                loss.backward()
+                optim.step()
+        return {h: (locs[h].detach(), log_scales[h].detach().exp()) for h in self.latent_inputs}
+
+    def _sampled_u_pass(self, us, X, latent, cache):
+        """Ancestral pass with fixed draws ``us = {w: [S, d_w, M_w]}`` of the inducing outputs and latent inputs
+        ``{h: [S, B, d_h]}``; ``{node: (f, loc, var)}`` ``[S, B, d_w]``."""
+        values = dict(X)
+        values.update(latent)
+        out = {}
+        for w in self.topo_nodes:
+            a, r = self.node_conditional(w, values, cache)
+            loc = a @ us[w].transpose(-1, -2)
+            var = r.unsqueeze(-1).expand_as(loc)
+            f = loc + var.sqrt() * torch.randn_like(loc)
+            values[w] = f
+            out[w] = (f, loc, var)
+        return out
 
     @staticmethod
     def _check_positive_int(value, name):
@@ -763,9 +1020,10 @@ class DAGDGP(PyroModule):
             raise DAGInputError(f"{name} must be a positive integer, got {value!r}")
         return int(v)
 
-    def _predict_one_guide_sample(self, guide, inputs, X, n, chunks, out, s):
+    def _predict_one_guide_sample(self, guide, inputs, X, n, chunks, out, s, latent=None):
         """Sample ``s`` of :meth:`predict` with a guide that is not structured: one ``U`` from the guide, pushed
-        through the DAG chunk by chunk."""
+        through the DAG chunk by chunk (``latent``: ``{h: [n, d_h]}`` values of the latent inputs)."""
+        latent = latent or {}
         guide_trace = pyro.poutine.trace(guide).get_trace(inputs)
         us = {w: guide_trace.nodes[f"{w}.u"]["value"] for w in self.topo_nodes}
         cache = self.cholesky_cache()
@@ -773,6 +1031,7 @@ class DAGDGP(PyroModule):
                  for w in self.topo_nodes}
         for lo, hi in chunks:
             values = {r: X[r][lo:hi] for r in self.root_nodes}
+            values.update({h: v[lo:hi] for h, v in latent.items()})
             for w in self.topo_nodes:
                 a, r = self.node_conditional(w, values, cache)
                 loc = a @ us[w].transpose(-1, -2)
@@ -781,8 +1040,6 @@ class DAGDGP(PyroModule):
                 values[w] = f
                 if w in out.nodes:
                     out.fill(w, s, lo, hi, f.unsqueeze(0), loc.unsqueeze(0), var.unsqueeze(0))
-
-
 class _PredictionBuffers:
     """Output tensors of :meth:`DAGDGP.predict`, filled chunk by chunk (samples ``[S, n, d]`` and moments)."""
 
@@ -792,7 +1049,8 @@ class _PredictionBuffers:
         samples = samples or {}
 
         def buffer(w):
-            return torch.empty((num_samples, n, model.output_dims[w]), **kw)
+            d = model.latent_inputs[w] if w in model.latent_inputs else model.output_dims[w]
+            return torch.empty((num_samples, n, d), **kw)
 
         self.draws = {w: (samples[w] if w in samples else buffer(w), buffer(w), buffer(w)) for w in self.nodes}
 
@@ -812,7 +1070,8 @@ class _PredictionBuffers:
                 lc, vc = loc[:, lo:hi], var[:, lo:hi]
                 mean[lo:hi] = lc.mean(0)
                 variance[lo:hi] = vc.mean(0) + lc.var(0, unbiased=False)
-                moments = self.model.likelihoods[w].predictive_moments(lc, vc)
+                # latent inputs have no likelihood
+                moments = self.model.likelihoods[w].predictive_moments(lc, vc) if w in self.model.gp_nodes else None
                 if moments is not None:
                     ym, yv = moments
                     if y_mean is None:
