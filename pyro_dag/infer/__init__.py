@@ -1,11 +1,14 @@
 """Inference for DAG deep GPs: :class:`DAGELBO`, the structured autoguide (:mod:`pyro_dag.infer.autoguide`) and
-natural-gradient steps (:class:`GaussianNaturalGradient`, :class:`SinkNaturalGradient`)."""
+natural-gradient steps (:class:`GaussianNaturalGradient`, :class:`SinkNaturalGradient`) and the training loop
+(:func:`train`, :mod:`pyro_dag.infer.training`)."""
 from . import autoguide
 from .checks import NonFiniteLossError
 from .context import MarginalEstimator, current_estimator, suspended
 from .elbo import DAGELBO
 from .natural_gaussian import GaussianNaturalGradient
 from .natural_sink import SinkNaturalGradient
+from . import training
+from .training import TrainResult, initial_scales, train
 
 __all__ = ["DAGELBO", "GaussianNaturalGradient", "MarginalEstimator", "NonFiniteLossError", "SinkNaturalGradient",
-           "autoguide", "current_estimator", "suspended"]
+           "TrainResult", "autoguide", "current_estimator", "initial_scales", "suspended", "train", "training"]
