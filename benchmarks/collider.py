@@ -1,4 +1,5 @@
-"""Latent collider (digest-000 §4.1, Table 1, Fig. 14): DAG-VI vs DAG-SVI, dense and sparse backends.
+"""Latent collider (Perlino et al. 2026, arXiv:2607.09645, App. G.3, Table 1, Fig. 14): DAG-VI vs DAG-SVI,
+dense and sparse backends.
 
 Protocol: the paper's. True kernels, noise 0.015² and inducing inputs fixed (15 / 15 / 49 inducing points;
 the child's spread over the parents' prior range), 3000 full-batch Adam steps with lr 0.01, 4 ancestral

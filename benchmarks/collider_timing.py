@@ -1,4 +1,4 @@
-"""Seconds for 3000 collider steps with one CPU thread (issue 3 target: ≤ 30 s for DAG-SVI), per optimiser.
+"""Seconds for 3000 collider steps with one CPU thread (target: ≤ 30 s for DAG-SVI), per optimiser.
 
 Same model and guide as ``benchmarks/collider.py`` (float64, 4 samples, dense backend, inside
 ``model.fixed_kernels()`` and with the optimiser ``fit_collider`` uses): seconds per step of
@@ -81,7 +81,7 @@ def main():
                   if whole else "")
     lines = ["### Collider: seconds for 3000 steps (one thread)", "",
              "`python benchmarks/collider_timing.py` (one process, one thread; steady-state seconds per step inside "
-             "`model.fixed_kernels()` with `fit_collider`'s optimiser, times 3000). Target (issue 3): 3000 DAG-SVI "
+             "`model.fixed_kernels()` with `fit_collider`'s optimiser, times 3000). Target: 3000 DAG-SVI "
              "steps in ≤ 30 s. " + whole_text + " Repeated runs of one command vary by up to a third on this "
              "machine (other tenants); compare rows of one run.", "",
              "| guide | antithetic | Adam ms / step | natural-gradient ms / step | 3000 Adam steps (s) | "

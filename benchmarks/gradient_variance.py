@@ -1,6 +1,6 @@
 """Gradient variance of DAGELBO vs Pyro's Trace_ELBO on the same guide (the latent collider).
 
-Both estimate the same ELBO (tested in tests/test_elbo.py); DAGELBO samples node values by marginal
+Both estimate the same ELBO (tested in tests/infer/test_elbo.py); DAGELBO samples node values by marginal
 ancestral sampling and integrates the Gaussian likelihood in closed form, Trace_ELBO samples the inducing
 outputs and then the node values. We report the total variance (sum over all guide parameters) of the
 gradient with 4 samples per step for each, and their ratio, at two points: the guide's initialisation and

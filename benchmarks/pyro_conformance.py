@@ -1,12 +1,13 @@
 """Pyro's own autoguide tests run against AutoStructuredGuide, beside AutoMultivariateNormal and AutoGaussian.
 
-Runs the conformance harness (``../shared/conformance/pyro-autoguide/run.sh`` relative to the repository root,
-or ``--harness PATH``), which copies Pyro's unmodified ``test_autoguide.py``, ``autoguide/test_gaussian.py`` and
-``autoguide/test_inference.py`` (pyro-ppl at commit ff6ae1c9) to a temporary folder, adds our guide to every
-guide parametrisation and runs them with Pyro's pytest configuration (a warning fails a test). It then parses
-the harness's per-step lines and its final line, ``AutoStructuredGuide: N passed, M failed of the Pyro autoguide
-tests that AutoMultivariateNormal or AutoGaussian pass``, writes ``results/pyro_conformance.json`` and the
-``pyro-conformance`` section of ``benchmarks/README.md``. When the harness is not there, it says so and exits 0.
+Runs the conformance harness (``--harness PATH`` to its ``run.sh``; the default is the development workspace's
+copy next to the repository, which is not distributed with the package), which copies Pyro's unmodified
+``test_autoguide.py``, ``autoguide/test_gaussian.py`` and ``autoguide/test_inference.py`` (pyro-ppl at commit
+ff6ae1c9) to a temporary folder, adds our guide to every guide parametrisation and runs them with Pyro's
+pytest configuration (a warning fails a test). It then parses the harness's per-step lines and its final line,
+``AutoStructuredGuide: N passed, M failed of the Pyro autoguide tests that AutoMultivariateNormal or
+AutoGaussian pass``, writes ``results/pyro_conformance.json`` and the ``pyro-conformance`` section of
+``benchmarks/README.md``. When the harness is not there, it says so and exits 0.
 
     python benchmarks/pyro_conformance.py                      # every step but the diagnosis scripts, ~5 min
     python benchmarks/pyro_conformance.py --steps ours_fast cmp_fast

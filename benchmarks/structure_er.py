@@ -1,4 +1,5 @@
-"""ER benchmark of issue 4: pyro_dag vs DiBS, GES and PC on the same data (digest-001 §7.1b, §7.2, §7.3).
+"""ER benchmark: pyro_dag vs DiBS, GES and PC on the same data, after SVI-DAG's synthetic benchmarks
+(Zinage 2026, *SVI-DAG*, arXiv:2608.04930, §4.2-4.3, App. C metrics, App. E baseline settings).
 
 Erdős–Rényi DAGs with p in {10, 20} nodes and s = 2p edges, n = 1000 samples, linear-Gaussian (|W| ~ U[0.3, 0.7],
 random sign) or nonlinear (random 10-unit ReLU MLP) mechanisms with N(0, 1) noise, standardised columns
@@ -206,7 +207,7 @@ def main():
             "`pyro_dag.structure.exact_posterior`, the exact posterior of the model `fit` approximates (same prior, "
             "collapsed likelihood), by dynamic programming over node orders, 1000 exact DAG samples; the gap between "
             "a `pyro_dag` row and the `exact` row with the same likelihood is the variational approximation's.\n\n"
-            "Targets (issue 4): AUROC ≥ DiBS on every cell, wall-clock ≤ 1.0× DiBS, for `fit`'s default likelihood:"
+            "Targets (structure learning): AUROC ≥ DiBS on every cell, wall-clock ≤ 1.0× DiBS, for `fit`'s default likelihood:"
             "\n\n" + targets(res, args.p, mechs))
     print(text)
     if not args.quick and args.out is None:  # only the default results file feeds the README

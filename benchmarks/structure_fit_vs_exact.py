@@ -1,4 +1,4 @@
-"""How close is `fit` to the exact posterior of its own model? (issue 4; collapsed likelihoods, p ≤ 14.)
+"""How close is `fit` to the exact posterior of its own model? (Collapsed likelihoods, p ≤ 14.)
 
 For the collapsed likelihoods `pyro_dag.structure.exact_posterior` gives the exact edge posterior of the model
 `fit` approximates, so the approximation error can be measured directly: mean and max |P_fit - P_exact| over the

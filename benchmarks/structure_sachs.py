@@ -1,6 +1,7 @@
-"""Sachs benchmark of issue 4: 10 folds as in SVI-DAG (digest-001 §7.1c, §9.1, §9.2).
+"""Sachs benchmark: 10 folds as in SVI-DAG (Zinage 2026, *SVI-DAG*, arXiv:2608.04930, §4.4, Tables 1 and 2).
 
-Protocol (digest-001 §7.1c): the pooled 7466 x 11 data (`pyro_dag.datasets.sachs()`), shuffled once
+Protocol (the fold protocol of the SVI-DAG authors' code, github.com/shrenikvz/SVI-DAG): the pooled 7466 x 11
+data (`pyro_dag.datasets.sachs()`), shuffled once
 (numpy default_rng(0)), split into 10 folds; split i trains on the other 9 folds (6719-6720 rows), standardised
 with the training rows' mean and std; the held-out fold is unused (all metrics are structural). 1000 posterior
 samples per fit for pyro_dag; DiBS's 20 mixture-weighted particles; 100 random DAGs of the GES/PC class.
@@ -21,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import structure_common as sc  # noqa: E402
 
-# digest-001 §9.1 / §9.2 (paper Tables 1 and 2): mean ± SE over 10 folds; F1 and AUROC in %.
+# SVI-DAG paper (arXiv:2608.04930), Tables 1 and 2: mean ± SE over 10 folds; F1 and AUROC in %.
 PAPER_DAG = {
     "SVI-DAG": (0.185, 0.007, 25.70, 0.92, 28.95, 1.73, 58.16, 2.27),
     "ProDAG": (0.159, 0.003, 19.68, 0.35, 14.32, 1.54, 52.95, 1.81),
@@ -150,15 +151,15 @@ def report(res, args):
         f1, _, _ = sc.mean_se([e["cdt18"]["dag"]["e_f1"] for e in entries])
         shd, _, _ = sc.mean_se([e["cdt18"]["dag"]["e_shd_rc2"] for e in entries])
         tmax = max(e["time_s"] for e in entries)
-        tgt += (f"\n\nTargets for {PD_LABELS[method]} (issue 4; cdt-18 truth, DAG level, SVI-DAG conventions): "
+        tgt += (f"\n\nTargets for {PD_LABELS[method]} (structure-learning targets; cdt-18 truth, DAG level, SVI-DAG conventions): "
                 f"AUROC {100 * a:.1f} > 65.6: "
                 f"{'yes' if 100 * a > 65.6 else '**no**'}; E-F1 {100 * f1:.2f} > 28.95: {'yes' if 100 * f1 > 28.95 else '**no**'}; "
                 f"E-SHD {shd:.2f} ≤ 25.7: {'yes' if shd <= 25.7 else '**no**'}; slowest fold {tmax:.0f} s ≤ 600 s: "
                 f"{'yes' if tmax <= 600 else '**no**'} ({len(entries)} folds, {args.threads} thread(s)).")
-    return ("### Sachs, 10 folds (digest-001 §7.1c): our runs beside the paper's Tables 1 and 2\n\n"
+    return ("### Sachs, 10 folds (SVI-DAG, arXiv:2608.04930, §4.4): our runs beside the paper's Tables 1 and 2\n\n"
             "Reproduce: `python benchmarks/structure_sachs.py` (one pinned core; `--methods` to select). "
             "Pooled 7466 × 11 data, 10 folds (rng 0), train on 9 folds standardised with training statistics. "
-            "Paper rows: SVI-DAG paper, GPU, other implementations (digest-001 §9.1-9.2). pyro_dag rows use "
+            "Paper rows: SVI-DAG paper, GPU, other implementations (arXiv:2608.04930, Tables 1-2). pyro_dag rows use "
             "`fit`'s defaults (`--likelihood linear` / `bge`: 40 particles, order moves every step, half of them "
             "between random positions, judged by the exact order score `log p(D, order)` (`order_score=\"exact\"`, "
             "all parent sets) and the distinct orders the particles visited over the last half of the run weighted by "

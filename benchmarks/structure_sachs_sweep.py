@@ -1,7 +1,8 @@
-"""Sachs: how far can the model's own posterior go? A sweep of the exact BGe posterior (issue 4).
+"""Sachs: how far can the model's own posterior go? A sweep of the exact BGe posterior.
 
-The Sachs target of issue 4 asks for DAG-level AUROC > 65.6 and E-F1 > 28.95 *with* E-SHD <= 25.7 (the best rows of
-SVI-DAG's Table 1, digest-001 §9.1, taken from different methods). The exact posterior of `fit`'s model
+The Sachs structure-learning target asks for DAG-level AUROC > 65.6 and E-F1 > 28.95 *with* E-SHD <= 25.7 (the
+best rows of SVI-DAG's Table 1, Zinage 2026, *SVI-DAG*, arXiv:2608.04930, §4.4, taken from different methods).
+The exact posterior of `fit`'s model
 (`pyro_dag.structure.exact_posterior`, no approximation) separates what the model can reach from what the
 variational fit reaches. This script sweeps the two knobs a user has over that posterior's density: the edge prior
 (`expected_parents`, parents per node a priori) and the likelihood's tempering power `s` (a power posterior
@@ -67,8 +68,8 @@ def main():
              "Reproduce: `python benchmarks/structure_sachs_sweep.py` (about 1 min). The exact posterior of `fit`'s "
              "model (no approximation) on the 10 Sachs folds, DAG level against cdt's 18-edge graph, E-SHD with "
              "reversal cost 2; `expected_parents` sets the edge prior, `s` the power of the likelihood "
-             "(`exact_posterior(..., expected_parents=, likelihood_scale=)`). Mean over folds. The target of "
-             "issue 4 (AUROC > 65.6, E-F1 > 28.95, E-SHD ≤ 25.7) is met by no setting: every setting sparse "
+             "(`exact_posterior(..., expected_parents=, likelihood_scale=)`). Mean over folds. The structure-learning "
+             "target (AUROC > 65.6, E-F1 > 28.95, E-SHD ≤ 25.7) is met by no setting: every setting sparse "
              "enough for the E-SHD target ranks edges worse (AUROC ≤ 60) and has E-F1 ≤ 22.", "",
              "| expected_parents | s | edges per sample | AUROC % | E-F1 % | E-SHD | Brier | all three targets |",
              "|---|---|---|---|---|---|---|---|"]

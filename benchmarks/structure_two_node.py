@@ -1,4 +1,4 @@
-"""Two-node orientation study of issue 4 (digest-001 §7.1a, §8).
+"""Two-node orientation study of SVI-DAG (Zinage 2026, *SVI-DAG*, arXiv:2608.04930, §4.1, Fig. 3).
 
 Ground truth x1 -> x2. Linear data (x2 = x1 + N(0, 1); Markov equivalent, not identifiable) and nonlinear data
 (x2 = f(x1) + N(0, 0.1²); identifiable), 900 standardised rows each (`pyro_dag.datasets.two_node`). Three edge
@@ -18,7 +18,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import structure_common as sc  # noqa: E402
 
-# digest-001 §8: paper Fig. 3 (partly inferred labels, see the digest) and the repo's committed case-1 results.
+# SVI-DAG paper (arXiv:2608.04930), Fig. 3 (bar labels partly inferred from the figure) and the authors' repository's
+# committed case-1 results.
 PAPER = {
     ("linear", "incorrect"): ("≈0", "84.7", "15.3"),
     ("linear", "noninformative"): ("40.1", "42.5", "17.4"),
@@ -99,13 +100,13 @@ def main():
             pp, rp = PAPER[(kind, prior)], REPO[(kind, prior)]
             lines.append(f"| {kind} | {prior} | {100 * r['forward']:.1f} | {100 * r['backward']:.1f} | {100 * r['none']:.1f} | "
                          f"{' / '.join(pp)} | {rp[0]:.1f} / {rp[1]:.1f} / {rp[2]:.1f} | {r['time_s']:.1f} |")
-    text = ("### Two-node orientation study (digest-001 §8)\n\n"
+    text = ("### Two-node orientation study (SVI-DAG, arXiv:2608.04930, §4.1, Fig. 3)\n\n"
             "Reproduce: `python benchmarks/structure_two_node.py`. Truth x1 → x2; 900 standardised rows; priors "
             "0.99/0.01 (correct), transposed (incorrect), 0.5 (noninformative); fractions of "
             f"{args.k} posterior samples. Linear data: `likelihood='linear'` (collapsed); nonlinear data: "
             "`likelihood='mlp'` with fit's defaults (soft-to-hard warm-up over 30 % of 2000 steps, parameter-KL "
             "weight 0.01, 20 particles weighted uniformly), one seed. The paper's bar labels are partly inferred "
-            "(digest-001 §8) and the authors' code does not reproduce them; compare the qualitative ordering.\n\n"
+            "(from the figure) and the authors' code does not reproduce them; compare the qualitative ordering.\n\n"
             + "\n".join(lines))
     print(text)
     if not args.quick and args.out is None:  # only the default results file feeds the README

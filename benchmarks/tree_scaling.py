@@ -1,4 +1,4 @@
-"""ELBO cost on binary branching trees (digest-000 §4.4, the paper's Fig. 2).
+"""ELBO cost on binary branching trees (Perlino et al. 2026, arXiv:2607.09645, App. G.1, Fig. 2).
 
 A 2-D root ``X`` feeds a binary tree of depth 1..9 (``2^{d+1} - 2`` GP nodes, up to 1022); the ``2^d``
 leaves are observed on 20 cases, ``X ~ U[-2, 2]²``. Data: each node is a one-parent GP draw (random Fourier

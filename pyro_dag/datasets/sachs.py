@@ -1,5 +1,8 @@
-"""The Sachs et al. (2005) protein-signalling data set, shipped with the package (digest-001 §7.1c, §11.10;
-digest-000 §4.2).
+"""The Sachs et al. (2005) protein-signalling data set, shipped with the package.
+
+As used by SVI-DAG (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to Bayesian Causal
+Discovery*, arXiv:2608.04930, §4.4, Tables 1-3) and by the DAG-DGP paper (Perlino et al. 2026, *Deep Gaussian
+Processes on Directed Acyclic Graphs*, arXiv:2607.09645, Sec. 6, App. G.4).
 
 **Data.** Flow-cytometry measurements of 11 phosphorylated proteins and phospholipids in human T cells:
 K. Sachs, O. Perez, D. Pe'er, D. A. Lauffenburger, G. P. Nolan, "Causal protein-signaling networks derived from
@@ -10,24 +13,23 @@ are redistributed for research by cdt and bnlearn. Cite Sachs et al. (2005). Pro
 licence text: ``pyro_dag/datasets/data/SACHS_SOURCE.md``.
 
 **Subsets.** The pooled file concatenates nine stimulation/intervention conditions, treated as observational
-data by SVI-DAG (digest-001 §7.1c):
+data by SVI-DAG (arXiv:2608.04930, §4.4; the fold protocol is the authors' code's):
 
 * ``"full"``: all 7466 rows (SVI-DAG's Sachs benchmark);
 * ``"cd3cd28"``: rows 0-852 (853 rows), the purely observational general stimulation;
 * ``"cd3cd28icam2"``: rows 853-1754 (0-based data rows, 902 rows), the condition "2. CD3, CD28, ICAM-2" used by
-  the DAG-DGP paper (digest-000 §4.2), which log-transforms it.
+  the DAG-DGP paper (arXiv:2607.09645, Sec. 6, App. G.4), which log-transforms it.
 
 **Graphs** (``A[i, j] = 1`` means ``i -> j``):
 
 * ``"consensus"`` (default, 17 edges, acyclic): cdt's target without the edge PIP2 -> PIP3. cdt's 18-edge list
-  contains the directed 3-cycle Plcg -> PIP2 -> PIP3 -> Plcg (digest-001 §11.10); Sachs et al. (2005, Fig. 2)
-  draw the PIP2/PIP3 link the other way (PIP3 -> PIP2), so this is the edge that closes the cycle in cdt's
-  version, and dropping it gives the acyclic consensus DAG used as ground truth here.
+  contains the directed 3-cycle Plcg -> PIP2 -> PIP3 -> Plcg; Sachs et al. (2005, Fig. 2) draw the PIP2/PIP3
+  link the other way (PIP3 -> PIP2), so this is the edge that closes the cycle in cdt's version, and dropping it gives the acyclic consensus DAG used as ground truth here.
 * ``"cdt"`` (18 edges, cyclic): cdt's ``cyto_full_target.csv`` as shipped, the ground truth SVI-DAG scores
   against (no DAG can reach SHD 0 on it and CPDAG metrics are undefined for it).
 * ``"bnlearn"`` (17 edges, acyclic): the network that Sachs et al. reconstructed from the data, as distributed in
   bnlearn (``[PKC][PKA|PKC][Raf|PKC:PKA][Mek|PKC:PKA:Raf][Erk|Mek:PKA][Akt|Erk:PKA][P38|PKC:PKA][Jnk|PKC:PKA]
-  [Plcg][PIP3|Plcg][PIP2|Plcg:PIP3]``), used by the DAG-DGP paper (digest-000 §4.2).
+  [Plcg][PIP3|Plcg][PIP2|Plcg:PIP3]``), used by the DAG-DGP paper (arXiv:2607.09645, App. G.4).
 """
 from dataclasses import dataclass
 from importlib import resources
@@ -109,7 +111,7 @@ def sachs_graph(graph="consensus"):
 
 
 def sachs(subset="full", graph="consensus", log=False, standardize=False, dtype=None):
-    """Load the Sachs et al. (2005) flow-cytometry data shipped with pyro_dag (digest-001 §7.1c).
+    """Load the Sachs et al. (2005) flow-cytometry data shipped with pyro_dag (SVI-DAG, arXiv:2608.04930, §4.4).
 
     :param str subset: ``"full"`` (7466 rows, all nine conditions pooled, SVI-DAG's protocol), ``"cd3cd28"``
         (rows 0-852) or ``"cd3cd28icam2"`` (rows 853-1754, 902 rows; the DAG-DGP paper's subset).

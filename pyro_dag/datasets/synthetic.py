@@ -1,11 +1,15 @@
-"""Seeded synthetic DAGs and structural equation models for structure learning (digest-001 §7.1).
+"""Seeded synthetic DAGs and structural equation models for structure learning.
+
+After the synthetic benchmarks of SVI-DAG (Zinage 2026, *SVI-DAG: A Structured Variational Inference Approach to
+Bayesian Causal Discovery*, arXiv:2608.04930, §4.1-4.3; generator details from the authors' code,
+github.com/shrenikvz/SVI-DAG).
 
 Graphs: Erdős–Rényi with an exact edge count (SVI-DAG's generator: ``networkx.gnm_random_graph`` oriented by a
 random node order) and scale-free (Barabási–Albert preferential attachment, oriented by the order of
 attachment, then relabelled at random). Mechanisms, all with additive Gaussian noise
 ``x_j = f_j(x_pa(j)) + ε_j``:
 
-* ``"linear"``: ``f_j = Σ_i W_ij x_i`` with ``|W_ij| ~ U[0.3, 0.7]`` and a random sign (SVI-DAG, digest-001 §7.1b);
+* ``"linear"``: ``f_j = Σ_i W_ij x_i`` with ``|W_ij| ~ U[0.3, 0.7]`` and a random sign (SVI-DAG, §4.2);
 * ``"mlp"``: a random one-hidden-layer ReLU network, ``f_j = w2ᵀ ReLU(W1ᵀ x_pa + b1)``, 10 hidden units, all
   weights ``±U[0.3, 0.7]``, no output bias (SVI-DAG's nonlinear SEM);
 * ``"gp"``: a draw from a zero-mean GP with an RBF kernel (unit variance, length-scale 1) on the parents' values,
@@ -68,7 +72,7 @@ def _permute(a, rng):
 
 def erdos_renyi_dag(p, num_edges=None, seed=None):
     """A random DAG with exactly ``num_edges`` edges, uniform over skeletons (G(p, m) model), oriented by a
-    uniformly random node order (SVI-DAG's generator, digest-001 §7.1b).
+    uniformly random node order (SVI-DAG's generator, arXiv:2608.04930, §4.2-4.3).
 
     :param int p: number of nodes. :param int num_edges: number of edges ``s`` (default ``p``, i.e. an expected
         degree of 2), at most ``p (p - 1) / 2``.
@@ -147,7 +151,7 @@ def _check_adjacency(adjacency):
 
 def synthetic_sem(adjacency, n, mechanism="linear", noise_scale=1.0, weight_range=(0.3, 0.7), hidden=10,
                   lengthscale=1.0, num_features=1000, standardize=False, seed=None, dtype=None):
-    """Sample ``n`` rows from an additive-noise SEM on a given DAG (digest-001 §7.1b).
+    """Sample ``n`` rows from an additive-noise SEM on a given DAG (SVI-DAG, arXiv:2608.04930, §4.2-4.3).
 
     ``x_j = f_j(x_pa(j)) + noise_scale_j * ε_j``, ``ε_j ~ N(0, 1)``, in topological order; the mechanisms are
     described in the module docstring.
@@ -218,7 +222,7 @@ def synthetic_sem(adjacency, n, mechanism="linear", noise_scale=1.0, weight_rang
 
 
 def sample_sem(p, n, graph="er", mechanism="linear", num_edges=None, edges_per_node=2, seed=0, **kwargs):
-    """A random DAG and data from an SEM on it, in one seeded call (digest-001 §7.1b).
+    """A random DAG and data from an SEM on it, in one seeded call (SVI-DAG, arXiv:2608.04930, §4.2-4.3).
 
     The graph and the data use independent streams spawned from ``seed`` (``numpy.random.SeedSequence``), so
     the same seed always gives the same graph whatever ``n`` or ``mechanism``.
@@ -255,7 +259,7 @@ def _two_node_f(x):
 
 
 def two_node(kind="linear", n=1000, standardize=True, seed=0, dtype=None):
-    """The two-node orientation study's data, ``x1 -> x2`` (digest-001 §7.1a, §8).
+    """The two-node orientation study's data, ``x1 -> x2`` (SVI-DAG, arXiv:2608.04930, §4.1, Fig. 3).
 
     * ``"linear"`` (not identifiable): ``x1 ~ N(0, 1)``, ``x2 = x1 + N(0, 1)``;
     * ``"nonlinear"`` (identifiable): ``x1 ~ N(0, 1)``, ``x2 = f(x1) + N(0, 0.1²)`` with

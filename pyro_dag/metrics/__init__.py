@@ -1,7 +1,8 @@
 """Metrics: regression scores for DAG-DGP predictions and structure-learning scores.
 
-Regression metrics live in :mod:`pyro_dag.metrics.regression` (digest-000 §4.0); structure metrics
-in :mod:`pyro_dag.metrics.structure` (digest-001, digest-004 §5).
+Regression metrics live in :mod:`pyro_dag.metrics.regression` (the scores of Perlino et al. 2026, arXiv:2607.09645,
+Sec. 7 and App. G.5); structure metrics in :mod:`pyro_dag.metrics.structure` (the four of Zinage 2026, *SVI-DAG*,
+arXiv:2608.04930, App. C, plus AUPRC as Wang, Wicker & Kwiatkowska, ICML 2022, recommend).
 """
 from .regression import *  # noqa: F401,F403
 from .regression import __all__ as _regression_all

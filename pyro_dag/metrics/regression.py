@@ -1,4 +1,5 @@
-"""Regression metrics for probabilistic predictions (digest-000 §4.0).
+"""Regression metrics for probabilistic predictions (as reported by Perlino et al. 2026, *Deep Gaussian Processes on
+Directed Acyclic Graphs*, arXiv:2607.09645, Sec. 7 and App. G).
 
 Every function works on torch tensors and reduces over all entries that are finite in ``y`` (NaN marks
 a missing target, as in :class:`pyro_dag.DAGDGP`). Sample-based scores take predictive samples with the
@@ -37,7 +38,7 @@ def rmse(pred, y):
 
 
 def nrmse(pred, y, y_train):
-    """Normalised RMSE ``1 - RMSE / RMSE_base`` (Ji et al. 2024; digest-000 §4.0); higher is better.
+    """Normalised RMSE ``1 - RMSE / RMSE_base`` (Ji et al. 2024; arXiv:2607.09645, App. G.5); higher is better.
 
     ``RMSE_base`` is the RMSE of the constant predictor equal to the mean of the training targets.
     """
@@ -101,7 +102,8 @@ def picp(lower, upper, y):
 
 
 def energy_score(samples, y, weights=None):
-    """Energy score ``E||X - y||_W - ½ E||X - X'||_W`` of a joint predictive (digest-000 §4.0).
+    """Energy score ``E||X - y||_W - ½ E||X - X'||_W`` of a joint predictive (the weighted
+    energy score of Perlino et al. 2026, arXiv:2607.09645, App. G.5, Tables 5-6).
 
     :param torch.Tensor samples: ``[S, K]`` joint samples of the concatenated target vector.
     :param torch.Tensor y: ``[K]`` target vector.

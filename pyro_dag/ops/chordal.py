@@ -1,4 +1,5 @@
-"""Block-sparse Cholesky algebra for a precision supported on a chordal graph (digest-000 §2.4-2.8).
+"""Block-sparse Cholesky algebra for a precision supported on a chordal graph (Perlino et al. 2026,
+*Deep Gaussian Processes on Directed Acyclic Graphs*, arXiv:2607.09645, App. E.3-E.4).
 
 The precision is ``Λ = L Lᵀ`` with ``L`` block-lower-triangular in a perfect elimination order (PEO) of a
 chordal graph ``H``: block ``(i, j)``, ``i`` after ``j``, is nonzero only on the diagonal and where
@@ -147,7 +148,8 @@ class ChordalFactor:
 
 
 class SparseConditioningState:
-    """Algorithm 2 of digest-000 (§2.8): marginal ancestral sampling with the sparse factor.
+    """Marginal ancestral sampling with the sparse factor: Algorithm 2 of Perlino et al. (2026, arXiv:2607.09645,
+    App. E.3).
 
     The drawn values act as Gaussian sites on diagonal blocks: after ``F̂_v`` is drawn, the precision
     becomes ``Λ̃ = Λ + G_vᵀ G_v / r_v`` (Eq. 86) and the canonical shift ``c = Δh - ΔΛ m`` gains
