@@ -1,4 +1,4 @@
-"""Tests of the shipped Sachs data and graphs (digest-001 §7.1c, §11.10; digest-000 §4.2)."""
+"""Tests of the shipped Sachs data and graphs (SVI-DAG, arXiv:2608.04930, §4.4; DAG-DGP, arXiv:2607.09645, App. G.4)."""
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Tests of the synthetic DAG and SEM generators (digest-001 §7.1)."""
+"""Tests of the synthetic DAG and SEM generators (SVI-DAG's benchmarks, Zinage 2026, arXiv:2608.04930, §4.1-4.3)."""
 import numpy as np
 import pytest
 import torch
