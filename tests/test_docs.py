@@ -129,9 +129,9 @@ def test_readme_capability_blocks_run_as_written(tmp_path):
 # ------------------------------------------------------------------------------------ references users can follow
 def _user_documents():
     paths = [README]
-    for folder in ("docs", "tutorials", "examples"):
+    for folder in ("docs", "tutorials", "examples", "pyro_dag"):  # the shipped package and its docstrings too
         for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, folder)):
-            dirnames[:] = [d for d in dirnames if not d.startswith(("_build", "auto_", "."))]
+            dirnames[:] = [d for d in dirnames if not d.startswith(("_build", "auto_", ".", "__pycache__"))]
             paths += [os.path.join(dirpath, f) for f in filenames if f.endswith((".py", ".rst", ".md", ".txt"))]
     return paths
 
@@ -176,7 +176,7 @@ def test_sphinx_docs_build_without_warnings(tmp_path):
     the working tree."""
     pytest.importorskip("sphinx.cmd.build")  # a bare namespace package named sphinx is not enough
     pytest.importorskip("sphinx_gallery")
-    for folder in ("docs", "tutorials", "examples"):
+    for folder in ("docs", "tutorials", "examples", "pyro_dag"):  # the shipped package and its docstrings too
         shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder,
                         ignore=shutil.ignore_patterns("_build", "auto_tutorials", "__pycache__"))
     out = tmp_path / "html"
