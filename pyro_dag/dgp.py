@@ -769,7 +769,9 @@ class DAGDGP(PyroModule):
         missing = [h for h in self.latent_inputs if h not in latent]
         if missing:
             raise ValueError(f"marginal_pass: the model has latent inputs {missing}; pass their values for the cases "
-                             "as latent={h: [B, d_h] or [S, B, d_h] tensor}")
+                             "as latent={h: [B, d_h] or [S, B, d_h] tensor} (a caller that does not draw them, e.g. "
+                             "SinkNaturalGradient, does not support models with latent inputs: train those with "
+                             "DAGELBO or GaussianNaturalGradient)")
         if state is None and sampler == "joint":
             sinks = [w for w in self.gp_nodes if self.graph.out_degree(w) == 0]
             state = posterior.joint_state(num_samples, sinks, antithetic=antithetic)

@@ -132,10 +132,12 @@ def mean_and_se(values):
     return float(values.mean()), float(values.std() / len(values) ** 0.5)
 
 
-def test_trace_elbo_and_dagelbo_estimate_the_same_elbo(small):
+@pytest.mark.parametrize("sampler", ["conditional", "joint"])
+def test_trace_elbo_and_dagelbo_estimate_the_same_elbo(small, sampler):
     model, guide, inputs, data = small
     pyro.set_rng_seed(0)
-    dag_mean, dag_se = mean_and_se([DAGELBO(num_particles=8).loss(model, guide, inputs, data) for _ in range(800)])
+    dagelbo = DAGELBO(num_particles=8, sampler=sampler)
+    dag_mean, dag_se = mean_and_se([dagelbo.loss(model, guide, inputs, data) for _ in range(800)])
     trace = Trace_ELBO(num_particles=100, vectorize_particles=True, max_plate_nesting=1)
     tr_mean, tr_se = mean_and_se([trace.loss(model, guide, inputs, data) for _ in range(40)])
     assert abs(dag_mean - tr_mean) < 4 * (dag_se ** 2 + tr_se ** 2) ** 0.5
