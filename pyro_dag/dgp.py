@@ -993,7 +993,9 @@ class DAGDGP(PyroModule):
                 if not bool(torch.isfinite(loss)):
                     raise NonFiniteGramError(f"infer_latent_inputs: the loss of the latent fit is {float(loss)}; "
                                              "lower lr (latent_lr) or check the data of the new cases")
-                loss.backward()
+                # gradients of the local parameters only (the model's own .grad stay untouched)
+                for p, g in zip(params, torch.autograd.grad(loss, params)):
+                    p.grad = g
                 optim.step()
         return {h: (locs[h].detach(), log_scales[h].detach().exp()) for h in self.latent_inputs}
 

@@ -231,10 +231,17 @@ def test_new_cases_with_nothing_observed_keep_the_prior(small):
     seen = [i for i in range(12) if i not in (2, 9)]
     assert bool((scale[seen] < 0.9).all())                        # the observation of a informs h
     assert corr(loc[seen], a[seen]) > 0.9                         # a = h + noise in this model
-    # without data, the prior for every case
+    # the fit leaves the model's and the guide's gradients alone
+    assert all(p.grad is None or not bool(p.grad.any()) for p in list(model.parameters()) + list(guide.parameters()))
+    # without data, the prior for every case, and the result does not depend on batch_size
+    pyro.set_rng_seed(3)
     pred = model.predict(guide, inputs, nodes=["h", "b"], num_samples=2000)
     assert torch.equal(pred["h"].loc[0], torch.zeros(12, 1, dtype=torch.float64))
     assert abs(float(pred["h"].samples.std()) - 1.0) < 0.03
+    pyro.set_rng_seed(3)
+    chunked = model.predict(guide, inputs, nodes=["h", "b"], num_samples=2000, batch_size=5)
+    for w in ("h", "b"):
+        assert torch.allclose(chunked[w].samples, pred[w].samples, atol=1e-12)
 
 
 def test_predict_with_a_non_structured_guide():
