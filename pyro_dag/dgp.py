@@ -25,6 +25,7 @@ from . import graph as dag
 from .gp.conditional import NonFiniteGramError, cholesky_with_jitter, whitened_conditional
 from .gp.inducing import init_inducing_inputs
 from .gp.likelihoods import Gaussian, get_likelihood
+from .infer.checks import NonFiniteLossError
 from .infer.context import current_estimator, standard_normal, suspended
 from .kernels import Concat, ParentSpec, RBF, as_fusion_kernel
 from .utils import broadcast_shapes
@@ -130,7 +131,10 @@ class DAGDGP(PyroModule):
     :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` puts a per-case Gaussian on it (an inner
     :class:`~pyro.infer.autoguide.AutoNormal`, local parameters that follow the subsample), under
     :class:`~pyro_dag.infer.DAGELBO` (which conditions its ancestral sampling on the guide's draw) and under
-    ``Trace_ELBO``. For new cases, :meth:`predict` infers them from the nodes observed for those cases
+    ``Trace_ELBO``. As with any Pyro autoguide with local parameters, the guide's ``"data"`` plate draws the
+    minibatch (the model replays it) with the size of the guide's first call; to change it between calls (e.g.
+    minibatch training, then a full-batch ELBO), give the guide the model's plate,
+    ``AutoStructuredGuide(model, create_plates=model.create_plates)`` (:meth:`create_plates`). For new cases, :meth:`predict` infers them from the nodes observed for those cases
     (:meth:`infer_latent_inputs`). To feed different dimensions to different children, use one latent input
     per dimension (e.g. ``{"h1": 1, "h2": 1}``; the prior factorises, so this is the same model).
 
@@ -621,6 +625,23 @@ class DAGDGP(PyroModule):
             return self._forward_marginal(estimator, X, obs, plate, cache)
         return self._forward_generative(X, obs, plate, data is None, cache)
 
+    def create_plates(self, inputs, data=None, mask=None, subsample_size=None, subsample=None):
+        """The model's ``"data"`` plate for the same arguments as :meth:`forward`, for a guide's ``create_plates``
+        (Pyro's autoguides): ``AutoStructuredGuide(model, create_plates=model.create_plates)``. The guide then
+        draws each call's minibatch with that call's ``subsample_size`` / ``subsample`` (without it, a guide with
+        local parameters, e.g. for latent inputs, keeps the minibatch size of its first call).
+
+        :returns: ``pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1)``.
+        """
+        n = None
+        if _is_pandas(inputs):
+            n = len(inputs)
+        elif isinstance(inputs, dict):
+            n = next((len(inputs[r]) for r in self.root_nodes if r in inputs), None)
+        if n is None:
+            n = self._count_cases(data)
+        return pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1, device=self.device)
+
     @staticmethod
     def _check_subsample(subsample_size, subsample, n):
         if subsample_size is not None:
@@ -991,7 +1012,7 @@ class DAGDGP(PyroModule):
                     ell = ell + torch.where(m, e, torch.zeros_like(e)).sum() / S
                 loss = kl - ell
                 if not bool(torch.isfinite(loss)):
-                    raise NonFiniteGramError(f"infer_latent_inputs: the loss of the latent fit is {float(loss)}; "
+                    raise NonFiniteLossError(f"infer_latent_inputs: the loss of the latent fit is {float(loss)}; "
                                              "lower lr (latent_lr) or check the data of the new cases")
                 # gradients of the local parameters only (the model's own .grad stay untouched)
                 for p, g in zip(params, torch.autograd.grad(loss, params)):

@@ -7,6 +7,7 @@ Sec. 6 (KL added as in App. E.3.4).
 import logging
 
 import networkx as nx
+import pandas as pd
 import pyro
 import pytest
 import torch
@@ -103,8 +104,8 @@ def test_recovers_confounder_long(structure, estimator):
 # ---------------------------------------------------------------------------------------------- estimators
 @pytest.fixture(scope="module")
 def small():
-    """A briefly trained 12-case confounded model (chordal guide; create_plates so that the subsample can be
-    chosen per call)."""
+    """A briefly trained 12-case confounded model (chordal guide with the model's create_plates, so that the
+    subsample can be chosen per call)."""
     n = 12
     gen = torch.Generator().manual_seed(0)
     h, x = torch.randn(n, 1, generator=gen, dtype=torch.float64), torch.randn(n, 1, generator=gen, dtype=torch.float64)
@@ -112,11 +113,7 @@ def small():
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     model = DAGDGP(nx.DiGraph(CONFOUNDED), latent_inputs={"h": 1}, num_inducing=4).double()
-
-    def plates(inputs, data=None, subsample_size=None, subsample=None):
-        return pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1)
-
-    guide = AutoStructuredGuide(model, structure="chordal", create_plates=plates)
+    guide = AutoStructuredGuide(model, structure="chordal", create_plates=model.create_plates)
     fit(model, guide, {"x": x}, {"a": a, "b": b}, 100, DAGELBO(num_particles=2), lr=0.05)
     return model, guide, {"x": x}, {"a": a, "b": b}
 
@@ -158,6 +155,19 @@ def test_latent_log_density_scaled_by_n_over_B(small):
         assert site["scale"] == pytest.approx(12 / 3)
     meta = poutine.trace(model).get_trace(inputs, data).nodes["h.x"]["infer"]["dag"]
     assert meta["role"] == "latent_input" and meta["node"] == "h" and meta["shape"] == (1,)
+
+
+def test_create_plates_lets_each_call_choose_its_minibatch(small):
+    model, guide, inputs, data = small
+    for kwargs, size in [({}, 12), ({"subsample_size": 5}, 5), ({"subsample": torch.tensor([1, 2])}, 2)]:
+        trace = poutine.trace(guide).get_trace(inputs, data, **kwargs)
+        assert trace.nodes["h.x"]["value"].shape == (size, 1)
+    # without it (Pyro's default), the guide's plate keeps the size of the guide's first call
+    plain = AutoStructuredGuide(model, structure="mean_field", name="plain")
+    plain(inputs, data, subsample_size=4)
+    assert poutine.trace(plain).get_trace(inputs, data).nodes["h.x"]["value"].shape == (4, 1)
+    frame = {"x": pd.DataFrame({"x": inputs["x"][:, 0].numpy()})["x"]}
+    assert model.create_plates(frame).size == 12
 
 
 def test_subsampled_elbo_averages_to_full_batch_elbo(small):
