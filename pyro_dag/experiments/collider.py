@@ -20,12 +20,9 @@ import json
 import math
 import numbers
 import os
-import time
 
 import pyro
-import pyro.poutine as poutine
 import torch
-from pyro.infer import SVI
 
 from .. import kernels
 from ..datasets.collider import CHILD_LENGTHSCALE, NOISE_SD, PARENT_LENGTHSCALE, collider
@@ -34,8 +31,7 @@ from ..gp.inducing import sobol_normal
 from ..gp.likelihoods import Gaussian
 from ..infer import DAGELBO
 from ..infer.autoguide import AutoStructuredGuide
-from ..infer.checks import check_finite_gradients, check_finite_loss, training_step
-from ..infer import GaussianNaturalGradient, SinkNaturalGradient
+from ..infer.training import JointAdam, train
 from ..metrics.regression import crps_samples, nlpd_mixture
 from ..threads import DEFAULT_NUM_THREADS, limit_threads
 from ..utils import freeze
@@ -78,42 +74,13 @@ def collider_model(dataset, num_inducing_child=49, fixed=True, seed=0):
     return model
 
 
-class _JointAdam:
-    """The step of ``SVI(model, guide, pyro.optim.Adam({"lr": lr}), elbo)`` with one ``torch.optim.Adam`` over
-    all parameters (multi-tensor ``foreach`` kernels) instead of Pyro's one optimiser per parameter: the same
-    update rule at a lower per-step overhead. The parameters are collected on the first step, as in Pyro's
-    "custom objectives" recipe, so the guide must create all of them there (``AutoStructuredGuide`` does).
-    A non-finite gradient raises :class:`~pyro_dag.infer.checks.NonFiniteLossError` before the update.
-    """
+class _JointAdam(JointAdam):
+    """fit_collider's Adam step: :class:`~pyro_dag.infer.training.JointAdam` with one learning rate (kept for the
+    collider benchmarks)."""
 
     def __init__(self, model, guide, elbo, lr):
-        self.model, self.guide, self.elbo, self.lr = model, guide, elbo, lr
-        self.optim = None
-        self.named_params = []
-
-    def step(self, *args, **kwargs):
-        if self.optim is None:
-            with poutine.trace(param_only=True) as capture:
-                loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
-            params = [(name, site["value"].unconstrained()) for name, site in capture.trace.nodes.items()]
-            self.named_params = [(name, p) for name, p in params if p.requires_grad]
-            self.optim = torch.optim.Adam([p for _, p in self.named_params], lr=self.lr, foreach=True)
-        else:
-            loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
-        loss.backward()
-        value = loss.item()
-        check_finite_gradients(self.named_params, type(self.elbo).__name__, loss=value)
-        self.optim.step()
-        self.optim.zero_grad(set_to_none=True)
-        return value
-
-
-def _progress(iterable, enabled, desc):
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, desc=desc, mininterval=0.5)
+        super().__init__(model, guide, elbo, {"lr": lr})
+        self.lr = lr
 
 
 STRUCTURES = ("chordal", "full", "mean_field")
@@ -123,7 +90,8 @@ BACKENDS = ("auto", "dense", "sparse")
 def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
                  sampler="conditional", sink_step_size=0.0, antithetic=False, natural_gradient=0.0,
-                 natural_gradient_after=1000, natural_gradient_max_kl=None, num_threads=DEFAULT_NUM_THREADS):
+                 natural_gradient_after=1000, natural_gradient_max_kl=None, num_threads=DEFAULT_NUM_THREADS,
+                 checkpoint=None, checkpoint_every=100, resume=False):
     """Fit the paper's collider model (:func:`collider_model`) and evaluate it (:func:`collider_metrics`).
 
     :param int steps: optimisation steps in all (full batch), ``>= 1``.
@@ -151,15 +119,22 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         (:class:`~pyro_dag.infer.GaussianNaturalGradient` ``max_kl``); ``None``: none.
     :param num_threads: intra-op threads for the fit (:func:`pyro_dag.threads.limit_threads`; the caller's
         settings are restored afterwards); ``None`` keeps the process's settings.
-    :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction``.
+    :param checkpoint: a file or directory for :func:`pyro_dag.infer.train`'s checkpoints (default none).
+    :param int checkpoint_every: steps between checkpoints. :param bool resume: continue from ``checkpoint`` if it
+        holds one (a killed run resumed this way gives the uninterrupted run's numbers).
+    :returns: dict with ``metrics``, ``losses``, ``model``, ``guide``, ``data``, ``prediction`` and ``train`` (the
+        :class:`~pyro_dag.infer.TrainResult`).
     :raises NonFiniteLossError: naming the step and the term, if a loss or a gradient is not finite.
+
+    The training is :func:`pyro_dag.infer.train` with the paper's Adam (``recipe="adam"``) and the options above.
     """
     _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_start, sampler, sink_step_size,
                          antithetic, natural_gradient, natural_gradient_after)
     with limit_threads(num_threads):
         return _fit_collider(steps, structure, backend, seed, device, num_particles, lr, init_scale, progress,
                              num_eval_samples, dataset_seed, warm_start, sampler, sink_step_size, antithetic,
-                             natural_gradient, natural_gradient_after, natural_gradient_max_kl)
+                             natural_gradient, natural_gradient_after, natural_gradient_max_kl, checkpoint,
+                             checkpoint_every, resume)
 
 
 def _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_start, sampler, sink_step_size,
@@ -194,7 +169,8 @@ def _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_star
 
 def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, init_scale, progress,
                   num_eval_samples, dataset_seed, warm_start, sampler, sink_step_size, antithetic, natural_gradient,
-                  natural_gradient_after, natural_gradient_max_kl):
+                  natural_gradient_after, natural_gradient_max_kl, checkpoint=None, checkpoint_every=100,
+                  resume=False):
     device = torch.device(device)
     ds = collider(seed=dataset_seed)
     pyro.set_rng_seed(seed)
@@ -209,52 +185,15 @@ def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, in
         raise ValueError(f"fit_collider: warm_start ({warm_start}) must be smaller than steps ({steps})")
     guide = AutoStructuredGuide(model, structure=structure, backend=backend, init_scale=init_scale)
     model.setup(inputs, data)
-    # The protocol holds kernels and inducing inputs fixed: factorise each K(Z, Z) once for the whole run.
-    with model.fixed_kernels():
-        losses = []
-        start = time.perf_counter()
-        warm_seconds = 0.0
-
-        def trainer(g, elbo):
-            if not sink_step_size:
-                return _JointAdam(model, g, elbo, lr), None
-            g(inputs, data)
-            ng = SinkNaturalGradient(model, g, step_size=sink_step_size, num_samples=num_particles)
-            return SVI(model, g, pyro.optim.Adam(ng.optim_args({"lr": lr})), elbo), ng
-
-        if warm_start:
-            mf = AutoStructuredGuide(model, structure="mean_field", init_scale=init_scale, name="MeanFieldWarmStart")
-            svi, ng = trainer(mf, DAGELBO(num_particles=num_particles, antithetic=antithetic))
-            for step in _progress(range(warm_start), progress, "collider mean-field warm start"):
-                with training_step("fit_collider (mean-field warm start)", step + 1):
-                    loss = svi.step(inputs, data)
-                    check_finite_loss(loss, "the loss", inputs, data)
-                    if ng is not None:
-                        ng.step(inputs, data)
-                losses.append(loss)
-            guide(inputs, data)
-            guide.warm_start(mf)
-            warm_seconds = time.perf_counter() - start
-        main_elbo = DAGELBO(num_particles=num_particles, sampler=sampler, antithetic=antithetic)
-        svi, ng = trainer(guide, main_elbo)
-        gauss_ng = None
-        bar = _progress(range(steps - warm_start), progress, f"collider {structure}")
-        for step in bar:
-            with training_step("fit_collider", warm_start + step + 1):
-                if natural_gradient and step >= natural_gradient_after:
-                    if gauss_ng is None:
-                        gauss_ng = GaussianNaturalGradient(model, guide, main_elbo, step_size=natural_gradient,
-                                                           max_kl=natural_gradient_max_kl)
-                    loss = gauss_ng.step(inputs, data)
-                else:
-                    loss = svi.step(inputs, data)
-                check_finite_loss(loss, "the loss", inputs, data)
-                if ng is not None:
-                    ng.step(inputs, data)
-            losses.append(loss)
-            if progress and step % 25 == 0:
-                bar.set_postfix(elbo=f"{-loss:.1f}")
-        seconds = time.perf_counter() - start
+    # The protocol holds kernels and inducing inputs fixed: train factorises each K(Z, Z) once for the whole run.
+    elbo = DAGELBO(num_particles=num_particles, sampler=sampler, antithetic=antithetic)
+    run = train(model, guide, inputs, data, num_steps=steps, recipe="adam", lr=lr, elbo=elbo,
+                natural_gradient=natural_gradient, natural_gradient_after=natural_gradient_after,
+                natural_gradient_max_kl=natural_gradient_max_kl, sink_step_size=sink_step_size,
+                warm_start=warm_start, progress=progress, num_threads=None, fixed_kernels=True,
+                checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume, name="fit_collider")
+    losses = run.losses
+    seconds, warm_seconds = run.seconds, run.warm_start_seconds
     metrics = collider_metrics(model, guide, ds, inputs, num_eval_samples)
     metrics.update({"structure": structure, "backend": guide.family.resolved_backend()
                     if hasattr(guide.family, "resolved_backend") else "dense",
@@ -264,12 +203,13 @@ def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, in
                     "natural_gradient_after": natural_gradient_after if natural_gradient else None,
                     "natural_gradient_max_kl": natural_gradient_max_kl if natural_gradient else None,
                     "train_seconds": seconds,
-                    "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - warm_start),
+                    "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - max(warm_start, run.resumed_from)),
                     "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
                     "device": str(device), "dtype": "float64"})
     with torch.no_grad():
         pred = model.predict(guide, inputs, num_samples=num_eval_samples)
-    return {"metrics": metrics, "losses": losses, "model": model, "guide": guide, "data": ds, "prediction": pred}
+    return {"metrics": metrics, "losses": losses, "model": model, "guide": guide, "data": ds, "prediction": pred,
+            "train": run}
 
 
 @torch.no_grad()

@@ -140,13 +140,14 @@ def validation_loss(model, guide, elbo, inputs, data, seed=0, model_kwargs=None)
     :returns: a float.
     """
     devices = []
-    ref = next(iter(inputs.values())) if isinstance(inputs, dict) and inputs else None
+    args = (inputs,) if data is None else (inputs, data)
+    ref = next(iter(inputs.values())) if isinstance(inputs, dict) and inputs else inputs
     if torch.is_tensor(ref) and ref.is_cuda:
         devices = [ref.device.index or 0]
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         with torch.no_grad():
-            return float(elbo.loss(model, guide, inputs, data, **(model_kwargs or {})))
+            return float(elbo.loss(model, guide, *args, **(model_kwargs or {})))
 
 
 def _setup_done(guide):
@@ -200,7 +201,9 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
     :param bool antithetic: antithetic pairs in the default DAGELBO (default: on with ``"recommended"``).
     :param float natural_gradient: ``γ`` in [0, 1] of the natural-gradient steps (0: Adam only).
     :param int natural_gradient_after: Adam steps of the main phase (after the warm start) before the
-        natural-gradient steps take over (default ``min(1000, num_steps // 3)``).
+        natural-gradient steps take over (default 1000: Adam must first find the basin of the posterior's mean;
+        natural-gradient steps from a distant mean can make the loss jump by orders of magnitude, so runs of
+        up to 1000 steps are Adam only).
     :param float natural_gradient_max_kl: trust region of those steps in nats (default none).
     :param float sink_step_size: ``γ`` of a conjugate natural-gradient step on the Gaussian sinks after every
         Adam step (:class:`~pyro_dag.infer.SinkNaturalGradient`; 0, the default: off).
@@ -271,6 +274,7 @@ class _Run:
         from ..elbo import DAGELBO
 
         self.model, self.guide, self.inputs, self.data = model, guide, inputs, data
+        self.args = (inputs,) if data is None else (inputs, data)
         self.o = opts
         self.kw = dict(opts["model_kwargs"] or {})
         self.path = path
@@ -310,7 +314,7 @@ class _Run:
             raise ValueError("train: sink_step_size needs an AutoStructuredGuide of a DAGDGP")
         self.ng = float(ng)
         after = opts["natural_gradient_after"]
-        self.ng_after = min(1000, opts["num_steps"] // 3) if after is None else after
+        self.ng_after = 1000 if after is None else after
         warm = opts["warm_start"]
         if warm and not structured:
             raise ValueError("train: warm_start initialises a structured (chordal / full) AutoStructuredGuide of a "
@@ -364,7 +368,7 @@ class _Run:
         self.sink = None
         if self.o["sink_step_size"]:
             if run_guide:
-                guide(self.inputs, self.data, **self.kw)
+                guide(*self.args, **self.kw)
             self.sink = SinkNaturalGradient(self.dgp, guide, step_size=self.o["sink_step_size"],
                                             num_samples=getattr(self.elbo, "num_particles", 4))
 
@@ -380,7 +384,7 @@ class _Run:
         from ..natural_gaussian import GaussianNaturalGradient
 
         if self.guide.family is None:
-            self.guide(self.inputs, self.data, **self.kw)
+            self.guide(*self.args, **self.kw)
         self.gauss = GaussianNaturalGradient(self.model, self.guide, self.elbo, step_size=self.ng,
                                              max_kl=self.o["natural_gradient_max_kl"])
         self.gauss_ids = {id(p) for p in self.guide.family.parameters()}
@@ -404,17 +408,17 @@ class _Run:
         if self.ng and not in_warm and t > self.ng_after:
             if self.gauss is None:
                 self._make_gauss()
-            loss = self.gauss.step(self.inputs, self.data, **self.kw)
+            loss = self.gauss.step(*self.args, **self.kw)
             if self._rest(frozen):
                 if self.adam is None:
                     self._start_phase(self.guide)
                 self.adam.hold = set(frozen) | self.gauss_ids
-                self.adam.step(self.inputs, self.data, **self.kw)
+                self.adam.step(*self.args, **self.kw)
         else:
             self.adam.hold = set(frozen) | self._sink_ids()
-            loss = self.adam.step(self.inputs, self.data, **self.kw)
+            loss = self.adam.step(*self.args, **self.kw)
             if self.sink is not None:
-                self.sink.step(self.inputs, self.data, **{k: v for k, v in self.kw.items()
+                self.sink.step(*self.args, **{k: v for k, v in self.kw.items()
                                                           if k in ("mask", "subsample_size")})
         check_finite_loss(loss, "the loss", self.inputs, self.data)
         return loss
@@ -475,9 +479,9 @@ class _Run:
         if in_warm_phase or state["setup"]["warm"]:
             self._make_mf()
             if state["setup"]["warm"]:
-                self.mf(self.inputs, self.data, **self.kw)
+                self.mf(*self.args, **self.kw)
         if state["setup"]["guide"] and not _setup_done(self.guide):
-            self.guide(self.inputs, self.data, **self.kw)
+            self.guide(*self.args, **self.kw)
         restore_params(state["params"], ignore_missing=() if in_warm_phase else (WARM_START_NAME,))
         if self.step < self.warm or (self.warm and self.step == self.warm):
             self._start_phase(self.mf, run_guide=False)
@@ -544,7 +548,7 @@ class _Run:
         for s in steps:
             if self.warm and s == self.warm + 1:
                 warm_end = time.perf_counter()
-                self.guide(self.inputs, self.data, **self.kw)
+                self.guide(*self.args, **self.kw)
                 self.guide.warm_start(self.mf)
                 self._start_phase(self.guide)
             label = f"{self.name} (mean-field warm start)" if s <= self.warm else self.name
