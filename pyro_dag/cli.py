@@ -105,14 +105,14 @@ def output_dir(text):
     return text
 
 
-def _prepare_output_dir(parser, path):
+def _prepare_output_dir(parser, path, option="--out"):
     """Create ``path`` and write a probe file in it, so that an unwritable output fails before training."""
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as e:
-        parser.error(f"argument --out: {path} is not writable ({e.strerror or e})")
+        parser.error(f"argument {option}: {path} is not writable ({e.strerror or e})")
 
 
 def _add_fit_parser(sub):
@@ -154,6 +154,12 @@ def _add_fit_parser(sub):
                           "0 with --recipe recommended)")
     fit.add_argument("--out", type=output_dir, default="pyro_dag_out",
                      help="output directory, created if needed (default ./pyro_dag_out)")
+    fit.add_argument("--checkpoint", type=output_dir, default=None, metavar="DIR",
+                     help="save the training state (parameters, optimiser, counters, random-number state) to "
+                          "DIR/train_checkpoint.pt every --checkpoint-every steps, atomically; if DIR already holds "
+                          "one, continue from it (the same command resumes a killed run, with the same numbers)")
+    fit.add_argument("--checkpoint-every", type=positive_int, default=100, metavar="K",
+                     help="steps between checkpoints (default 100)")
     fit.add_argument("--threads", type=positive_int, default=1,
                      help="CPU threads for torch and BLAS during the fit (default 1: these problems are small, and "
                           "extra threads under background load make each step much slower)")
@@ -185,19 +191,26 @@ def _run_fit(args):
     parser = args.subparser
     _resolve_fit_options(parser, args)
     _prepare_output_dir(parser, args.out)
+    if args.checkpoint is not None:
+        _prepare_output_dir(parser, args.checkpoint, option="--checkpoint")
     with limit_threads(args.threads):
         result = fit_collider(steps=args.steps, structure=args.guide, backend=args.backend, seed=args.seed,
                               device=args.device, num_particles=args.num_particles, lr=args.lr,
                               progress=not args.no_progress, dataset_seed=args.data_seed,
                               warm_start=args.warm_start, sampler=args.sampler,
                               antithetic=args.antithetic, natural_gradient=args.natural_gradient,
-                              natural_gradient_after=args.natural_gradient_after, num_threads=args.threads)
+                              natural_gradient_after=args.natural_gradient_after, num_threads=args.threads,
+                              checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                              resume=args.checkpoint is not None)
         metrics_path, fig_path = save_collider_outputs(result, args.out)
     m = result["metrics"]
     schedule = (f"{args.natural_gradient_after} Adam + natural-gradient steps (γ {args.natural_gradient})"
                 if args.natural_gradient and args.steps > args.natural_gradient_after else "Adam")
     print(f"latent collider | recipe={args.recipe}: {schedule}, antithetic={'on' if args.antithetic else 'off'}, "
           f"warm start {args.warm_start}")
+    if result["train"].resumed_from:
+        print(f"latent collider | resumed from the checkpoint in {args.checkpoint} after step "
+              f"{result['train'].resumed_from}")
     print(f"latent collider | guide={m['structure']} ({m['backend']}) steps={m['steps']} "
           f"time={m['train_seconds']:.1f}s final ELBO={m['final_elbo']:.1f}")
     print(f"  child w3 RMSE  train {m['rmse_train']:.4f}  held-out {m['rmse_test']:.4f}")

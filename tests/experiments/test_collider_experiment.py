@@ -1,5 +1,6 @@
 """The latent-collider experiment: the model lives here (not in the data module), arguments are checked before
 any training, and the fit runs with a bounded thread count that is restored afterwards."""
+import json
 import math
 
 import pytest
@@ -80,3 +81,59 @@ def test_a_short_fit_is_reproducible():
     assert len(a["losses"]) == 4 and all(math.isfinite(x) for x in a["losses"])
     assert a["losses"] == b["losses"]
     assert set(a["prediction"]) == {"w1", "w2", "w3"}
+
+
+def test_fit_collider_is_train_with_the_papers_adam():
+    result = experiment.fit_collider(steps=3, progress=False, num_eval_samples=10)
+    run = result["train"]
+    assert run.losses == result["losses"] and run.settings["recipe"] == "adam"
+    assert run.settings["fixed_kernels"] and run.settings["elbo"] == "DAGELBO"
+
+
+def test_an_interrupted_fit_collider_resumes_to_the_same_numbers(tmp_path, monkeypatch):
+    from pyro_dag.infer.training import loop
+
+    kw = dict(steps=8, progress=False, num_eval_samples=20, antithetic=True, natural_gradient=0.01,
+              natural_gradient_after=4)
+    whole = experiment.fit_collider(**kw)
+    one_step = loop._Run._one_step
+
+    def interrupted(self, s):
+        if s == 6:
+            raise KeyboardInterrupt
+        return one_step(self, s)
+
+    monkeypatch.setattr(loop._Run, "_one_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.fit_collider(checkpoint=str(tmp_path), checkpoint_every=3, resume=True, **kw)
+    monkeypatch.setattr(loop._Run, "_one_step", one_step)
+    resumed = experiment.fit_collider(checkpoint=str(tmp_path), checkpoint_every=3, resume=True, **kw)
+    assert resumed["train"].resumed_from == 3
+    assert resumed["losses"] == whole["losses"]
+    assert resumed["metrics"]["rmse_train"] == whole["metrics"]["rmse_train"]
+
+
+def test_cli_fit_checkpoint_dir(tmp_path, capsys):
+    from pyro_dag.cli import main
+
+    ckpt = tmp_path / "ckpt"
+    argv = ["fit", "collider", "--steps", "4", "--no-progress", "--out", str(tmp_path / "out"), "--checkpoint",
+            str(ckpt), "--checkpoint-every", "2"]
+    assert main(argv) == 0
+    assert (ckpt / "train_checkpoint.pt").is_file()
+    first = (tmp_path / "out" / "collider_metrics.json").read_text()
+    capsys.readouterr()
+    assert main(argv) == 0                                        # a finished run: resumed at its last step
+    assert "resumed from the checkpoint" in capsys.readouterr().out
+    again = json.loads((tmp_path / "out" / "collider_metrics.json").read_text())
+    assert again["rmse_train"] == json.loads(first)["rmse_train"]
+
+
+def test_cli_checkpoint_must_be_writable(tmp_path, capsys):
+    from pyro_dag.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "collider", "--steps", "2", "--out", str(tmp_path / "out"), "--checkpoint", str(blocker / "d")])
+    assert exc.value.code == 2 and "argument --checkpoint" in capsys.readouterr().err
