@@ -134,9 +134,10 @@ class DAGDGP(PyroModule):
     ``Trace_ELBO``. As with any Pyro autoguide with local parameters, the guide's ``"data"`` plate draws the
     minibatch (the model replays it) with the size of the guide's first call; to change it between calls (e.g.
     minibatch training, then a full-batch ELBO), give the guide the model's plate,
-    ``AutoStructuredGuide(model, create_plates=model.create_plates)`` (:meth:`create_plates`). For new cases, :meth:`predict` infers them from the nodes observed for those cases
-    (:meth:`infer_latent_inputs`). To feed different dimensions to different children, use one latent input
-    per dimension (e.g. ``{"h1": 1, "h2": 1}``; the prior factorises, so this is the same model).
+    ``AutoStructuredGuide(model, create_plates=model.create_plates)`` (:meth:`create_plates`). For new cases,
+    :meth:`predict` infers them from the nodes observed for those cases (:meth:`infer_latent_inputs`). To feed
+    different dimensions to different children, use one latent input per dimension (e.g. ``{"h1": 1, "h2": 1}``;
+    the prior factorises, so this is the same model).
 
     Under :class:`~pyro_dag.infer.DAGELBO` the same ``forward`` evaluates the paper's estimator
     (marginal ancestral sampling, closed-form expected log-likelihood) instead.
@@ -911,7 +912,8 @@ class DAGDGP(PyroModule):
             else:
                 out = _PredictionBuffers(self, nodes, num_samples, n, samples=hs)
                 for s in range(num_samples):
-                    self._predict_one_guide_sample(guide, inputs, X, n, chunks, out, s, {h: v[s] for h, v in hs.items()})
+                    latent = {h: v[s] for h, v in hs.items()}
+                    self._predict_one_guide_sample(guide, inputs, X, n, chunks, out, s, latent)
             for h, (loc, scale) in q_h.items():
                 if h in out.nodes:
                     out.fill(h, 0, 0, n, hs[h], loc.expand(hs[h].shape), scale.pow(2).expand(hs[h].shape))
