@@ -448,3 +448,10 @@ def test_features_that_need_a_dagdgp_say_so():
         train(plain_model, guide, torch.tensor(0.5), num_steps=2, freeze_fraction=0.5, progress=False)
     result = train(plain_model, guide, torch.tensor(0.5), num_steps=3, progress=False)   # Trace_ELBO + Adam
     assert result.settings["elbo"] == "Trace_ELBO" and len(result.losses) == 3
+
+
+def test_minibatches_through_model_kwargs():
+    model, inputs, data = small_problem()
+    result = train(model, AutoStructuredGuide(model), inputs, data, num_steps=4, model_kwargs={"subsample_size": 7},
+                   validation=(inputs, data), validate_every=2, sink_step_size=0.5, recipe="adam", progress=False)
+    assert len(result.losses) == 4 and all(math.isfinite(v) for v in result.losses)

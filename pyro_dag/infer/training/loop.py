@@ -115,8 +115,10 @@ def _check_arguments(num_steps, recipe, lr, num_particles, antithetic, elbo, nat
            f"likelihood_lr_multiplier must be a positive finite number, got {likelihood_lr_multiplier!r}")
     _check(optim_args is None or isinstance(optim_args, dict) or callable(optim_args),
            f"optim_args must be a dict or a callable param_name -> dict, got {optim_args!r}")
-    _check(validation is None or callable(validation) or (isinstance(validation, (tuple, list)) and len(validation) == 2),
-           "validation must be an (inputs, data) pair or a callable returning a loss")
+    _check(validation is None or callable(validation)
+           or (isinstance(validation, (tuple, list)) and len(validation) in (2, 3)),
+           "validation must be an (inputs, data) pair, an (inputs, data, model_kwargs) triple or a callable "
+           "returning a loss")
     _check(_is_int(validate_every) and validate_every >= 1,
            f"validate_every must be a positive integer, got {validate_every!r}")
     _check(patience is None or (_is_int(patience) and patience >= 1),
@@ -217,9 +219,10 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
         paper's heavy-ion runs use 0.1, Sec. 7).
     :param optim_args: Adam's arguments, a dict or a ``pyro.optim``-style callable ``param_name -> dict``
         (default ``{"lr": lr}``); ``likelihood_lr_multiplier`` applies on top.
-    :param validation: held-out ``(inputs, data)`` evaluated every ``validate_every`` steps of the main phase
-        and at the last step (:func:`validation_loss`: the estimator's loss with fixed draws), or a callable
-        ``() -> float`` (lower is better).
+    :param validation: held-out ``(inputs, data)`` (or ``(inputs, data, model_kwargs)``, e.g. with its own
+        ``mask``) evaluated every ``validate_every`` steps of the main phase and at the last step
+        (:func:`validation_loss`: the estimator's loss with fixed draws, which leave the training's random
+        stream untouched), or a callable ``() -> float`` (lower is better).
     :param int validate_every: steps between validations (default 50).
     :param int patience: stop after this many validations without a new best (default ``None``: never).
     :param bool restore_best: with validation, end with the parameters of the best validation loss (default).
@@ -352,6 +355,7 @@ class _Run:
         self.best_params = None
         self.bad = 0
         self.pretrained = False
+        self._no_freeze = {}
 
     # ------------------------------------------------------------------ phases
     def _make_mf(self):
@@ -390,19 +394,25 @@ class _Run:
         self.gauss_ids = {id(p) for p in self.guide.family.parameters()}
 
     def _rest(self, frozen):
-        """Learnable parameters outside the natural-gradient step and outside ``frozen``."""
+        """Learnable parameters outside the natural-gradient step and outside ``frozen`` (cached per ``frozen``)."""
         import pyro
 
+        key = id(frozen)
+        cached = self.__dict__.get("_rest_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         seen = {}
         for p in list(_parameters(self.model)) + list(_parameters(self.guide)):
             seen[id(p)] = p
         for _, p in pyro.get_param_store().named_parameters():
             seen[id(p)] = p
-        return [p for i, p in seen.items() if p.requires_grad and i not in self.gauss_ids and i not in frozen]
+        rest = [p for i, p in seen.items() if p.requires_grad and i not in self.gauss_ids and i not in frozen]
+        self._rest_cache = (key, rest)
+        return rest
 
     # ------------------------------------------------------------------ one step
     def _one_step(self, s):
-        frozen = self.frozen if s <= self.freeze_steps else {}
+        frozen = self.frozen if s <= self.freeze_steps else self._no_freeze
         in_warm = s <= self.warm
         t = s - self.warm                                            # step of the main phase
         if self.ng and not in_warm and t > self.ng_after:
@@ -429,7 +439,7 @@ class _Run:
             v = float(validation())
         else:
             v = validation_loss(self.model, self.guide, self.elbo, validation[0], validation[1],
-                                model_kwargs=self.kw)
+                                model_kwargs=validation[2] if len(validation) > 2 else None)
         r = self.result
         r.validation.append((s, v))
         if r.best_validation_loss is None or v < r.best_validation_loss:
