@@ -194,6 +194,7 @@ def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, in
                 checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume, name="fit_collider")
     losses = run.losses
     seconds, warm_seconds = run.seconds, run.warm_start_seconds
+    main_steps = steps - max(warm_start, run.resumed_from)        # main-phase steps run by this call
     metrics = collider_metrics(model, guide, ds, inputs, num_eval_samples)
     metrics.update({"structure": structure, "backend": guide.family.resolved_backend()
                     if hasattr(guide.family, "resolved_backend") else "dense",
@@ -203,7 +204,7 @@ def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, in
                     "natural_gradient_after": natural_gradient_after if natural_gradient else None,
                     "natural_gradient_max_kl": natural_gradient_max_kl if natural_gradient else None,
                     "train_seconds": seconds,
-                    "seconds_per_step_main": (seconds - warm_seconds) / max(1, steps - max(warm_start, run.resumed_from)),
+                    "seconds_per_step_main": (seconds - warm_seconds) / max(1, main_steps),
                     "final_elbo": -sum(losses[-50:]) / len(losses[-50:]),
                     "device": str(device), "dtype": "float64"})
     with torch.no_grad():

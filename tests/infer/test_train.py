@@ -251,8 +251,8 @@ def test_num_threads_is_limited_and_restored(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- pretraining
 def test_node_elbo_is_the_collapsed_bound_at_the_optimal_q():
-    """At Titsias' optimal q(V) = N(S Aᵀ y / τ², S), S = (I + AᵀA / τ²)⁻¹, the sparse-GP ELBO equals the collapsed
-    bound log N(y | 0, A Aᵀ + τ² I) - Σ r / (2 τ²) (Titsias 2009, Eq. 9; whitened)."""
+    """At Titsias' optimal q(V) = N(S Aᵀ y / τ², S), S = (I + AᵀA / τ²)⁻¹, the sparse-GP ELBO equals the
+    collapsed bound log N(y | 0, A Aᵀ + τ² I) - Σ r / (2 τ²) (Titsias 2009, Eq. 9; whitened)."""
     model, inputs, data = small_problem()
     model.setup(inputs, data)
     x, y = inputs["x1"], data["w1"]
