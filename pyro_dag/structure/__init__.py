@@ -24,12 +24,17 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
   (:mod:`.variational`);
 * exact reference (:mod:`.exact`, :mod:`.order_scorer`, :mod:`.scores`): :func:`exact_posterior` with a
   :class:`StructureConfig` -> :class:`ExactStructurePosterior`; :class:`OrderScorer`, :func:`local_scores`;
-* the query interface both posteriors share (:mod:`.posterior`): :class:`DAGPosterior`.
+* the query interface every posterior shares (:mod:`.posterior`): :class:`DAGPosterior`, with edge evidence
+  ``{(i, j): present}`` (:mod:`.evidence`) for conditional queries;
+* the order circuit of Wang, Wicker & Kwiatkowska 2022 (:mod:`.order_spn`): :func:`order_spn` -> :class:`OrderSPN`,
+  exact conditional, MAP, sampling and causal-effect queries; linear causal effects (:mod:`.causal`):
+  :func:`bge_mean_weights`, :func:`total_effects`.
 """
 from pyro_dag.graph import is_acyclic
 
 from .adjacency import fill_offdiag, offdiag
 from .autoguide import AutoEdgeFlowGuide, EdgeOffsetNet
+from .causal import bge_mean_weights, total_effects
 from .config import FitConfig, StructureConfig
 from .constraints import dag
 from .exact import ExactStructurePosterior, exact_posterior
@@ -38,6 +43,8 @@ from .flows import ConditionalSplineCoupling, EdgeFlow, OrderMaskAffine, edge_fl
 from .mechanisms import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
 from .model import StructureModel, structure_model
 from .order_scorer import OrderScorer
+from .evidence import Evidence, parse_evidence
+from .order_spn import OrderSPN, order_spn
 from .ordered_dag import OrderedDAG, RelaxedOrderedDAG
 from .posterior import DAGPosterior
 from .priors import LogisticBeta, edge_belief_prior, edge_prior_parameters, sparsity_prior
@@ -53,6 +60,7 @@ __all__ = [
     "DAGPosterior",
     "EdgeFlow",
     "EdgeOffsetNet",
+    "Evidence",
     "ExactStructurePosterior",
     "FitConfig",
     "LinearGaussianSEM",
@@ -63,12 +71,14 @@ __all__ = [
     "OrderMaskAffine",
     "OrderMaskKernel",
     "OrderSVGD",
+    "OrderSPN",
     "OrderScorer",
     "OrderedDAG",
     "RelaxedOrderedDAG",
     "StructureConfig",
     "StructureModel",
     "StructurePosterior",
+    "bge_mean_weights",
     "dag",
     "edge_belief_prior",
     "edge_flow",
@@ -81,8 +91,11 @@ __all__ = [
     "local_scores",
     "log_sinkhorn",
     "offdiag",
+    "order_spn",
+    "parse_evidence",
     "soft_order_mask",
     "soft_order_mask_jacobian",
     "sparsity_prior",
     "structure_model",
+    "total_effects",
 ]

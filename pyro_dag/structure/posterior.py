@@ -1,23 +1,50 @@
-"""The query interface every posterior over DAGs offers: :class:`DAGPosterior`."""
+"""The query interface every posterior over DAGs offers: :class:`DAGPosterior`.
+
+Evidence is a dict of edges to presence, ``{(0, 1): True, ("PKC", "Raf"): False}`` (node indices or names; see
+:func:`~pyro_dag.structure.evidence.parse_evidence`). The conditional queries are those of Wang, Wicker &
+Kwiatkowska 2022 (*Tractable Uncertainty for Structure Learning*, ICML, §4.4): the probability of a conjunction of
+edge presences and absences, conditional edge probabilities, the most probable DAG, conditional samples and
+Bayesian-averaged causal effects. Posteriors represented by samples answer them from their samples (with the
+estimate's standard error); :class:`~pyro_dag.structure.ExactStructurePosterior` and
+:class:`~pyro_dag.structure.OrderSPN` answer them exactly.
+"""
 import abc
+import math
+import numbers
+
+import torch
+
+from .evidence import parse_evidence
 
 __all__ = ["DAGPosterior"]
+
+
+def _check_num_samples(num_samples):
+    if not isinstance(num_samples, numbers.Integral) or isinstance(num_samples, bool) or num_samples < 1:
+        raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
 
 
 class DAGPosterior(abc.ABC):
     """A posterior distribution over DAGs on ``p`` nodes (``A[i, j] = 1``: the edge ``i -> j``).
 
     Implemented by :class:`~pyro_dag.structure.StructurePosterior` (the variational fit of
-    :func:`~pyro_dag.structure.fit`) and :class:`~pyro_dag.structure.ExactStructurePosterior` (the exact posterior of
-    :func:`~pyro_dag.structure.exact_posterior`), so that code written against one runs on the other:
+    :func:`~pyro_dag.structure.fit`), :class:`~pyro_dag.structure.ExactStructurePosterior` (the exact posterior of
+    :func:`~pyro_dag.structure.exact_posterior`) and :class:`~pyro_dag.structure.OrderSPN` (the order circuit of
+    :func:`~pyro_dag.structure.order_spn`), so that code written against one runs on the others:
 
-    * :meth:`edge_probs` ``(num_samples=1000, seed=None)`` -> ``[p, p]`` tensor, ``P[i, j] = P(i -> j | D)``;
-    * :meth:`sample` ``(num_samples=1000, seed=None)`` -> ``[num_samples, p, p]`` 0/1 tensor, every sample acyclic;
-    * :meth:`to_networkx` ``(threshold=0.5, num_samples=1000)`` -> the posterior-mean graph.
+    * :meth:`edge_probs` ``(num_samples=1000, seed=None, *, given=None)`` -> ``[p, p]`` tensor,
+      ``P[i, j] = P(i -> j | D, given)``;
+    * :meth:`sample` ``(num_samples=1000, seed=None, *, given=None)`` -> ``[num_samples, p, p]`` 0/1 tensor, every
+      sample acyclic (and satisfying ``given``);
+    * :meth:`prob` ``(evidence)`` -> ``P(evidence | D)``; :meth:`map_dag` ``(given=None)`` -> the most probable DAG;
+      :meth:`causal_effects` ``(given=None)`` -> ``[p, p]`` expected total causal effects;
+      :meth:`held_out_log_likelihood`; :meth:`to_networkx` ``(threshold=0.5, num_samples=1000, *, given=None)``.
 
-    ``num_samples`` is the Monte Carlo budget where the posterior needs one (exact posteriors ignore it in
-    :meth:`edge_probs`); ``seed`` makes a call reproducible and independent of the global random state, ``None``
-    draws from torch's global generator. Subclasses may add keyword-only options after these.
+    ``num_samples`` is the Monte Carlo budget where the posterior needs one (exact posteriors ignore it where the
+    answer is exact); ``seed`` makes a call reproducible and independent of the global random state, ``None`` draws
+    from torch's global generator. ``return_stderr=True`` also returns the standard error of the estimate (zero
+    where the answer is exact). The defaults here answer every query from :meth:`sample`; exact posteriors override
+    them.
 
     :ivar int num_nodes: ``p``.
     :ivar list node_names: column names, or ``None`` (then the nodes are called ``"0"``, ``"1"``, ...).
@@ -27,19 +54,116 @@ class DAGPosterior(abc.ABC):
     node_names = None
 
     @abc.abstractmethod
-    def edge_probs(self, num_samples=1000, seed=None):
-        """``[p, p]`` posterior edge probabilities ``P(i -> j | D)`` (a zero diagonal)."""
+    def edge_probs(self, num_samples=1000, seed=None, *, given=None, return_stderr=False):
+        """``[p, p]`` posterior edge probabilities ``P(i -> j | D, given)`` (a zero diagonal)."""
 
     @abc.abstractmethod
-    def sample(self, num_samples=1000, seed=None):
-        """``[num_samples, p, p]`` DAG samples (0/1 entries), every one acyclic."""
+    def sample(self, num_samples=1000, seed=None, *, given=None):
+        """``[num_samples, p, p]`` DAG samples (0/1 entries), every one acyclic and satisfying ``given``."""
 
-    def to_networkx(self, threshold=0.5, num_samples=1000):
+    # ----------------------------------------------------------------------------------------- evidence helpers
+    def parse_evidence(self, evidence):
+        """:func:`~pyro_dag.structure.evidence.parse_evidence` with this posterior's nodes and names."""
+        return parse_evidence(evidence, self.num_nodes, self.node_names)
+
+    def _unconditional_samples(self, num_samples, seed):
+        return self.sample(num_samples, seed)
+
+    def _matching_samples(self, ev, num_samples, seed):
+        S = self._unconditional_samples(num_samples, seed)
+        keep = ev.holds(S)
+        return S, keep
+
+    # ----------------------------------------------------------------------------------- sample-based defaults
+    def prob(self, evidence, num_samples=1000, seed=None, *, return_stderr=False):
+        """``P(evidence | D)``: the probability that a DAG has every listed edge present or absent as given.
+
+        Sample-based default: the fraction of ``num_samples`` posterior samples satisfying the evidence, standard
+        error ``sqrt(P (1 - P) / num_samples)``.
+        """
+        _check_num_samples(num_samples)
+        ev = self.parse_evidence(evidence)
+        if not ev:
+            return (1.0, 0.0) if return_stderr else 1.0
+        _, keep = self._matching_samples(ev, num_samples, seed)
+        P = float(keep.double().mean())
+        return (P, math.sqrt(P * (1 - P) / num_samples)) if return_stderr else P
+
+    def _sample_conditional_edge_probs(self, ev, num_samples, seed, return_stderr):
+        S, keep = self._matching_samples(ev, num_samples, seed)
+        n = int(keep.sum())
+        if n == 0:
+            raise ValueError(f"none of the {num_samples} posterior samples satisfies the evidence {ev.edges} (the "
+                             "sample-based estimate has no coverage there): draw more samples or use an exact "
+                             "posterior (exact_posterior, order_spn)")
+        S = S[keep]
+        P = (S if S.is_floating_point() else S.double()).mean(0)
+        if return_stderr:
+            return P, (P * (1 - P) / n).sqrt()
+        return P
+
+    def map_dag(self, given=None, num_samples=1000, seed=None):
+        """The most probable DAG (``[p, p]`` 0/1 float64 tensor) given the evidence ``given``.
+
+        Sample-based default: the most frequent of ``num_samples`` posterior samples that satisfy ``given``.
+        """
+        _check_num_samples(num_samples)
+        ev = self.parse_evidence(given)
+        S, keep = self._matching_samples(ev, num_samples, seed)
+        if not bool(keep.any()):
+            raise ValueError(f"none of the {num_samples} posterior samples satisfies the evidence {ev.edges}")
+        S = S[keep]
+        uniq, counts = torch.unique(S.reshape(S.shape[0], -1), dim=0, return_counts=True)
+        return uniq[counts.argmax()].reshape(self.num_nodes, self.num_nodes).double()
+
+    def _data_for_effects(self, data):
+        X = data if data is not None else getattr(self, "data", None)
+        if X is None:
+            raise ValueError("causal_effects needs the data the posterior was fitted on: pass data=[N, p]")
+        return X
+
+    def causal_effects(self, num_samples=1000, seed=None, *, given=None, data=None, return_stderr=False):
+        """``[p, p]`` Bayesian-averaged total causal effects ``BCE(i, j) = E[(I - B)^{-1}]_ij`` (diagonal 1) of a
+        linear-Gaussian model, ``B`` the BGe posterior-mean weights of each DAG (Wang, Wicker & Kwiatkowska 2022,
+        §4.4, Prop. 4; :mod:`~pyro_dag.structure.causal`).
+
+        Sample-based default: the average over ``num_samples`` DAG samples given ``given``; standard error of
+        the mean per entry with ``return_stderr``. ``data``: ``[N, p]`` data (default: the posterior's ``data``).
+        """
+        from .causal import bge_mean_weights, total_effects
+
+        _check_num_samples(num_samples)
+        X = self._data_for_effects(data)
+        S = self.sample(num_samples, seed, given=given)
+        E = total_effects(bge_mean_weights(X, S))
+        mean = E.mean(0)
+        if return_stderr:
+            return mean, E.std(0) / math.sqrt(num_samples)
+        return mean
+
+    def held_out_log_likelihood(self, X_test, num_samples=1000, seed=None, *, given=None, return_stderr=False):
+        """``E_{G~q}[log p(X_test | G)]`` with the BGe marginal likelihood of the test data
+        (:class:`~pyro_dag.structure.BGeSEM`, prior-predictive as in Wang, Wicker & Kwiatkowska 2022, §6), over
+        ``num_samples`` DAG samples (given ``given``). ``X_test``: ``[M, p]``."""
+        from .mechanisms import BGeSEM
+
+        _check_num_samples(num_samples)
+        X = torch.as_tensor(X_test, dtype=torch.float64)
+        if X.dim() != 2 or X.shape[1] != self.num_nodes:
+            raise ValueError(f"X_test must be [M, {self.num_nodes}]; got shape {tuple(X.shape)}")
+        S = self.sample(num_samples, seed, given=given).double()
+        ll = torch.cat([BGeSEM(self.num_nodes).node_scores(X, c).sum(-1) for c in S.split(256)])
+        if return_stderr:
+            return float(ll.mean()), float(ll.std() / math.sqrt(num_samples))
+        return float(ll.mean())
+
+    def to_networkx(self, threshold=0.5, num_samples=1000, *, given=None):
         """The posterior-mean graph: a :class:`networkx.DiGraph` over the node names with the edges of
-        ``P(i -> j) > threshold`` and their probability as the edge attribute ``prob`` (it may contain cycles)."""
+        ``P(i -> j | given) > threshold`` and their probability as the edge attribute ``prob`` (it may contain
+        cycles)."""
         import networkx as nx
 
-        P = self.edge_probs(num_samples).cpu()
+        P = self.edge_probs(num_samples, given=given).cpu()
         names = self.node_names or [str(i) for i in range(self.num_nodes)]
         g = nx.DiGraph()
         g.add_nodes_from(names)

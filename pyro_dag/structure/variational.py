@@ -129,16 +129,37 @@ class StructurePosterior(DAGPosterior):
             cached = self._support_cache["order"] = (self.visited, r[keep], torch.softmax(L[keep], 0))
         return cached[1], cached[2]
 
-    def edge_probs(self, num_samples=1000, seed=None, weighting=None):
+    def edge_probs(self, num_samples=1000, seed=None, weighting=None, *, given=None, return_stderr=False):
         """``[p, p]`` posterior edge probabilities ``P(i -> j)`` (Rao-Blackwellised over the Bernoulli edges).
 
         ``E[sigmoid(gamma_ij) M_ij(r)]`` over ``num_samples`` potentials drawn from :meth:`support` (the particles,
         or the visited orders) by systematic resampling of their weights (each potential ``num_samples * w``
         times, rounded), one flow draw each: the Monte Carlo budget is ``num_samples`` however many orders the
         support holds.
+
+        With evidence ``given`` (``{(i, j): present}``, see :class:`~pyro_dag.structure.posterior.DAGPosterior`):
+        the edge frequencies among the ``num_samples`` DAG samples that satisfy it (an error if none does), with
+        standard errors ``sqrt(P (1 - P) / n_match)`` under ``return_stderr`` (the Rao-Blackwellised unconditional
+        estimate reports the binomial ``sqrt(P (1 - P) / num_samples)``, an upper bound).
         """
         if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
             raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+        ev = self.parse_evidence(given)
+        if ev:
+            self._weighting_override = weighting
+            try:
+                return self._sample_conditional_edge_probs(ev, num_samples, seed, return_stderr)
+            finally:
+                self._weighting_override = None
+        P = self._rb_edge_probs(num_samples, seed, weighting)
+        if return_stderr:
+            return P, (P * (1 - P) / num_samples).sqrt()
+        return P
+
+    def _unconditional_samples(self, num_samples, seed):
+        return self.sample(num_samples, seed, weighting=getattr(self, "_weighting_override", None))
+
+    def _rb_edge_probs(self, num_samples, seed, weighting):
         r, w = self.support(weighting)
         store_scope, rng = self._generator_scope(seed)
         with store_scope, rng, torch.no_grad():
@@ -149,11 +170,33 @@ class StructurePosterior(DAGPosterior):
             idx = torch.searchsorted(w.cumsum(0), u).clamp(max=w.shape[0] - 1)
             return sum(self.guide.edge_probs(rc, 1).sum(0) for rc in r[idx].split(4096)) / num_samples
 
-    def sample(self, num_samples=1000, seed=None, weighting=None):
+    def sample(self, num_samples=1000, seed=None, weighting=None, *, given=None, max_draws=None):
         """``[num_samples, p, p]`` hard DAG samples (every one acyclic); potentials of :meth:`support` (particles or
-        visited orders) drawn by their weights, one flow draw each."""
+        visited orders) drawn by their weights, one flow draw each.
+
+        With evidence ``given``: rejection sampling, batches of draws until ``num_samples`` satisfy it, at most
+        ``max_draws`` draws (default ``100 * num_samples``; then an error saying how many were accepted).
+        """
         if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
             raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+        ev = self.parse_evidence(given)
+        if not ev:
+            return self._sample(num_samples, seed, weighting)
+        max_draws = 100 * num_samples if max_draws is None else int(max_draws)
+        kept, drawn, batch = [], 0, max(num_samples, 1000)
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        while sum(len(k) for k in kept) < num_samples and drawn < max_draws:
+            sub_seed = int(torch.randint(0, 2**62, (), generator=gen)) if gen is not None else None
+            S = self._sample(batch, sub_seed, weighting)
+            drawn += batch
+            kept.append(S[ev.holds(S)])
+        S = torch.cat(kept)
+        if len(S) < num_samples:
+            raise ValueError(f"only {len(S)} of {drawn} posterior samples satisfy the evidence {ev.edges} (estimated "
+                             f"probability {len(S) / drawn:.2g}); raise max_draws or use an exact posterior")
+        return S[:num_samples]
+
+    def _sample(self, num_samples, seed, weighting):
         r, w = self.support(weighting)
         store_scope, rng = self._generator_scope(seed)
         with store_scope, rng, torch.no_grad():

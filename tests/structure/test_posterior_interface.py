@@ -7,7 +7,8 @@ import torch
 
 import pyro_dag.infer
 from pyro_dag.graph import is_acyclic
-from pyro_dag.structure import DAGPosterior, ExactStructurePosterior, StructurePosterior, exact_posterior, fit
+from pyro_dag.structure import (DAGPosterior, ExactStructurePosterior, OrderSPN, StructurePosterior, exact_posterior,
+                                fit)
 
 
 @pytest.fixture(scope="module")
@@ -20,14 +21,21 @@ def posteriors():
 
 
 def test_both_posteriors_implement_the_interface(posteriors):
-    base = {name: inspect.signature(getattr(DAGPosterior, name)).parameters for name in
-            ("edge_probs", "sample", "to_networkx")}
-    for cls in (StructurePosterior, ExactStructurePosterior):
+    names = ("edge_probs", "sample", "to_networkx", "prob", "map_dag", "causal_effects", "held_out_log_likelihood")
+    base = {name: inspect.signature(getattr(DAGPosterior, name)).parameters for name in names}
+    for cls in (StructurePosterior, ExactStructurePosterior, OrderSPN):
         assert issubclass(cls, DAGPosterior)
         for name, params in base.items():
-            own = list(inspect.signature(getattr(cls, name)).parameters.values())
-            # the shared parameters come first, with the same names and defaults
-            assert [(p.name, p.default) for p in own[:len(params)]] == [(p.name, p.default) for p in params.values()]
+            own = inspect.signature(getattr(cls, name)).parameters
+            positional = [p for p in params.values() if p.kind is not p.KEYWORD_ONLY]
+            own_pos = [p for p in own.values() if p.kind is not p.KEYWORD_ONLY]
+            # the shared positional parameters come first, with the same names and defaults
+            assert [(p.name, p.default) for p in own_pos[:len(positional)]] == \
+                [(p.name, p.default) for p in positional]
+            # and the shared keyword-only ones (given=, return_stderr=) exist with the same defaults
+            for p in params.values():
+                if p.kind is p.KEYWORD_ONLY:
+                    assert own[p.name].default == p.default, (cls.__name__, name, p.name)
     for post in posteriors:
         P = post.edge_probs(200, seed=0)
         S = post.sample(30, seed=1)

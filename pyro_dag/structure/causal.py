@@ -1,0 +1,64 @@
+"""Linear causal effects of DAGs: ``E(B) = (I - B)^{-1}`` and the BGe posterior-mean weights of a DAG.
+
+For a linear SEM ``x = x B + ε`` (row convention, ``B[i, j] ≠ 0`` only for ``i -> j``) the total causal effect of
+``x_i`` on ``x_j`` is the sum over directed paths of the products of their weights,
+``E_ij(B) = Σ_paths Π B = [(I - B)^{-1}]_ij`` (diagonal 1). The Bayesian-averaged causal effect of a posterior
+``q`` over DAGs is ``BCE(i, j) = E_{G~q} E_{B~p(B | G, D)} [E_ij(B)]`` (Wang, Wicker & Kwiatkowska 2022, *Tractable
+Uncertainty for Structure Learning*, ICML, §4.4, Prop. 4). Given ``G`` the columns of ``B`` are independent under
+the BGe model (parameter modularity) and each path uses each column once, so the inner expectation is
+``E_ij(E[B | G, D])``, with the BGe posterior mean of node ``j``'s weights
+``E[b_j | pa_j, D] = R_{pa,pa}^{-1} R_{pa,j}`` (Kuipers, Moffa & Heckerman 2014; ``R`` the posterior scatter matrix
+of :class:`~pyro_dag.structure.BGeSEM`).
+"""
+import numpy as np
+import torch
+
+from .mechanisms import BGeSEM
+
+__all__ = ["bge_mean_weights", "total_effects"]
+
+
+def _scatter(X):
+    X = torch.as_tensor(np.asarray(X, dtype=float) if not torch.is_tensor(X) else X, dtype=torch.float64)
+    R, _ = BGeSEM(X.shape[1])._R(X)
+    return R
+
+
+def bge_mean_weights(X, A):
+    """BGe posterior-mean weights of DAGs.
+
+    :param X: ``[N, p]`` data (as the posterior saw it).
+    :param A: ``[..., p, p]`` 0/1 DAGs (``A[i, j] = 1``: ``i -> j``).
+    :returns: ``[..., p, p]`` float64 ``B`` with ``B[:, j] = R_{pa,pa}^{-1} R_{pa,j}`` on ``pa_j`` and 0 elsewhere.
+    """
+    R = _scatter(X)
+    A = torch.as_tensor(A, dtype=torch.float64)
+    a = A.transpose(-1, -2)                                            # [..., j, i]: parents of j
+    M = a.unsqueeze(-1) * a.unsqueeze(-2) * R + torch.diag_embed(1 - a)
+    rhs = a * R.T                                                      # [..., j, i] = a_ji R_ij
+    b = torch.linalg.solve(M, rhs.unsqueeze(-1)).squeeze(-1) * a       # [..., j, i]
+    return b.transpose(-1, -2)
+
+
+def mean_weight_table(X, masks):
+    """``[p, len(masks), p]``: entry ``[j, m, i]`` = the BGe posterior-mean weight of ``i -> j`` when node ``j``'s
+    parent set is the bitmask ``masks[m]`` (0 outside the set; masks containing ``j`` give the weights of the set
+    without ``j``, callers give them zero probability)."""
+    R = _scatter(X)
+    p = R.shape[0]
+    masks = np.asarray(masks, dtype=np.int64)
+    bits = torch.as_tensor(((masks[:, None] >> np.arange(p)) & 1).astype(float))   # [n, p]
+    out = torch.zeros(p, len(masks), p, dtype=torch.float64)
+    for j in range(p):
+        a = bits.clone()
+        a[:, j] = 0.0
+        M = a.unsqueeze(-1) * a.unsqueeze(-2) * R + torch.diag_embed(1 - a)
+        out[j] = torch.linalg.solve(M, (a * R[:, j]).unsqueeze(-1)).squeeze(-1) * a
+    return out.numpy()
+
+
+def total_effects(B):
+    """``[..., p, p]`` total causal effects ``(I - B)^{-1}`` of weight matrices ``B`` (row convention, diagonal 1)."""
+    B = torch.as_tensor(B, dtype=torch.float64)
+    eye = torch.eye(B.shape[-1], dtype=B.dtype)
+    return torch.linalg.inv(eye - B)
