@@ -8,6 +8,7 @@ parameter-store names are).
 """
 import pyro
 import torch
+from pyro.nn import PyroModule
 
 __all__ = ["GROUPS", "find_dagdgp", "group_tensors", "group_param_names", "lr_multiplier_args"]
 
@@ -43,16 +44,31 @@ def _check_groups(groups, what="groups"):
     return groups
 
 
+def _sync_with_param_store(module):
+    """Register every :class:`~pyro.nn.PyroParam` of ``module`` in Pyro's parameter store, as its first use in a
+    model run would (a name the store already holds replaces the module's tensor with the store's), so that the
+    module's tensors are the ones training will update. Draws no random numbers."""
+    for m in module.modules():
+        if isinstance(m, PyroModule) and m.__dict__.get("_pyro_params"):
+            with m._pyro_context:
+                for name in list(m.__dict__["_pyro_params"]):
+                    getattr(m, name)
+
+
 def group_tensors(dgp, groups):
     """The unconstrained tensors (``nn.Parameter``) of ``dgp`` in ``groups``, as a dict ``{id: tensor}``.
 
-    The inducing inputs exist once the model is set up (:meth:`~pyro_dag.DAGDGP.setup`).
+    The parameters are registered in Pyro's parameter store first (as the model's first run would), so these are
+    the tensors that training updates. The inducing inputs exist once the model is set up
+    (:meth:`~pyro_dag.DAGDGP.setup`).
 
     :param dgp: a :class:`~pyro_dag.DAGDGP`. :param groups: names from :data:`GROUPS` (or one name).
     """
     out = {}
     for g in _check_groups(groups):
-        for p in getattr(dgp, _MODULES[g]).parameters():
+        module = getattr(dgp, _MODULES[g])
+        _sync_with_param_store(module)
+        for p in module.parameters():
             out[id(p)] = p
     return out
 

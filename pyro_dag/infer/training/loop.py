@@ -289,8 +289,6 @@ class _Run:
             needs.append("likelihood_lr_multiplier")
         if needs and dgp is None:
             raise ValueError(f"train: {needs[0]} needs a DAGDGP model (as the model or a submodule)")
-        if dgp is not None and dgp is model and not dgp.is_setup:
-            dgp.setup(inputs, data, self.kw.get("mask"))
         self.dag_guide = isinstance(guide, AutoStructuredGuide) and dgp is not None
         structured = self.dag_guide and guide.structure != "mean_field"
         recommended = opts["recipe"] == "recommended"
@@ -324,6 +322,12 @@ class _Run:
                              "DAGDGP from a mean-field one; this guide is not one (pass warm_start=0)")
         self.warm = warm
         self.freeze_steps = int(math.floor(opts["freeze_fraction"] * opts["num_steps"] + 1e-9))
+        if dgp is not None and not dgp.is_setup:
+            if dgp is model:
+                dgp.setup(inputs, data, self.kw.get("mask"))
+            elif self.freeze_steps and "inducing" in groups:
+                raise ValueError("train: freezing the inducing inputs needs them to exist: set the DAGDGP up first "
+                                 "(dgp.setup(inputs, data)) when it is part of a larger model")
         self.frozen = group_tensors(dgp, groups) if (dgp is not None and self.freeze_steps and groups) else {}
         self.lr_scale = {}
         if opts["likelihood_lr_multiplier"] != 1.0:
