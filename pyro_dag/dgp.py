@@ -844,16 +844,20 @@ class DAGDGP(PyroModule):
                 latent_steps=300, latent_lr=0.05, latent_particles=16):
         """Posterior predictive of node values at new inputs, also for nodes that are never observed.
 
-        With an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` this runs marginal ancestral
-        sampling against its ``q(U)`` (exact samples from the induced ``q(F)``; Perlino et al. 2026,
-        arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3); with any other guide it draws ``U`` from the
-        guide and propagates (plain ancestral sampling). Predictions propagate from the roots through the DAG.
+        With an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` (alone or as a part of an
+        ``AutoGuideList``) this runs marginal ancestral sampling against its ``q(U)`` (exact samples from the
+        induced ``q(F)``; Perlino et al. 2026, arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3); with any
+        other guide it draws ``U`` from the guide and propagates (plain ancestral sampling). Predictions propagate
+        from the roots through the DAG.
 
         **Latent inputs.** For a model with ``latent_inputs``, the per-case latent values of the new cases are
         inferred from ``data``, the nodes observed for them (:meth:`infer_latent_inputs`: a short fit of
         ``q(h_i) = N(μ_i, diag σ_i²)`` with the model and ``q(U)`` frozen); a case with nothing observed keeps the
-        prior ``N(0, I)``, as do all cases when ``data`` is ``None``. Each sample then draws ``h`` from ``q(h)``
-        and propagates. ``data`` is used for nothing else (an observed node's prediction is still the model's).
+        prior ``N(0, I)``, as do all cases when ``data`` is ``None``. With an amortised guide
+        (:class:`~pyro_dag.infer.autoguide.AutoEncodedStructuredGuide`, or any ``AutoGuideList`` holding an
+        :class:`~pyro_dag.infer.autoguide.AutoLatentEncoder`) ``q(h_i)`` is the encoder's output instead (one pass,
+        no fit). Each sample then draws ``h`` from ``q(h)`` and propagates. ``data`` is used for nothing else (an
+        observed node's prediction is still the model's).
 
         The cases are processed in chunks of ``batch_size``, so that memory beyond the returned tensors stays
         bounded whatever ``n``. The standard-normal draws are made for all cases first, in the same order as in
@@ -888,9 +892,14 @@ class DAGDGP(PyroModule):
         num_samples = self._check_positive_int(num_samples, "num_samples")
         batch_size = self._predict_batch_size(num_samples, batch_size)
         chunks = [(lo, min(lo + batch_size, n)) for lo in range(0, n, batch_size)]
-        q_h = self._fit_latent_inputs(guide, inputs, X, n, obs, latent_steps, latent_lr, latent_particles) \
-            if self.latent_inputs else {}
-        posterior = guide.inducing_posterior() if hasattr(guide, "inducing_posterior") else None
+        structured, encoder = self._guide_parts(guide)
+        if not self.latent_inputs:
+            q_h = {}
+        elif encoder is not None:
+            q_h = self._encode_latent_inputs(encoder, X, n, obs)
+        else:
+            q_h = self._fit_latent_inputs(guide, inputs, X, n, obs, latent_steps, latent_lr, latent_particles)
+        posterior = structured.inducing_posterior() if structured is not None else None
         with suspended():
             # draws of the latent inputs for all cases first (so that chunking does not change them)
             hs = {h: loc + scale * standard_normal((num_samples,) + loc.shape, loc) for h, (loc, scale) in q_h.items()}
@@ -955,6 +964,38 @@ class DAGDGP(PyroModule):
             raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
         return self._fit_latent_inputs(guide, inputs, X, n, obs, num_steps, lr, num_particles, batch_size)
 
+    @staticmethod
+    def _guide_parts(guide):
+        """``(part with an inducing posterior, AutoLatentEncoder part)`` of a guide or an ``AutoGuideList`` (each
+        ``None`` if absent)."""
+        from pyro.infer.autoguide import AutoGuideList
+
+        from .infer.autoguide.encoder import AutoLatentEncoder
+
+        parts = list(guide) if isinstance(guide, AutoGuideList) else [guide]
+        structured = next((p for p in parts if hasattr(p, "inducing_posterior")), None)
+        encoder = next((p for p in parts if isinstance(p, AutoLatentEncoder)), None)
+        return structured, encoder
+
+    def _encode_latent_inputs(self, encoder, X, n, obs):
+        """``q(h)`` of the cases from an :class:`~pyro_dag.infer.autoguide.encoder.AutoLatentEncoder` (one pass);
+        cases with nothing observed keep the prior."""
+        if encoder.prototype_trace is None:
+            raise RuntimeError("predict: the AutoLatentEncoder has not been trained (run the guide once first)")
+        kw = {"dtype": self.dtype, "device": self.device}
+        q = {h: (torch.zeros((n, d), **kw), torch.ones((n, d), **kw)) for h, d in self.latent_inputs.items()}
+        seen = torch.zeros(n, dtype=torch.bool, device=self.device)
+        for w, (_, m) in obs.items():
+            seen |= m.any(-1)
+        if bool(seen.any()):
+            idx = seen.nonzero().squeeze(-1)
+            X_seen = {r: x[idx] for r, x in X.items()}
+            encoded = encoder.encode(X_seen, {w: (y[idx], m[idx]) for w, (y, m) in obs.items()}, len(idx))
+            for h, (loc, scale) in encoded.items():
+                q[h][0][idx] = loc.detach()
+                q[h][1][idx] = scale.detach()
+        return q
+
     def _fit_latent_inputs(self, guide, inputs, X, n, obs, num_steps, lr, num_particles, batch_size=None):
         num_steps = int(num_steps)
         if num_steps < 0:
@@ -970,7 +1011,8 @@ class DAGDGP(PyroModule):
         if num_steps == 0 or not bool(seen.any()):
             return q
         batch_size = self._predict_batch_size(S, batch_size)
-        posterior = guide.inducing_posterior() if hasattr(guide, "inducing_posterior") else None
+        structured, _ = self._guide_parts(guide)
+        posterior = structured.inducing_posterior() if structured is not None else None
         with suspended():
             cache = {w: tuple(t.detach() for t in v) for w, v in self.cholesky_cache().items()}
             us = None

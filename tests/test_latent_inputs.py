@@ -347,3 +347,67 @@ def test_predict_data_needs_latent_inputs_and_bad_fit_settings(small):
     g({"x": x}, {"b": b})
     with pytest.raises(DAGInputError, match="data is used only to infer latent inputs.*drop data"):
         plain.predict(g, {"x": x}, {"b": b})
+
+
+# ---------------------------------------------------------------------------------------------- amortised encoder
+def test_encoder_recovers_confounder_and_predicts_better_than_without_it():
+    from pyro_dag.infer.autoguide import AutoEncodedStructuredGuide
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    h, x, a, b = confounded_data(150, 0)
+    model = DAGDGP(nx.DiGraph(CONFOUNDED), latent_inputs={"h": 1}, num_inducing=12).double()
+    guide = AutoEncodedStructuredGuide(model, structure="mean_field", nodes=["a"])
+    fit(model, guide, {"x": x}, {"a": a, "b": b}, 400, DAGELBO(num_particles=4))
+    assert abs(corr(guide[1].median({"x": x}, {"a": a, "b": b})["h.x"], h)) >= 0.9     # measured 0.99
+    ht, xt, at, bt = confounded_data(100, 1)
+    pred = model.predict(guide, {"x": xt}, {"a": at}, nodes=["b", "h"], num_samples=100)
+    assert abs(corr(pred["h"].mean, ht)) >= 0.9                                        # measured 0.98
+    assert rmse(pred["b"].mean, bt) < 0.6 * no_latent_rmse(150, 400, xt, bt)           # measured 0.30 vs 1.10
+
+
+def test_encoder_parameters_train_and_follow_the_subsample():
+    from pyro_dag.infer.autoguide import AutoEncodedStructuredGuide, AutoLatentEncoder
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    h, x, a, b = confounded_data(40, 0)
+    model = DAGDGP(nx.DiGraph(CONFOUNDED), latent_inputs={"h": 1}, num_inducing=4).double()
+    guide = AutoEncodedStructuredGuide(model, create_plates=model.create_plates)
+    inputs, data = {"x": x}, {"a": a, "b": b}
+    fit(model, guide, inputs, data, 1, Trace_ELBO(), subsample_size=8)
+    encoder = guide[1]
+    assert isinstance(encoder, AutoLatentEncoder)
+    names = [n for n in pyro.get_param_store() if ".net." in n]
+    assert len(names) == 6                                   # 3 layers x (weight, bias), all in the param store
+    before = {n: pyro.param(n).detach().clone() for n in names}
+    fit(model, guide, inputs, data, 3, DAGELBO(num_particles=2), subsample_size=8)
+    assert all(not torch.equal(before[n], pyro.param(n).detach()) for n in names)
+    trace = poutine.trace(guide).get_trace(inputs, data, subsample_size=5)
+    site = trace.nodes["h.x"]
+    assert site["value"].shape == (5, 1) and site["scale"] == pytest.approx(40 / 5)
+    # the encoder's q(h) for new cases, the prior where nothing is observed
+    a_new = a[:6].clone()
+    a_new[2] = float("nan")
+    pred = model.predict(guide, {"x": x[:6]}, {"a": a_new}, nodes=["h"], num_samples=3)
+    with torch.no_grad():
+        _, _, obs = model.checked_arguments({"x": x[:6]}, {"a": a_new})
+        loc, scale = encoder.encode({"x": x[:6]}, obs, 6)["h"]
+    keep = [0, 1, 3, 4, 5]
+    assert torch.allclose(pred["h"].loc[0, keep], loc[keep])
+    assert torch.allclose(pred["h"].var[0, keep], scale[keep] ** 2)
+    assert float(pred["h"].loc[0, 2]) == 0.0 and float(pred["h"].var[0, 2]) == 1.0
+
+
+def test_encoder_bad_input():
+    from pyro_dag.infer.autoguide import AutoLatentEncoder
+
+    with pytest.raises(ValueError, match="needs the DAGDGP itself"):
+        AutoLatentEncoder(lambda: None)
+    with pytest.raises(ValueError, match="the model has no latent inputs"):
+        AutoLatentEncoder(DAGDGP(nx.DiGraph([("x", "b")])))
+    model = DAGDGP(nx.DiGraph(CONFOUNDED), latent_inputs={"h": 1})
+    with pytest.raises(ValueError, match="node 'q' is not a GP node"):
+        AutoLatentEncoder(model, nodes=["q"])
+    with pytest.raises(ValueError, match="hidden widths"):
+        AutoLatentEncoder(model, hidden=(0,))
