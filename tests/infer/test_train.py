@@ -487,3 +487,35 @@ def test_initial_scales_unstall_adam_on_the_collider():
                   recipe="adam", progress=False)
         final[which] = sum(r.losses[-50:]) / 50
     assert final["data"] < final["prior"] / 10, final     # 544 vs 36971 (seed 0)
+
+
+def _confounded(n=30):
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(n, 1, generator=gen, dtype=torch.float64)
+    x = torch.randn(n, 1, generator=gen, dtype=torch.float64)
+    a = h + 0.05 * torch.randn(n, 1, generator=gen, dtype=torch.float64)
+    b = h + torch.sin(2 * x) + 0.05 * torch.randn(n, 1, generator=gen, dtype=torch.float64)
+    model = DAGDGP(nx.DiGraph([("h", "a"), ("h", "b"), ("x", "b")]), latent_inputs={"h": 1}, num_inducing=5).double()
+    return model, {"x": x}, {"a": a, "b": b}
+
+
+def test_latent_inputs_train_with_natural_gradients_and_adam_on_their_guide():
+    model, inputs, data = _confounded()
+    guide = AutoStructuredGuide(model)
+    seen = {}
+    result = train(model, guide, inputs, data, num_steps=5, natural_gradient_after=2, natural_gradient=0.05,
+                   callbacks=[lambda s, l: seen.__setitem__(s, params_of(guide.other_guide))], progress=False)
+    assert all(math.isfinite(v) for v in result.losses)
+    assert any(not torch.equal(seen[3][k], seen[4][k]) for k in seen[3])   # q(h) trained by Adam beside the NG
+
+
+def test_an_encoded_guide_list_gets_dagelbo():
+    from pyro_dag.infer.autoguide import AutoEncodedStructuredGuide
+
+    model, inputs, data = _confounded()
+    guide = AutoEncodedStructuredGuide(model, hidden=(8,))
+    result = train(model, guide, inputs, data, num_steps=3, progress=False, model_kwargs={"subsample_size": 10})
+    assert result.settings["elbo"] == "DAGELBO" and result.settings["natural_gradient"] == 0.0
+    assert all(math.isfinite(v) for v in result.losses)
+    with pytest.raises(ValueError, match="natural_gradient steps need the guide to be an AutoStructuredGuide"):
+        train(model, guide, inputs, data, num_steps=3, natural_gradient=0.1, progress=False)

@@ -152,6 +152,23 @@ def validation_loss(model, guide, elbo, inputs, data, seed=0, model_kwargs=None)
             return float(elbo.loss(model, guide, *args, **(model_kwargs or {})))
 
 
+def structured_part(guide):
+    """``guide`` if it is an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`, else the first one among the
+    parts of an ``AutoGuideList`` (e.g. :class:`~pyro_dag.infer.autoguide.AutoEncodedStructuredGuide`), else
+    ``None``."""
+    from pyro.infer.autoguide import AutoGuideList
+
+    from ..autoguide import AutoStructuredGuide
+
+    if isinstance(guide, AutoStructuredGuide):
+        return guide
+    if isinstance(guide, AutoGuideList):
+        for part in guide:
+            if isinstance(part, AutoStructuredGuide):
+                return part
+    return None
+
+
 def _setup_done(guide):
     if hasattr(guide, "family") and getattr(guide, "_model_key", None) is not None:
         return guide.family is not None
@@ -191,8 +208,10 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
 
     :param model: a :class:`~pyro_dag.DAGDGP` (or a Pyro model; freezing, pretraining, lr multipliers and the
         natural-gradient steps need a DAGDGP, as the model or a submodule of it).
-    :param guide: an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` (DAGELBO is then the default
-        estimator), or any Pyro guide (default estimator ``Trace_ELBO``).
+    :param guide: an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` or an ``AutoGuideList`` holding one
+        (e.g. :class:`~pyro_dag.infer.autoguide.AutoEncodedStructuredGuide`; DAGELBO is then the default
+        estimator; the natural-gradient, sink and warm-start steps need the AutoStructuredGuide itself), or any
+        Pyro guide (default estimator ``Trace_ELBO``).
     :param dict inputs: ``{root: [n, d_r]}``. :param dict data: ``{node: [n, d_w]}``, NaN = missing.
     :param int num_steps: joint steps, ``>= 1`` (warm start included, pretraining not).
     :param str recipe: ``"recommended"`` (default) or ``"adam"``.
@@ -289,8 +308,8 @@ class _Run:
             needs.append("likelihood_lr_multiplier")
         if needs and dgp is None:
             raise ValueError(f"train: {needs[0]} needs a DAGDGP model (as the model or a submodule)")
-        self.dag_guide = isinstance(guide, AutoStructuredGuide) and dgp is not None
-        structured = self.dag_guide and guide.structure != "mean_field"
+        self.dag_guide = structured_part(guide) is not None and dgp is not None
+        structured = self.dag_guide and isinstance(guide, AutoStructuredGuide) and guide.structure != "mean_field"
         recommended = opts["recipe"] == "recommended"
         elbo = opts["elbo"]
         if elbo is None:
@@ -310,9 +329,11 @@ class _Run:
         if ng is None:
             ng = 0.01 if (recommended and structured) else 0.0
         if ng and not isinstance(guide, AutoStructuredGuide):
-            raise ValueError("train: natural_gradient steps need an AutoStructuredGuide (its Gaussian posterior)")
-        if opts["sink_step_size"] and not self.dag_guide:
-            raise ValueError("train: sink_step_size needs an AutoStructuredGuide of a DAGDGP")
+            raise ValueError("train: natural_gradient steps need the guide to be an AutoStructuredGuide (its "
+                             f"Gaussian posterior), got {type(guide).__name__}; pass natural_gradient=0")
+        if opts["sink_step_size"] and not (self.dag_guide and isinstance(guide, AutoStructuredGuide)):
+            raise ValueError("train: sink_step_size needs the guide to be an AutoStructuredGuide of a DAGDGP, got "
+                             f"{type(guide).__name__}")
         self.ng = float(ng)
         after = opts["natural_gradient_after"]
         self.ng_after = 1000 if after is None else after

@@ -96,7 +96,8 @@ def pretrain_nodes(model, guide, inputs, data, num_steps, lr=0.01, mask=None, no
     """Fit each pretrainable GP node alone (see the module docstring), then write its ``q(V_w)`` into ``guide``.
 
     :param model: a :class:`~pyro_dag.DAGDGP` (set up here if it is not yet).
-    :param guide: its :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` (run once here if it is not set up).
+    :param guide: its :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`, or an ``AutoGuideList`` holding one
+        (run once here if it is not set up).
     :param dict inputs: ``{root: [n, d_r]}``. :param dict data: ``{node: [n, d_w]}``, NaN = missing.
     :param int num_steps: Adam steps (``>= 1``). :param float lr: Adam's learning rate.
     :param dict mask: optional observation masks, as for the model.
@@ -126,8 +127,15 @@ def pretrain_nodes(model, guide, inputs, data, num_steps, lr=0.01, mask=None, no
             raise ValueError(f"pretrain_nodes: node {w!r} cannot be fitted alone: {why}; the joint steps train it")
     if not nodes:
         return [], []
-    if getattr(guide, "family", None) is None:
+    from .loop import structured_part
+
+    target = structured_part(guide)
+    if target is None:
+        raise ValueError(f"pretrain_nodes writes each node's q(V_w) into an AutoStructuredGuide; got "
+                         f"{type(guide).__name__}")
+    if target.family is None:
         guide(inputs, data, mask)
+    guide = target
     posts, rows, params, groups = {}, {}, {}, []
     for w in nodes:
         d, M = model.output_dims[w], model.num_inducing[w]
