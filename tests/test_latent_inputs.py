@@ -162,8 +162,12 @@ def test_create_plates_lets_each_call_choose_its_minibatch(small):
     for kwargs, size in [({}, 12), ({"subsample_size": 5}, 5), ({"subsample": torch.tensor([1, 2])}, 2)]:
         trace = poutine.trace(guide).get_trace(inputs, data, **kwargs)
         assert trace.nodes["h.x"]["value"].shape == (size, 1)
-    # without it (Pyro's default), the guide's plate keeps the size of the guide's first call
-    plain = AutoStructuredGuide(model, structure="mean_field", name="plain")
+    # the default for a model with latent inputs is the model's plate: a full-batch call after a minibatch one
+    # covers every case (with Pyro's default it would silently keep the first call's size)
+    default = AutoStructuredGuide(model, structure="mean_field", name="default")
+    default(inputs, data, subsample_size=4)
+    assert poutine.trace(default).get_trace(inputs, data).nodes["h.x"]["value"].shape == (12, 1)
+    plain = AutoStructuredGuide(model, structure="mean_field", name="plain", create_plates=lambda *a, **k: [])
     plain(inputs, data, subsample_size=4)
     assert poutine.trace(plain).get_trace(inputs, data).nodes["h.x"]["value"].shape == (4, 1)
     frame = {"x": pd.DataFrame({"x": inputs["x"][:, 0].numpy()})["x"]}

@@ -159,7 +159,9 @@ class AutoStructuredGuide(AutoGuide):
         inducing outputs of a DAGDGP (the prior's scale), 0.1 for the sites of any other model (as
         ``AutoMultivariateNormal``).
     :param callable create_plates: as in Pyro's autoguides; a subsampled plate's local sites get parameters at
-        the plate's full size, and each call uses the rows of the current subsample.
+        the plate's full size, and each call uses the rows of the current subsample. Default for a
+        :class:`~pyro_dag.DAGDGP` with latent inputs: its :meth:`~pyro_dag.DAGDGP.create_plates`, so that each call
+        draws its own minibatch; otherwise none (Pyro's default).
     :param str name: prefix of the guide's parameters in Pyro's parameter store (default the class name; give
         distinct names to guides that coexist in one parameter store).
 
@@ -180,6 +182,12 @@ class AutoStructuredGuide(AutoGuide):
         if init_loc_fn is None:
             init_loc_fn = _DefaultInit()
         make_family(structure, backend, None, None, check_only=True)
+        if create_plates is None and getattr(model, "latent_inputs", None) and callable(
+                getattr(model, "create_plates", None)):
+            # A DAGDGP with latent inputs has per-case (local) parameters: with Pyro's default the guide's plate
+            # would keep the minibatch size of its first call, and a later full-batch call would silently be a
+            # minibatch estimate. The model's own plate lets each call choose its cases.
+            create_plates = model.create_plates
         self.structure = structure
         self.backend = backend
         self.init_loc_fn = init_loc_fn
