@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["Evidence", "parse_evidence"]
+__all__ = ["Evidence", "parse_evidence", "parse_evidence_string"]
 
 
 class Evidence:
@@ -113,3 +113,24 @@ def parse_evidence(evidence, num_nodes, node_names=None):
             raise ValueError(f"contradictory evidence: edge {edge!r} is given both as present and as absent")
         edges[(i, j)] = bool(present)
     return Evidence(edges, num_nodes)
+
+
+def parse_evidence_string(text):
+    """``"A->B,!C->D"`` -> ``{("A", "B"): True, ("C", "D"): False}`` (the command line's ``--given``): edges
+    separated by commas, ``!`` in front of an edge that must be absent; node names, or indices when a name is a
+    plain integer. Check the result against a posterior with :func:`parse_evidence`."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("--given needs edges like 'A->B,!C->D'")
+    out = {}
+    for token in text.split(","):
+        tok = token.strip()
+        present = not tok.startswith("!")
+        tok = tok.lstrip("!").strip()
+        parts = [t.strip() for t in tok.split("->")]
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"--given: {token.strip()!r} is not an edge; write 'A->B' (present) or '!A->B' (absent)")
+        a, b = (int(t) if t.isdigit() else t for t in parts)
+        if (a, b) in out and out[(a, b)] != present:
+            raise ValueError(f"--given: contradictory evidence for {a}->{b}")
+        out[(a, b)] = present
+    return out
