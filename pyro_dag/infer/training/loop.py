@@ -402,12 +402,17 @@ class _Run:
                                             num_samples=getattr(self.elbo, "num_particles", 4))
 
     def _sink_ids(self):
+        """Ids of the parameters the sink step sets (held out of Adam), computed once per sink step object."""
         if self.sink is None:
             return set()
-        names = self.sink.param_names()
-        import pyro
+        cached = self.__dict__.get("_sink_cache")
+        if cached is None or cached[0] is not self.sink:
+            import pyro
 
-        return {id(p) for n, p in pyro.get_param_store().named_parameters() if n in names}
+            names = self.sink.param_names()
+            cached = self._sink_cache = (self.sink, {id(p) for n, p in pyro.get_param_store().named_parameters()
+                                                     if n in names})
+        return cached[1]
 
     def _make_gauss(self):
         from ..natural_gaussian import GaussianNaturalGradient
@@ -453,8 +458,7 @@ class _Run:
             self.adam.hold = set(frozen) | self._sink_ids()
             loss = self.adam.step(*self.args, **self.kw)
             if self.sink is not None:
-                self.sink.step(*self.args, **{k: v for k, v in self.kw.items()
-                                                          if k in ("mask", "subsample_size")})
+                self.sink.step(*self.args, **{k: v for k, v in self.kw.items() if k in ("mask", "subsample_size")})
         check_finite_loss(loss, "the loss", self.inputs, self.data)
         return loss
 
