@@ -115,12 +115,28 @@ def _site_draws(trace):
             if site["type"] == "sample" and not site["is_observed"] and not site["infer"].get("is_auxiliary")}
 
 
-def _evaluate(model, inputs, data, mask, draw, obs, record):
+def _evaluate(model, inputs, data, mask, draw, obs, record, exact_leaves):
     """One model pass with the latent sites fixed to ``draw``: node values, pointwise log-likelihood
-    ``[n]`` of each observed node and a posterior-predictive draw ``[n, d]``."""
+    ``[n]`` of each observed node and a posterior-predictive draw ``[n, d]``.
+
+    A collapsed Gaussian leaf's values are drawn given the draw: from ``p(f | y, U, F_Pa)`` (``exact_leaves``,
+    the exact conditional posterior for MCMC), or from ``p(f | U, F_Pa)`` (the variational family
+    ``q(U) p(F | U)`` of a guide, Perlino et al. 2026, Eq. (5))."""
     with poutine.trace() as tr, poutine.condition(data=draw):
         values = model(inputs, data, mask)
     out = {}
+    for w in record:
+        if model._collapsed(w) and w in values:
+            loc = values[w]
+            _, r = model.node_conditional(w, values)
+            var = r.unsqueeze(-1).expand_as(loc)
+            if exact_leaves and w in obs:
+                y, m = obs[w]
+                tau2 = model.likelihoods[w].variance
+                gain = torch.where(m, var / (var + tau2), torch.zeros_like(var))
+                loc = loc + gain * torch.where(m, y - loc, torch.zeros_like(loc))
+                var = var * (1 - gain)
+            out[f"f:{w}"] = (loc + var.clamp_min(0).sqrt() * torch.randn_like(loc)).detach()
     for w in obs:
         site = tr.trace.nodes[f"{w}.y"]
         fn = site["fn"]
@@ -166,7 +182,8 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
     Groups (``S`` draws per chain, ``n`` cases, ``n_w`` cases where node ``w`` is observed):
 
     * ``posterior``: ``"{w}.u"`` ``[chain, draw, w_output, w_inducing]`` (whitened inducing outputs),
-      ``"{w}.f"`` ``[chain, draw, case, w_output]`` (node values; not for collapsed Gaussian leaves),
+      ``"{w}.f"`` ``[chain, draw, case, w_output]`` (node values; a Gaussian leaf, which NUTS integrates out,
+      is drawn from its conditional given the draw and ``y`` for MCMC, from ``p(f | U, F_Pa)`` for a guide),
       ``"{h}.x"`` (latent inputs) and every other latent site (kernel and likelihood hyperparameters with
       priors, e.g. ``DAGDGP(..., priors="weakly_informative")``);
     * ``log_likelihood``: ``"{w}.y"`` ``[chain, draw, w_case]`` per observed node, summed over its outputs;
@@ -236,7 +253,7 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
         for s in range(num_draws):
             draw = draws_of(s)
             with _collapsed_leaves(model, collapse_leaves):
-                out = _evaluate(model, inputs, data, mask, draw, obs, record)
+                out = _evaluate(model, inputs, data, mask, draw, obs, record, exact_leaves=chains is not None)
             for k, v in {**{f"post:{name}": v for name, v in draw.items()}, **out}.items():
                 acc.setdefault(k, []).append(_numpy(v))
         return {k: np.stack(v) for k, v in acc.items()}
