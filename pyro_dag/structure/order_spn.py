@@ -450,16 +450,51 @@ class OrderSPN(DAGPosterior):
         return walk(0, 0)
 
 
+def _split_log_masses(beta, S1, S2):
+    """Exact log mass of every balanced split of the sub-problem ``(S1, S2)``: ``{S21 mask: log Σ`` over the
+    orders of ``S2`` (after ``S1``) that put ``S21`` first of ``Π_i β_i(pred_i)}``, by a forward and a backward
+    sum over the ``2^|S2|`` subsets of ``S2`` (the order dynamic programme of the sub-problem)."""
+    p = beta.shape[0]
+    nodes = np.array(_bits_of(S2, p), dtype=np.int64)
+    n = len(nodes)
+    loc = np.arange(1 << n, dtype=np.int64)
+    lbits = (loc[:, None] >> np.arange(n)) & 1                               # [2^n, n]
+    glob = (lbits * (1 << nodes)).sum(1) | S1                               # S1 ∪ the subset
+    pop = lbits.sum(1)
+    F = np.full(1 << n, -np.inf)
+    B = np.full(1 << n, -np.inf)
+    F[0] = 0.0
+    B[-1] = 0.0
+    for level in range(1, n + 1):
+        T = np.nonzero(pop == level)[0]
+        cand = np.full((len(T), n), -np.inf)
+        for a in range(n):
+            has = (T >> a) & 1 == 1
+            Ta = T[has] ^ (1 << a)
+            cand[has, a] = F[Ta] + beta[nodes[a], glob[Ta]]
+        F[T] = np.logaddexp.reduce(cand, axis=1)
+    for level in range(n - 1, -1, -1):
+        U = np.nonzero(pop == level)[0]
+        cand = np.full((len(U), n), -np.inf)
+        for a in range(n):
+            free = (U >> a) & 1 == 0
+            cand[free, a] = beta[nodes[a], glob[U[free]]] + B[U[free] | (1 << a)]
+        B[U] = np.logaddexp.reduce(cand, axis=1)
+    h = n // 2
+    T = np.nonzero(pop == h)[0]
+    return dict(zip((glob[T] ^ S1).tolist(), (F[T] + B[T]).tolist()))
+
+
 def _oracle_orders(tables, oracle, num_orders, seed):
     """``(orders [M, p] int64, weights [M])`` from the oracle, or ``None`` for random splits."""
     from .variational import StructurePosterior
 
-    if oracle is None or (isinstance(oracle, str) and oracle == "random"):
+    if oracle is None or (isinstance(oracle, str) and oracle in ("random", "greedy")):
         return None
     if isinstance(oracle, str):
         if oracle != "exact":
-            raise ValueError(f"oracle must be 'exact', 'random', a StructurePosterior or an array of orders; "
-                             f"got {oracle!r}")
+            raise ValueError(f"oracle must be 'exact', 'greedy', 'random', a StructurePosterior or an array of "
+                             f"orders; got {oracle!r}")
         orders, _ = tables.sample_orders(num_orders, seed=seed)
         return orders.numpy(), np.ones(len(orders))
     if isinstance(oracle, StructurePosterior):
@@ -487,6 +522,9 @@ def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPA
     :param ExactStructurePosterior tables: the model (local scores and edge prior) the leaves use
         (:func:`~pyro_dag.structure.exact_posterior`).
     :param oracle: where the splits come from: ``"exact"`` (``num_orders`` orders drawn from ``tables``),
+        ``"greedy"`` (at every sum node the ``K`` balanced splits of largest exact mass in its sub-problem, by the
+        sub-problem's order dynamic programme over the ``2^|S2|`` subsets of its variables: the coverage-greedy
+        oracle, beyond the paper's samplers),
         a :class:`~pyro_dag.structure.StructurePosterior` (the orders of its support, with their weights),
         an ``[M, p]`` array of orders (upstream first) or ``(orders, weights)``, or ``"random"``/``None``
         (random balanced splits; the paper's ablation).
@@ -508,6 +546,7 @@ def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPA
     p = tables.num_nodes
     rng = np.random.default_rng(seed)
     got = _oracle_orders(tables, oracle, num_orders, seed)
+    greedy = isinstance(oracle, str) and oracle == "greedy"
     if got is not None:
         orders, weights = got
         pos = np.argsort(orders, 1)                                          # [M, p] position of each node
@@ -524,7 +563,10 @@ def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPA
         if n <= enum_threshold:
             return balanced(nodes)
         chosen = []
-        if got is not None:
+        if greedy:
+            masses = _split_log_masses(tables._beta, S1, S2)
+            chosen = [m for m, v in sorted(masses.items(), key=lambda t: -t[1])[:K] if np.isfinite(v)]
+        elif got is not None:
             n1 = _popcount(S1)
             ok = (prefix[:, n1] == S1) & (prefix[:, n1 + n] == (S1 | S2)) & (weights > 0)
             if not ok.any():
@@ -536,7 +578,7 @@ def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPA
             for m, w in zip(masks.tolist(), weights[ok].tolist()):
                 tot[m] = tot.get(m, 0.0) + w
             chosen = [m for m, _ in sorted(tot.items(), key=lambda t: -t[1])[:K]]
-        if (got is None or fill) and len(chosen) < K:
+        if ((got is None and not greedy) or fill) and len(chosen) < K:
             total = math.comb(n, h)
             if total <= 4 * K:
                 rest = [m for m in balanced(nodes) if m not in set(chosen)]
@@ -580,7 +622,7 @@ def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPA
         cur_S1, cur_S2 = nS1, nS2
         depth += 1
     spn = OrderSPN(tables, regions, products)
-    spn.oracle = "random" if got is None else ("exact" if isinstance(oracle, str) else type(oracle).__name__)
+    spn.oracle = oracle if isinstance(oracle, str) else ("random" if oracle is None else type(oracle).__name__)
     if parameters == "closed_form":
         spn._fit_closed_form()
     else:
