@@ -17,6 +17,8 @@ from .mechanisms import BGeSEM
 
 __all__ = ["bge_mean_weights", "total_effects"]
 
+MAX_TABLE_NODES = 16
+
 
 def _scatter(X):
     X = torch.as_tensor(np.asarray(X, dtype=float) if not torch.is_tensor(X) else X, dtype=torch.float64)
@@ -62,3 +64,34 @@ def total_effects(B):
     B = torch.as_tensor(B, dtype=torch.float64)
     eye = torch.eye(B.shape[-1], dtype=B.dtype)
     return torch.linalg.inv(eye - B)
+
+
+def mean_weight_zeta(X, g):
+    """Subset sums of the posterior-mean weights, for the exact column expectations
+    ``E[b_j | G_j ⊆ S] = Σ_{G ⊆ S} e^{g_j(G)} E[b_j | G] / Σ_{G ⊆ S} e^{g_j(G)}``.
+
+    :param X: ``[N, p]`` data. :param g: ``[p, 2^p]`` parent-set log weights (``-inf``: excluded).
+    :returns: ``(zpos, zneg)``, each ``[p, p, 2^p]`` (``[j, i, S]``): ``log Σ_{G ⊆ S} e^{g_j(G)} max(±E[b_ij | G], 0)``
+        (positive and negative parts kept apart so that log-space sums stay exact); memory ``16 p² 2^p`` bytes,
+        hence ``p ≤ 16``.
+    """
+    from .exact import _zeta
+
+    p = g.shape[0]
+    if p > MAX_TABLE_NODES:
+        raise ValueError(f"exact causal-effect tables hold p² 2^p numbers; use them for p ≤ {MAX_TABLE_NODES}, "
+                         f"got p = {p}")
+    m = np.transpose(mean_weight_table(X, np.arange(1 << p)), (0, 2, 1))   # [j, i, 2^p]
+    with np.errstate(divide="ignore"):
+        pos = g[:, None, :] + np.log(np.maximum(m, 0.0))
+        neg = g[:, None, :] + np.log(np.maximum(-m, 0.0))
+    return _zeta(pos, p), _zeta(neg, p)
+
+
+def expected_columns(zpos, zneg, zeta, j, S):
+    """``[n, p]`` ``E[b_j | G_j ⊆ S]`` for node indices ``j`` ``[n]`` and predecessor masks ``S`` ``[n]`` (rows
+    with no admissible parent set, ``zeta = -inf``, are 0)."""
+    z = zeta[j, S][:, None]
+    with np.errstate(invalid="ignore"):
+        col = np.exp(zpos[j, :, S] - z) - np.exp(zneg[j, :, S] - z)
+    return np.where(np.isfinite(z), col, 0.0)

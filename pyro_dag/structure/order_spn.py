@@ -379,10 +379,10 @@ class OrderSPN(DAGPosterior):
         leaf ``(S1, {j})`` has column ``j`` = ``E_{G_j}[E[b_j | G_j]]`` over its parent-set distribution given the
         evidence; a product is ``T_left @ T_right`` (the exit-point sum over the last node of ``S1 ∪ S21`` on a
         path, including direct entries from ``S1``); a sum averages its products with their posterior weights.
-        The leaf expectations use ``[p, p, 2^p]`` subset-sum tables (memory ``16 p² 2^p`` bytes).
+        The leaf expectations use ``[p, p, 2^p]`` subset-sum tables (memory ``16 p² 2^p`` bytes, ``p ≤ 16``).
         ``num_samples``, ``seed`` are ignored; the standard error is 0.
         """
-        from .causal import mean_weight_table
+        from .causal import expected_columns, mean_weight_zeta
 
         ev, g_e, zeta_e, V, VP = self._given(given)
         X = self._data_for_effects(data)
@@ -390,13 +390,7 @@ class OrderSPN(DAGPosterior):
         key = ("bce_tables", ev.key())
         tabs = self._cache.get(key)
         if tabs is None:
-            m = mean_weight_table(X, np.arange(1 << p))                      # [j, 2^p, i]
-            m = np.transpose(m, (0, 2, 1))                                    # [j, i, 2^p]
-            with np.errstate(divide="ignore"):
-                pos = g_e[:, None, :] + np.log(np.maximum(m, 0.0))
-                neg = g_e[:, None, :] + np.log(np.maximum(-m, 0.0))
-            tabs = (_zeta(pos, p), _zeta(neg, p))
-            self._cache[key] = tabs
+            tabs = self._cache[key] = mean_weight_zeta(X, g_e)
         zpos, zneg = tabs
         eye = np.eye(p)
         T = [None] * len(self.regions)
@@ -407,10 +401,7 @@ class OrderSPN(DAGPosterior):
             leaf = np.nonzero(reg["leaf"] >= 0)[0]
             if len(leaf):
                 j, S1 = reg["leaf"][leaf], reg["S1"][leaf]
-                z = zeta_e[j, S1][:, None]
-                with np.errstate(invalid="ignore"):
-                    col = np.exp(zpos[j, :, S1] - z) - np.exp(zneg[j, :, S1] - z)   # [n_leaf, i]
-                col = np.where(np.isfinite(z), col, 0.0)
+                col = expected_columns(zpos, zneg, zeta_e, j, S1)                  # [n_leaf, i]
                 col[np.arange(len(leaf)), j] = 1.0
                 t[leaf, :, j] = col
             if lvl < len(self.products) and len(self.products[lvl]["parent"]):
