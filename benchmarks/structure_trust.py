@@ -210,9 +210,9 @@ def write_readme(payload):
     head = "| method | " + " | ".join(f"{n} evidence edges" for n in ns) + " | coverage (" + \
            "/".join(str(n) for n in ns) + ") | unconditional AUROC |"
     lines = [head, "|" + "---|" * (len(ns) + 3)]
-    label = {"exact": "exact DP (ceiling)", "spn_greedy": "circuit, greedy exact splits", "spn_exact": "circuit on exact order samples",
-             "spn_fit": "circuit on `fit`'s orders", "spn_random": "circuit on random splits",
-             "fit_samples": f"`fit` samples ({s['k']}), sample-based"}
+    label = {"exact": "exact DP (ceiling)", "spn_greedy": "circuit, greedy exact splits",
+             "spn_exact": "circuit on exact order samples", "spn_fit": "circuit on `fit`'s orders",
+             "spn_random": "circuit on random splits", "fit_samples": f"`fit` samples ({s['k']}), sample-based"}
     for m in METHODS:
         row = payload["summary"][m]
         cells = [f"{row[str(n)]['mean'] if str(n) in row else row[n]['mean']:.3f} ± "
@@ -230,6 +230,7 @@ def write_readme(payload):
     cov_spn = {m: np.mean([r["spn_coverage"][m] for r in runs]) for m in ("spn_greedy", "spn_exact", "spn_fit",
                                                                               "spn_random")}
     mll = {m: np.mean([r["mll"][m] for r in runs]) for m in runs[0]["mll"]}
+    mll_text = ", ".join(f"{k} {v:.1f}" for k, v in mll.items())
     text = f"""## Conditional edge queries (TRUST setting): `benchmarks/structure_trust.py`
 
 Wang, Wicker & Kwiatkowska 2022 (*Tractable Uncertainty for Structure Learning*, ICML), Table 2: ER DAGs, d = {s['d']},
@@ -244,16 +245,17 @@ rows with the sd in mind.
 
 {chr(10).join(lines)}
 
-Seconds per graph: exact posterior {t['exact_posterior']:.0f} (BGe scores of the {s['d']} × 2^{s['d'] - 1} parent sets dominate),
-`fit` {t['fit']:.0f}, circuit builds {t['spn_greedy_build']:.1f} (greedy) / {t['spn_exact_build']:.1f} (exact orders,
-including drawing them) /
-{t['spn_fit_build']:.1f} (fit's orders) / {t['spn_random_build']:.1f} (random); one conditional query:
-exact DP {q['exact']:.2f}, circuit {q['spn_exact']:.2f}, samples {q['fit_samples']:.3f}. Exact posterior mass of the
-circuits' supported orders (coverage of the order space, `OrderSPN.coverage`): {cov_spn['spn_greedy']:.3g}
-(greedy), {cov_spn['spn_exact']:.3g} (exact orders), {cov_spn['spn_fit']:.3g} (fit's), {cov_spn['spn_random']:.3g} (random). Held-out BGe log-likelihood of the
-1000 test points (200 samples): {', '.join(f'{k} {v:.1f}' for k, v in mll.items())}.
+Seconds per graph: exact posterior {t['exact_posterior']:.0f} (BGe scores of the {s['d']} × 2^{s['d'] - 1} parent
+sets dominate), `fit` {t['fit']:.0f}, circuit builds {t['spn_greedy_build']:.1f} (greedy) /
+{t['spn_exact_build']:.1f} (exact orders, including drawing them) / {t['spn_fit_build']:.1f} (fit's orders) /
+{t['spn_random_build']:.1f} (random); one conditional query: exact DP {q['exact']:.2f}, circuit
+{q['spn_exact']:.2f}, samples {q['fit_samples']:.3f}. Exact posterior mass of the circuits' supported orders
+(`OrderSPN.coverage`): {cov_spn['spn_greedy']:.3g} (greedy), {cov_spn['spn_exact']:.3g} (exact orders),
+{cov_spn['spn_fit']:.3g} (fit's), {cov_spn['spn_random']:.3g} (random). Held-out BGe log-likelihood of the 1000
+test points (200 samples): {mll_text}.
 
-Reproduce: `python benchmarks/structure_trust.py --graphs {len(runs)} --repeats {s['repeats']}` (results/structure_trust.json).
+Reproduce: `python benchmarks/structure_trust.py --graphs {len(runs)} --repeats {s['repeats']}`
+(results/structure_trust.json).
 """
     write_readme_section("structure_trust", text)
 

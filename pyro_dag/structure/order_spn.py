@@ -500,8 +500,8 @@ def _oracle_orders(tables, oracle, num_orders, seed):
     if orders.ndim != 2 or orders.shape[1] != p or not (np.sort(orders, 1) == np.arange(p)).all():
         raise ValueError(f"oracle orders must be an [M, {p}] array of permutations of 0..{p - 1} (upstream first)")
     weights = np.ones(len(orders)) if weights is None else np.asarray(torch.as_tensor(weights), dtype=float)
-    if weights.shape != (len(orders),) or (weights < 0).any():
-        raise ValueError("oracle weights must be [M] and non-negative")
+    if weights.shape != (len(orders),) or (weights < 0).any() or not weights.sum() > 0:
+        raise ValueError("oracle weights must be [M], non-negative and not all zero")
     return orders, weights
 
 
