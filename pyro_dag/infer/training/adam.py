@@ -50,6 +50,9 @@ class JointAdam:
         self.optim = None
         self.named_params = []
         self.hold = set()
+        #: optional ``loss tensor -> float`` called right after ``backward`` (e.g.
+        #: :meth:`pyro_dag.infer.distributed.DataParallel.reduce_gradients`); its value is the step's loss.
+        self.reduce = None
 
     @property
     def is_built(self):
@@ -101,7 +104,7 @@ class JointAdam:
         else:
             loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
         loss.backward()
-        value = loss.item()
+        value = loss.item() if self.reduce is None else self.reduce(loss.detach())
         if self.hold:
             for _, p in self.named_params:
                 if id(p) in self.hold:

@@ -181,7 +181,7 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
           freeze=("inducing", "likelihood"), likelihood_lr_multiplier=1.0, optim_args=None, validation=None,
           validate_every=50, patience=None, restore_best=True, callbacks=(), progress=True,
           num_threads=DEFAULT_NUM_THREADS, fixed_kernels="auto", checkpoint=None, checkpoint_every=100,
-          resume=False, model_kwargs=None, name="train"):
+          resume=False, model_kwargs=None, name="train", distributed=False):
     r"""Fit ``guide`` (and the model's learnable parameters) to ``(inputs, data)`` by stochastic variational
     inference; the library's recommended recipe by default.
 
@@ -263,6 +263,16 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
         settings must match the saved ones (``num_steps`` may grow).
     :param dict model_kwargs: extra keyword arguments of every model/guide call (e.g. ``{"mask": ...}``).
     :param str name: the loop's name in error messages (``"{name}, step k: ..."``) and on the progress bar.
+    :param bool distributed: data-parallel training over the ``torch.distributed`` process group
+        (:mod:`pyro_dag.infer.distributed`; launch with ``torchrun``): ``inputs`` / ``data`` are this process's
+        shard (:func:`pyro_dag.infer.distributed.shard`), ``model_kwargs["subsample_size"]`` its minibatch;
+        the shards' ELBOs sum to the full-data ELBO (global KL counted once), the global parameters'
+        gradients are all-reduced and broadcast from rank 0 at the start, per-case parameters stay on their
+        shard, and the losses are full-data estimates, the same on every process. Adam steps only: the
+        natural-gradient phase is off by default (an explicit ``natural_gradient > 0``, ``sink_step_size`` or
+        ``warm_start`` raises); validation losses are averaged over the processes; each process writes its
+        own checkpoint (``checkpoint`` with ``.rank{r}of{R}`` before the extension). Pretraining runs on each
+        shard and rank 0's result is broadcast. Callbacks must decide alike on every process.
     :returns: a :class:`TrainResult` (``.losses`` is the loss history).
     :raises ValueError: for a bad argument, naming it, before any training.
     :raises NonFiniteLossError: naming the step, if a loss or a gradient is not finite.
@@ -281,8 +291,17 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
                               validation, validate_every, patience, callbacks, fixed_kernels, checkpoint,
                               checkpoint_every, resume)
     path = None
+    if distributed:
+        from ..distributed import require_process_group
+
+        require_process_group("train(distributed=True)")
     if checkpoint is not None:
         path = checkpoint_file(checkpoint)
+        if distributed:
+            import torch.distributed as dist
+
+            root, ext = os.path.splitext(path)
+            path = f"{root}.rank{dist.get_rank()}of{dist.get_world_size()}{ext}"
         check_writable(path)
     with limit_threads(num_threads):
         return _Run(model, guide, inputs, data, locals(), groups, path).run()
@@ -325,7 +344,17 @@ class _Run:
                                      "AutoStructuredGuide of a DAGDGP; pass elbo= for other guides")
                 elbo = Trace_ELBO(num_particles=num_particles)
         self.elbo = elbo
+        self.dp = None
         ng = opts["natural_gradient"]
+        if opts["distributed"]:
+            from ..distributed import DataParallel
+
+            for k in ("natural_gradient", "sink_step_size", "warm_start"):
+                if opts[k]:
+                    raise ValueError(f"train(distributed=True): {k} steps are not data-parallel (Adam steps only); "
+                                     f"pass {k}=0")
+            ng = 0.0
+            self.dp = DataParallel(elbo)
         if ng is None:
             ng = 0.01 if (recommended and structured) else 0.0
         if ng and not isinstance(guide, AutoStructuredGuide):
@@ -371,6 +400,8 @@ class _Run:
             "validate_every": opts["validate_every"] if opts["validation"] is not None else None,
             "patience": opts["patience"], "fixed_kernels": self.use_fixed,
         }
+        if self.dp is not None:
+            self.settings["world_size"] = self.dp.world_size
         self.result = TrainResult(settings=dict(self.settings, num_steps=opts["num_steps"]))
         self.step = 0
         self.mf = None
@@ -393,7 +424,10 @@ class _Run:
         """The Adam stepper (and sink step) of one phase, as the phase's first step needs them."""
         from ..natural_sink import SinkNaturalGradient
 
-        self.adam = JointAdam(self.model, guide, self.elbo, self.optim_args, self.lr_scale)
+        self.adam = JointAdam(self.model, guide, self.elbo if self.dp is None else self.dp.scaled_elbo(),
+                              self.optim_args, self.lr_scale)
+        if self.dp is not None:
+            self.adam.reduce = self.dp.reduce_gradients
         self.sink = None
         if self.o["sink_step_size"]:
             if run_guide:
@@ -469,6 +503,8 @@ class _Run:
         else:
             v = validation_loss(self.model, self.guide, self.elbo, validation[0], validation[1],
                                 model_kwargs=validation[2] if len(validation) > 2 else None)
+        if self.dp is not None:
+            v = self.dp.mean(v)
         r = self.result
         r.validation.append((s, v))
         if r.best_validation_loss is None or v < r.best_validation_loss:
@@ -566,6 +602,8 @@ class _Run:
                     self._start_phase(self.mf)
                 else:
                     self._start_phase(self.guide)
+            if self.dp is not None and not self.dp.is_setup:
+                self.dp.setup(self.model, self.guide, *self.args, **self.kw)
             self._loop()
         if self.o["validation"] is not None and self.o["restore_best"] and self.best_params is not None:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
