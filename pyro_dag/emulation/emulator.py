@@ -1,0 +1,430 @@
+"""Multi-fidelity emulation with a DAG-DGP: the workflow of Perlino et al. 2026 (arXiv:2607.09645, Sec. 7 and App.
+G.5) from per-fidelity arrays to predictions at every fidelity.
+
+:class:`MultiFidelityEmulator` builds the graph and the NaN-padded data (:func:`~pyro_dag.emulation.multifidelity_data`),
+scales the inputs to the unit box and standardises each fidelity's outputs, initialises the kernels from the data,
+and fits in the paper's order: node-wise pretraining of the fidelities whose parents are observed (each one a
+sparse GP on its own data), the ``predmean`` or ``free`` initialisation of the inducing inputs of the refined
+fidelities (Cutajar et al. 2019, Sec. 4.4), then joint training with :func:`pyro_dag.infer.train` under DAG-VI
+(mean field) or DAG-SVI (chordal, warm-started from a mean-field fit).
+"""
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..dgp import DAGDGP
+from ..gp.likelihoods import Gaussian
+from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
+from .data import multifidelity_data
+
+__all__ = ["MultiFidelityEmulator", "FidelityPrediction", "initial_lengthscale", "INDUCING_INITS"]
+
+#: Initialisations of the inducing inputs of a refined fidelity (Perlino et al. 2026, App. G.5).
+INDUCING_INITS = ("predmean", "free")
+
+
+@dataclass
+class FidelityPrediction:
+    """Prediction of one fidelity at new inputs, in the fidelity's own units.
+
+    :ivar mean: ``[n]`` predictive mean. :ivar variance: ``[n]`` predictive variance of a new run (noise included).
+    :ivar samples: ``[S, n]`` draws of the latent output (the predictive is their mixture with the noise).
+    """
+
+    mean: np.ndarray
+    variance: np.ndarray
+    samples: np.ndarray
+
+    @property
+    def std(self):
+        return np.sqrt(self.variance)
+
+
+def _gp_log_marginal(X, y, lengthscale, noise=1e-3):
+    """Profile log marginal likelihood of an exact zero-mean RBF GP with isotropic ``lengthscale``, noise-to-signal
+    ratio ``noise`` and the signal variance at its maximum ``σ² = yᵀK⁻¹y / n``: ``[n, d]``, ``[n]`` numpy arrays."""
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    K = np.exp(-0.5 * d2 / lengthscale ** 2) + noise * np.eye(len(y))
+    try:
+        L = np.linalg.cholesky(K)
+    except np.linalg.LinAlgError:
+        return -np.inf
+    alpha = np.linalg.solve(L, y)
+    n = len(y)
+    return -0.5 * n * np.log(max(alpha @ alpha / n, 1e-300)) - np.log(np.diag(L)).sum()
+
+
+def initial_lengthscale(X, y, grid=None):
+    """Data-driven initial length-scale: the isotropic RBF length-scale with the largest exact-GP marginal likelihood
+    on a log grid (``0.03 √d`` to ``3 √d``), for inputs in the unit box and a standardised ``y``.
+
+    :param X: ``[n, d]``. :param y: ``[n]``. :returns: a float.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    y = (y - y.mean()) / (y.std() if y.std() > 0 else 1.0)
+    grid = np.geomspace(0.03, 3.0, 16) * math.sqrt(X.shape[1]) if grid is None else grid
+    if len(y) > 400:
+        idx = np.random.default_rng(0).choice(len(y), 400, replace=False)
+        X, y = X[idx], y[idx]
+    scores = [_gp_log_marginal(X, y, ls) for ls in grid]
+    return float(grid[int(np.argmax(scores))])
+
+
+def _collapsed_bound(model, w, parent_values, y):
+    """Titsias (2009) collapsed bound of node ``w`` alone, whitened: ``log N(y | 0, A Aᵀ + τ² I) - Σ r / (2τ²)``
+    with ``(A, r)`` the whitened conditional at the observed parent values; also returns ``(A, τ²)``."""
+    a, r = model.node_conditional(w, parent_values)                   # [n, M], [n]
+    tau2 = model.likelihoods[w].variance.reshape(-1)[0]
+    n, M = a.shape
+    B = torch.eye(M, dtype=a.dtype) + a.T @ a / tau2
+    LB = torch.linalg.cholesky(B)
+    c = torch.linalg.solve_triangular(LB, (a.T @ y / tau2)[:, None], upper=False)
+    quad = (y * y).sum() / tau2 - (c * c).sum()
+    logdet = 2 * LB.diagonal().log().sum() + n * tau2.log()
+    bound = -0.5 * (n * math.log(2 * math.pi) + logdet + quad) - 0.5 * r.sum() / tau2
+    return bound, a, tau2
+
+
+def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03):
+    """Node-wise pretraining against the collapsed bound (exact in ``q(V_w)``, Titsias 2009): Adam on each node's
+    kernel hyperparameters and noise (inducing inputs held), then the optimal ``q(V_w) = N(Σ Aᵀ y / τ², Σ)``,
+    ``Σ = (I + AᵀA / τ²)⁻¹``, written into ``guide``'s block of the node. The parents' observed values are the inputs
+    (the cases where the node and all its parents were run).
+
+    :returns: ``{node: [loss per step]}``.
+    """
+    X, _, obs = model.checked_arguments(inputs, data)
+    rows, params = {}, []
+    for w in nodes:
+        y, m = obs[w]
+        keep = m[:, 0].clone()
+        for p in model.parents[w]:
+            if p not in X:
+                keep &= obs[p][1][:, 0]
+        rows[w] = ({p: (X[p] if p in X else obs[p][0])[keep] for p in model.parents[w]}, y[keep, 0])
+        params += [q for mod in (model.kernels[w], model.likelihoods[w]) for q in mod.parameters() if q.requires_grad]
+    losses = {w: [] for w in nodes}
+    if num_steps and params:
+        optim = torch.optim.Adam(params, lr=lr)
+        for _ in range(num_steps):
+            optim.zero_grad()
+            total = 0.0
+            for w in nodes:
+                b = -_collapsed_bound(model, w, *rows[w])[0]
+                losses[w].append(float(b))
+                total = total + b
+            total.backward()
+            optim.step()
+    with torch.no_grad():
+        family = guide.family
+        for w in nodes:
+            _, a, tau2 = _collapsed_bound(model, w, *rows[w])
+            M = a.shape[1]
+            prec = torch.eye(M, dtype=a.dtype) + a.T @ a / tau2
+            Lp = torch.linalg.cholesky(prec)
+            mean = torch.cholesky_solve((a.T @ rows[w][1] / tau2)[:, None], Lp)[:, 0]
+            if guide.structure == "mean_field":
+                cov = torch.cholesky_inverse(Lp)
+                family.set_node(w, mean, torch.linalg.cholesky(cov))
+            else:
+                family.set_node(w, mean, Lp)
+        if guide.structure != "mean_field":
+            family.zero_offdiagonal()
+    return losses
+
+
+@torch.no_grad()
+def _transfer(source, target, rel_floor=1e-12):
+    """Initialise a structured guide from a mean-field one (as
+    :meth:`~pyro_dag.infer.autoguide.AutoStructuredGuide.warm_start`, every node observed), with each covariance
+    block's eigenvalues floored at ``rel_floor`` times the largest: the near-noiseless fits of deterministic
+    simulators give covariance blocks too ill-conditioned to invert as they are."""
+    src = source.inducing_posterior()
+    means = src.mean_blocks()
+    for b in target.family.blocks:
+        cov = src.covariance_block(b.node)
+        cov = 0.5 * (cov + cov.T)
+        lam, V = torch.linalg.eigh(cov)
+        lam = lam.clamp_min(rel_floor * float(lam.max()))
+        prec = (V / lam) @ V.T
+        target.family.set_node(b.node, means[b.node].reshape(-1), torch.linalg.cholesky(0.5 * (prec + prec.T)))
+    target.family.zero_offdiagonal()
+
+
+class MultiFidelityEmulator:
+    """A multi-fidelity emulator: a DAG-DGP whose root is the shared design input and whose nodes are the
+    fidelities (Perlino et al. 2026, arXiv:2607.09645, Sec. 7, Sec. 8.1; the MF-DGP of Cutajar et al. 2019 is the
+    chain case).
+
+    :param dict fidelities: ``{name: (X [n_f, d], y [n_f])}`` or a list of pairs (a chain, lowest first); see
+        :func:`~pyro_dag.emulation.multifidelity_data`. :param dict parents: ``{name: [lower fidelities]}``.
+    :param str kernel: fusion kernel at refined fidelities, ``"multifidelity"`` (Cutajar form of
+        :class:`~pyro_dag.kernels.MultiFidelity`, default) or ``"nargp"`` (:class:`~pyro_dag.kernels.NARGP`).
+    :param str structure: ``"chordal"`` (DAG-SVI, default) or ``"mean_field"`` (DAG-VI).
+    :param int num_inducing: inducing points of a fidelity refining nothing (at most its number of runs; the paper
+        uses all 200); a refined fidelity gets one per training run (as the paper), at most ``max_inducing_refined``.
+    :param str inducing_init: ``"predmean"`` (default; the refined fidelity's inducing inputs are its training
+        inputs augmented with the pretrained lower fidelities' predictive means there, held fixed) or ``"free"``
+        (the same inputs with the lower-fidelity coordinates drawn from ``N(0, 1)``, the standardised scale, and
+        learned).
+    :param float noise: initial noise variance in standardised units (default 1e-3).
+    :param int seed: seed of the inducing-input initialisation and of the training draws.
+    :param connect_input: as in :func:`~pyro_dag.emulation.multifidelity_data`.
+
+    Example::
+
+        em = MultiFidelityEmulator({"low": (X_low, y_low), "high": (X_high, y_high)}, parents={"high": ["low"]})
+        em.fit(num_steps=2000)
+        pred = em.predict(X_test)          # {"low": FidelityPrediction, "high": FidelityPrediction}
+        pred["high"].mean, pred["high"].std
+    """
+
+    def __init__(self, fidelities, parents=None, *, kernel="multifidelity", structure="chordal", num_inducing=100,
+                 max_inducing_refined=200, inducing_init="predmean", noise=1e-3, seed=0, connect_input=None,
+                 input_name="x"):
+        if kernel not in ("multifidelity", "nargp"):
+            raise ValueError(f"kernel must be 'multifidelity' or 'nargp', got {kernel!r}")
+        if structure not in ("chordal", "mean_field"):
+            raise ValueError(f"structure must be 'chordal' (DAG-SVI) or 'mean_field' (DAG-VI), got {structure!r}")
+        if inducing_init not in INDUCING_INITS:
+            raise ValueError(f"inducing_init must be one of {INDUCING_INITS}, got {inducing_init!r}")
+        self.mf = multifidelity_data(fidelities, parents, input_name=input_name, connect_input=connect_input)
+        self.kernel_name, self.structure, self.inducing_init = kernel, structure, inducing_init
+        self.noise, self.seed = float(noise), int(seed)
+        mf = self.mf
+        self.lower = mf.X.min(0)
+        span = mf.X.max(0) - self.lower
+        self.span = np.where(span > 0, span, 1.0)
+        self.y_loc = {f: float(np.nanmean(mf.y[f])) for f in mf.fidelities}
+        self.y_scale = {f: float(np.nanstd(mf.y[f])) or 1.0 for f in mf.fidelities}
+        self.refined = [f for f in mf.fidelities if mf.parents[f]]
+        self.num_inducing = {}
+        for f in mf.fidelities:
+            n_f = int(mf.observed(f).sum())
+            self.num_inducing[f] = min(n_f, max_inducing_refined) if f in self.refined else min(n_f, num_inducing)
+        self.model = self.guide = None
+        self.history = {}
+
+    # ------------------------------------------------------------------ data in model units
+    def _scale_x(self, X):
+        return (np.asarray(X, dtype=np.float64) - self.lower) / self.span
+
+    def model_inputs(self, X=None):
+        """``{input: [n, d] tensor}`` in the unit box (default: the training cases)."""
+        X = self.mf.X if X is None else X
+        return {self.mf.input: torch.as_tensor(self._scale_x(X), dtype=torch.float64)}
+
+    def model_data(self):
+        """``{fidelity: [n, 1] tensor}`` standardised, NaN where the fidelity was not run."""
+        return {f: torch.as_tensor((self.mf.y[f] - self.y_loc[f]) / self.y_scale[f], dtype=torch.float64)
+                for f in self.mf.fidelities}
+
+    # ------------------------------------------------------------------ kernels from the data
+    def _coupling(self, f):
+        """Least-squares coefficients ``ρ`` of the standardised ``f`` on its standardised parents (with an intercept and
+        a linear trend in ``x``) at the cases where all were run (nested designs), and the variance of the residual
+        ``f - ρᵀ parents``; ``(ρ [k], s²)`` (``ρ = 1``, ``s² = 0.1`` without enough shared cases)."""
+        mf, data = self.mf, self.model_data()
+        rows = mf.observed(f).copy()
+        for p in mf.parents[f]:
+            rows &= mf.observed(p)
+        y = data[f].numpy()[rows, 0]
+        k = len(mf.parents[f])
+        if rows.sum() < k + mf.dim + 3:
+            return np.ones(k), 0.1
+        P = np.stack([data[p].numpy()[rows, 0] for p in mf.parents[f]], 1)
+        Z = np.concatenate([P, self._scale_x(mf.X[rows]), np.ones((int(rows.sum()), 1))], 1)
+        coef, *_ = np.linalg.lstsq(Z, y, rcond=None)
+        resid = y - P @ coef[:k]
+        return coef[:k], float(max(resid.var(), 1e-2))
+
+    def _kernels(self):
+        mf, data = self.mf, self.model_data()
+        x = self._scale_x(mf.X)
+        d = mf.dim
+        kernels = {}
+        for f in mf.fidelities:
+            obs = mf.observed(f)
+            y = data[f].numpy()[obs, 0]
+            if f not in self.refined:
+                kernels[f] = Concat(RBF(ard=True, variance=1.0, lengthscale=initial_lengthscale(x[obs], y)))
+                continue
+            rho, resid = self._coupling(f)
+            rows = obs.copy()
+            for p in mf.parents[f]:
+                rows &= mf.observed(p)
+            if rows.sum() >= len(mf.parents[f]) + d + 3:
+                Z = np.stack([data[p].numpy()[rows, 0] for p in mf.parents[f]], 1)
+                r = data[f].numpy()[rows, 0] - Z @ rho
+                ls_delta = initial_lengthscale(x[rows], r)
+            else:
+                ls_delta = initial_lengthscale(x[obs], y)
+            long = 2.0 * math.sqrt(d)
+            if self.kernel_name == "multifidelity":
+                kernels[f] = MultiFidelity(rho=RBF(ard=True, variance=1.0, lengthscale=long),
+                                           linear=Linear(variance=float(max(np.mean(rho ** 2), 1e-2))),
+                                           se=RBF(ard=True, variance=float(resid), lengthscale=1.0),
+                                           delta=RBF(ard=True, variance=float(resid), lengthscale=ls_delta))
+            else:
+                kernels[f] = NARGP(rho=RBF(ard=True, variance=1.0, lengthscale=long),
+                                   f=RBF(ard=True, variance=1.0, lengthscale=2.0),
+                                   delta=RBF(ard=True, variance=float(resid), lengthscale=ls_delta))
+        return kernels
+
+    # ------------------------------------------------------------------ building
+    def build(self):
+        """Build the :class:`~pyro_dag.DAGDGP` (float64) with data-driven kernels; returns it (also ``.model``)."""
+        mf = self.mf
+        data = self.model_data()
+        x = self._scale_x(mf.X)
+        rng = np.random.default_rng(self.seed)
+        inducing = {}
+        for f in self.refined:
+            obs = np.nonzero(mf.observed(f))[0]
+            if len(obs) > self.num_inducing[f]:
+                obs = np.sort(rng.choice(obs, self.num_inducing[f], replace=False))
+            z = [np.nan_to_num(data[p].numpy()[obs], nan=0.0) for p in mf.parents[f]]
+            inducing[f] = torch.as_tensor(np.concatenate([x[obs]] + z, 1), dtype=torch.float64)
+        self._refined_rows = {f: None for f in self.refined}
+        learn = set(self.refined) if self.inducing_init == "free" else False
+        self.model = DAGDGP(mf.graph, kernels=self._kernels(), num_inducing=self.num_inducing,
+                            likelihoods={f: Gaussian(self.noise) for f in mf.fidelities}, inducing_inputs=inducing,
+                            learn_inducing=learn, seed=self.seed).double()
+        self.model.setup(self.model_inputs(), data)
+        return self.model
+
+    def _set_refined_inducing(self, guide, fidelities):
+        """``predmean`` / ``free`` initialisation of the lower-fidelity coordinates of the refined fidelities'
+        inducing inputs (their input coordinates are training inputs of the fidelity, set at :meth:`build`)."""
+        mf, model = self.mf, self.model
+        d = mf.dim
+        gen = torch.Generator().manual_seed(self.seed + 1)
+        for f in fidelities:
+            Z = model.inducing_inputs(f).detach().clone()
+            if self.inducing_init == "predmean":
+                pred = model.predict(guide, {mf.input: Z[:, :d]}, nodes=mf.parents[f], num_samples=64)
+                Z[:, d:] = torch.cat([pred[p].mean for p in mf.parents[f]], -1)
+            else:
+                Z[:, d:] = torch.randn(Z.shape[0], Z.shape[1] - d, generator=gen, dtype=Z.dtype)
+            with torch.no_grad():
+                target = getattr(model.inducing, f"{f}_unconstrained", None)
+                if target is None:
+                    target = getattr(model.inducing, f)
+                target.copy_(Z)
+
+    def _guide(self, structure, name):
+        from ..infer.autoguide import AutoStructuredGuide
+        from ..infer.training import initial_scales
+
+        scales = initial_scales(self.model, self.model_inputs(), self.model_data())
+        return AutoStructuredGuide(self.model, structure=structure, init_scale=scales, name=name)
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, num_steps=1000, pretrain_steps=500, warm_start=None, lr=0.001, pretrain_lr=0.03, num_particles=4,
+            likelihood_lr_multiplier=0.1, progress=False, num_threads=1):
+        """Fit the emulator (Perlino et al. 2026, App. G.5, in a shorter budget).
+
+        1. node-wise pretraining (``pretrain_steps``) of the fidelities that refine nothing;
+        2. the ``predmean`` / ``free`` initialisation of the refined fidelities' inducing inputs, then node-wise
+           pretraining of the refined fidelities on their runs where the lower fidelities were also run (nested
+           designs; skipped otherwise);
+        3. joint training with :func:`pyro_dag.infer.train` (``recipe="adam"``, full batch, the likelihood's learning
+           rate × ``likelihood_lr_multiplier``): DAG-VI for ``num_steps``; DAG-SVI for ``warm_start`` mean-field
+           steps (default ``num_steps // 6``, as the paper's 2000 of 12 000) and then ``num_steps - warm_start``
+           structured steps.
+
+        :returns: ``self`` (the losses are in ``.history``).
+        """
+        import pyro
+
+        from ..infer.training import train
+        from ..threads import limit_threads
+
+        if self.model is None:
+            self.build()
+        inputs, data = self.model_inputs(), self.model_data()
+        tag = f"MultiFidelityEmulator_{id(self)}"
+        warm = num_steps // 6 if warm_start is None else int(warm_start)
+        with limit_threads(num_threads):
+            pyro.set_rng_seed(self.seed)
+            mf_guide = self._guide("mean_field", f"{tag}_mf")
+            base = [f for f in self.mf.fidelities if f not in self.refined]
+            hist = self.history
+            mf_guide(inputs, data)
+            hist["pretrain_low"] = pretrain_collapsed(self.model, mf_guide, inputs, data, base, pretrain_steps,
+                                                      lr=pretrain_lr)
+            for f in self.refined:                       # topological order: its parents are pretrained
+                self._set_refined_inducing(mf_guide, [f])
+                if self.mf.nested(f):
+                    hist[f"pretrain_{f}"] = pretrain_collapsed(self.model, mf_guide, inputs, data, [f],
+                                                               pretrain_steps, lr=pretrain_lr)[f]
+            common = dict(recipe="adam", lr=lr, num_particles=num_particles,
+                          likelihood_lr_multiplier=likelihood_lr_multiplier, progress=progress,
+                          num_threads=num_threads)
+            if self.structure == "mean_field":
+                hist["train"] = train(self.model, mf_guide, inputs, data, num_steps=num_steps, **common).losses
+                self.guide = mf_guide
+            else:
+                if warm:
+                    hist["warm_start"] = train(self.model, mf_guide, inputs, data, num_steps=warm, **common).losses
+                guide = self._guide("chordal", f"{tag}_svi")
+                guide(inputs, data)
+                _transfer(mf_guide, guide)
+                hist["train"] = train(self.model, guide, inputs, data, num_steps=max(num_steps - warm, 1),
+                                      **common).losses
+                self.guide = guide
+        return self
+
+    # ------------------------------------------------------------------ prediction
+    def _check_box(self, X):
+        x = self._scale_x(X)
+        tol = 1e-9
+        out = (x < -tol) | (x > 1 + tol)
+        if out.any():
+            cols = sorted(set(np.nonzero(out)[1].tolist()))
+            warnings.warn(f"{int(out.any(1).sum())} of {len(x)} test inputs lie outside the design box in input "
+                          f"columns {cols} (box {self.lower.tolist()} to {(self.lower + self.span).tolist()}): the "
+                          "emulator extrapolates there", stacklevel=3)
+
+    def predict(self, X, fidelities=None, num_samples=200, seed=0):
+        """Predict every fidelity (or ``fidelities``) at new inputs ``X`` ``[n, d]``, in each fidelity's own units.
+
+        Warns when a test input lies outside the box of the training designs.
+
+        :returns: ``{fidelity: FidelityPrediction}``.
+        """
+        if self.guide is None:
+            raise RuntimeError("predict: fit the emulator first (em.fit(...))")
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1 and self.mf.dim == 1:
+            X = X[:, None]
+        if X.ndim != 2 or X.shape[1] != self.mf.dim:
+            raise ValueError(f"predict: X must be [n, {self.mf.dim}] (the designs' input dimension), got {X.shape}")
+        self._check_box(X)
+        fidelities = list(self.mf.fidelities) if fidelities is None else list(fidelities)
+        for f in fidelities:
+            if f not in self.mf.fidelities:
+                raise ValueError(f"predict: unknown fidelity {f!r}; the fidelities are {self.mf.fidelities}")
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            pred = self.model.predict(self.guide, self.model_inputs(X), nodes=fidelities, num_samples=num_samples)
+        out = {}
+        for f in fidelities:
+            m, s = self.y_loc[f], self.y_scale[f]
+            p = pred[f]
+            var = p.y_variance if p.y_variance is not None else p.variance
+            out[f] = FidelityPrediction((p.mean[:, 0] * s + m).numpy(), (var[:, 0] * s ** 2).numpy(),
+                                        (p.samples[..., 0] * s + m).numpy())
+        return out
+
+    def shapley(self, X, fidelity=None, **kwargs):
+        """Shapley attribution of ``fidelity`` (default: the highest) at ``X`` to the fidelities it refines
+        (:func:`pyro_dag.attribution.shapley`, in standardised units; shares are unit-free)."""
+        from .attribution import shapley
+
+        fidelity = self.mf.fidelities[-1] if fidelity is None else fidelity
+        return shapley(self.model, self.guide, fidelity, self.model_inputs(X), **kwargs)
