@@ -3,6 +3,10 @@
 * ``pyro-dag fit collider`` -- fit a DAG-DGP to the built-in latent-collider data of the DAG-DGP paper
   (Perlino et al. 2026, arXiv:2607.09645, App. G.3), print a summary, and write metrics (JSON) and a figure
   (PNG) to ``--out``;
+* ``pyro-dag fit sachs --task interpolation|extrapolation --seed K`` -- the DAG-DGP paper's Sachs
+  protein-signalling regression (Sec. 6; :mod:`pyro_dag.experiments.sachs`): metrics JSON and a figure;
+* ``pyro-dag fit --csv data.csv --graph graph.txt [--inputs A,B] [--latent h:2:C,D] [--test-fraction 0.2]`` --
+  your own data (:mod:`pyro_dag.experiments.csv`): per-node held-out metrics (JSON), predictions (CSV), figure;
 * ``pyro-dag discover ...`` -- Bayesian structure learning (see :mod:`pyro_dag.structure`).
 
 Every option is checked when the command line is parsed, before any training starts (``--out`` included):
@@ -118,8 +122,11 @@ def _prepare_output_dir(parser, path, option="--out"):
 def _add_fit_parser(sub):
     fit = sub.add_parser("fit", help="fit a DAG-DGP to a built-in data set",
                          description="Fit a DAG deep GP with SVI and DAGELBO to a built-in data set.")
-    fit.add_argument("dataset", choices=["collider"], help="built-in data set")
-    fit.add_argument("--steps", type=positive_int, default=3000, help="optimisation steps in all (default 3000)")
+    fit.add_argument("dataset", nargs="?", choices=["collider", "sachs"], default=None,
+                     help="built-in data set: collider, or sachs (the DAG-DGP paper's protein-signalling regression); "
+                          "omit it with --csv")
+    fit.add_argument("--steps", type=positive_int, default=None,
+                     help="optimisation steps in all (default 3000 for collider, the recipe's for sachs, 2000 for --csv)")
     fit.add_argument("--guide", choices=["chordal", "full", "mean_field"], default="chordal",
                      help="variational family: chordal (DAG-SVI, default), full, or mean_field (DAG-VI)")
     fit.add_argument("--backend", choices=["auto", "dense", "sparse"], default="auto",
@@ -129,7 +136,8 @@ def _add_fit_parser(sub):
     fit.add_argument("--device", type=torch_device, default="cpu",
                      help="torch device: cpu, cuda or cuda:N (default cpu)")
     fit.add_argument("--num-particles", type=positive_int, default=4, help="ancestral samples per step (default 4)")
-    fit.add_argument("--lr", type=positive_float, default=0.01, help="Adam learning rate, > 0 (default 0.01)")
+    fit.add_argument("--lr", type=positive_float, default=None,
+                     help="Adam learning rate, > 0 (default 0.01; sachs: the recipe's, 1e-3 for paper)")
     fit.add_argument("--sampler", choices=["conditional", "joint"], default="conditional",
                      help="DAGELBO sampler for the structured guide (default conditional, the paper's; joint: "
                           "cheaper steps on deep graphs, more gradient variance)")
@@ -164,6 +172,7 @@ def _add_fit_parser(sub):
                      help="CPU threads for torch and BLAS during the fit (default 1: these problems are small, and "
                           "extra threads under background load make each step much slower)")
     fit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_data_arguments(fit)
     fit.set_defaults(func=_run_fit, subparser=fit)
 
 
@@ -189,6 +198,11 @@ def _run_fit(args):
     from .threads import limit_threads
 
     parser = args.subparser
+    if args.dataset != "collider":
+        return _run_fit_data(args)
+    _check_collider_only(parser, args)
+    args.steps = 3000 if args.steps is None else args.steps
+    args.lr = 0.01 if args.lr is None else args.lr
     _resolve_fit_options(parser, args)
     _prepare_output_dir(parser, args.out)
     if args.checkpoint is not None:
@@ -217,6 +231,122 @@ def _run_fit(args):
     print(f"  child w3 CRPS  train {m['crps_train']:.4f}  held-out {m['crps_test']:.4f}")
     print(f"  explaining-away: mean |corr(w1, w2)| {m['mean_abs_corr']:.3f}, parent variance {m['parent_var']:.4f}")
     print(f"  wrote {metrics_path} and {fig_path}")
+    return 0
+
+
+_DATA_OPTIONS = ("task", "csv", "graph", "inputs", "latent", "test_fraction", "pretrain_steps", "num_inducing",
+                 "latent_steps")
+
+
+def _add_data_arguments(fit):
+    """Options of ``pyro-dag fit sachs`` and ``pyro-dag fit --csv``."""
+    fit.add_argument("--task", choices=["interpolation", "extrapolation"], default=None,
+                     help="sachs: interpolation (random 80/20 split) or extrapolation (test on both 10%% tails of a "
+                          "random projection of the standardised PKC, Plcg; default)")
+    fit.add_argument("--csv", default=None, metavar="FILE",
+                     help="fit your own data: a CSV file with one column per graph node (header = node names)")
+    fit.add_argument("--graph", default=None, metavar="FILE",
+                     help="with --csv: the DAG, as an edge list ('a -> b' per line), a bnlearn model string "
+                          "('[A][B|A]'), or a .gml / .graphml file")
+    fit.add_argument("--inputs", default=None, metavar="A,B",
+                     help="with --csv: the observed roots (comma-separated; default every root of the graph)")
+    fit.add_argument("--latent", action="append", default=[], metavar="NAME:DIM:CHILD,CHILD",
+                     help="with --csv: add a latent input (hidden confounder) NAME of dimension DIM feeding the "
+                          "children; repeatable (e.g. --latent h1:1:PKA --latent h2:1:Raf). The children's observed "
+                          "test values are used to infer it for the test rows")
+    fit.add_argument("--test-fraction", type=unit_interval, default=None,
+                     help="with --csv: share of rows held out at random, in (0, 1) (default 0.2)")
+    fit.add_argument("--pretrain-steps", type=non_negative_int, default=None,
+                     help="sachs / --csv: node-wise pretraining steps (default: the recipe's; 200 for --csv)")
+    fit.add_argument("--num-inducing", type=positive_int, default=None,
+                     help="with --csv: inducing points per node (default 32)")
+    fit.add_argument("--latent-steps", type=positive_int, default=300,
+                     help="sachs / --csv: steps of the test cases' latent-input fit (default 300)")
+
+
+def _check_collider_only(parser, args):
+    for name in _DATA_OPTIONS:
+        value = getattr(args, name)
+        if value != (300 if name == "latent_steps" else [] if name == "latent" else None):
+            parser.error(f"argument --{name.replace('_', '-')}: not an option of 'fit collider' (it is for 'fit "
+                         "sachs' or 'fit --csv')")
+
+
+def _run_fit_data(args):
+    """``pyro-dag fit sachs`` and ``pyro-dag fit --csv FILE --graph FILE``."""
+    from .threads import limit_threads
+
+    parser = args.subparser
+    if args.csv is None and args.dataset is None:
+        parser.error("give a built-in data set (collider, sachs) or your own data with --csv FILE --graph FILE")
+    if args.csv is not None and args.dataset is not None:
+        parser.error(f"argument --csv: fits your own data, so drop the data set {args.dataset!r}")
+    if args.csv is None:
+        for name in ("graph", "inputs", "latent", "test_fraction", "num_inducing"):
+            if getattr(args, name) not in (None, []):
+                parser.error(f"argument --{name.replace('_', '-')}: an option of 'fit --csv', not of 'fit sachs'")
+        if args.guide == "full":
+            parser.error("argument --guide: sachs compares chordal (DAG-SVI) and mean_field (DAG-VI)")
+    else:
+        if args.graph is None:
+            parser.error("argument --csv: needs --graph FILE (the DAG over the CSV's columns)")
+        if args.task is not None:
+            parser.error("argument --task: an option of 'fit sachs', not of 'fit --csv'")
+        if args.test_fraction is not None and not 0 < args.test_fraction < 1:
+            parser.error(f"argument --test-fraction: must be in (0, 1), got {args.test_fraction}")
+        for option, path in (("--csv", args.csv), ("--graph", args.graph)):
+            if not os.path.isfile(path):
+                parser.error(f"argument {option}: {path} is not a file")
+    _prepare_output_dir(parser, args.out)
+    if args.checkpoint is not None:
+        _prepare_output_dir(parser, args.checkpoint, option="--checkpoint")
+    if args.csv is None:
+        from .experiments.sachs import fit_sachs, save_sachs_outputs
+
+        method = "dag_svi" if args.guide == "chordal" else "dag_vi"
+        task = args.task or "extrapolation"
+        with limit_threads(args.threads):
+            result = fit_sachs(task, args.seed, method, recipe=args.recipe, num_steps=args.steps,
+                               pretrain_steps=args.pretrain_steps, num_particles=args.num_particles, lr=args.lr,
+                               latent_steps=args.latent_steps, progress=not args.no_progress,
+                               checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+            paths = save_sachs_outputs(result, args.out)
+        a, u = result["all"], result["unseen"]
+        print(f"sachs {task} | seed {args.seed} | {method} | recipe {args.recipe}: {result['pretrain_steps']} "
+              f"pretraining + {result['num_steps']} joint steps, {result['seconds_train']:.0f} s")
+        print(f"  9-node average: RMSE {a['rmse']:.3f}  CRPS {a['crps']:.3f}  NLPD {a['nlpd']:.3f}  "
+              f"PICP {a['picp']:.3f}")
+        print(f"  7 nodes other than PKA, Raf: RMSE {u['rmse']:.3f}  CRPS {u['crps']:.3f}")
+    else:
+        from .experiments.csv import CSVInputError, fit_csv, save_csv_outputs
+        from .graph import DAGStructureError
+
+        inputs = None if args.inputs is None else [s.strip() for s in args.inputs.split(",") if s.strip()]
+        try:
+            with limit_threads(args.threads):
+                result = fit_csv(args.csv, args.graph, inputs=inputs, latent=args.latent,
+                                 test_fraction=0.2 if args.test_fraction is None else args.test_fraction,
+                                 seed=args.seed, num_steps=2000 if args.steps is None else args.steps,
+                                 pretrain_steps=200 if args.pretrain_steps is None else args.pretrain_steps,
+                                 structure=args.guide, num_inducing=args.num_inducing or 32,
+                                 lr=0.01 if args.lr is None else args.lr,
+                                 recipe="adam" if args.recipe == "paper" else "recommended",
+                                 latent_steps=args.latent_steps, progress=not args.no_progress,
+                                 checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                                 num_threads=args.threads)
+                paths = save_csv_outputs(result, args.out)
+        except (CSVInputError, DAGStructureError, FileNotFoundError) as e:
+            print(f"pyro-dag fit: error: {e}", file=sys.stderr)
+            return 2
+        m = result["metrics"]
+        print(f"{args.csv} | {m['n_train']} training / {m['n_test']} test rows | guide {args.guide} | "
+              f"{m['pretrain_steps']} pretraining + {m['num_steps']} steps, {m['train_seconds']:.0f} s")
+        for w, met in m["per_node"].items():
+            note = "  (used to infer the latent inputs)" if met["used_to_infer_latent"] else ""
+            print(f"  {w:>12}: RMSE {met['rmse']:.3f} (data units {met['rmse_data_units']:.4g})  "
+                  f"CRPS {met['crps']:.3f}  PICP {met['picp']:.2f}{note}")
+        print(f"  average: RMSE {m['average']['rmse']:.3f}  CRPS {m['average']['crps']:.3f}")
+    print("  wrote " + ", ".join(paths))
     return 0
 
 

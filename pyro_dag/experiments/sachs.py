@@ -42,8 +42,8 @@ predictor that sees more of the test case than the DAG-DGP does).
 **Recipes** (:data:`RECIPES`): ``"paper"``: Adam with lr 1e-3, 1000 node-wise pretraining steps (interpolation
 only; the paper's extrapolation runs have none) and 10 000 joint steps, inducing inputs and noise held fixed for
 the first 40 % of the joint steps. ``"recommended"``: :func:`pyro_dag.infer.train`'s recommended recipe (Adam with
-lr 0.01, antithetic samples, natural-gradient steps on the structured posterior after 1000 steps), 500 node-wise
-pretraining steps and the same 40 % freeze, 3000 joint steps.
+lr 0.01, antithetic samples, natural-gradient steps on the structured posterior after 1000 steps), 300 node-wise
+pretraining steps and the same 40 % freeze, 2000 joint steps.
 """
 import math
 import time
@@ -56,7 +56,8 @@ import torch
 from ..datasets.sachs import SACHS_NODES, sachs, sachs_graph
 from ..metrics.regression import crps_samples, nlpd_mixture
 
-__all__ = ["SachsSplit", "sachs_split", "sachs_dag", "sachs_model", "fit_sachs", "node_metrics", "average_metrics",
+__all__ = ["SachsSplit", "sachs_split", "sachs_dag", "sachs_model", "fit_sachs", "save_sachs_outputs", "node_metrics",
+           "average_metrics",
            "METHODS", "RECIPES", "GP_NODES", "UNSEEN_NODES", "ROOTS", "LATENT_CHILDREN", "PAPER"]
 
 #: The observed inputs (roots) of the study.
@@ -71,8 +72,8 @@ METHODS = ("dag_svi", "dag_vi", "gp_sem", "linear_sem")
 RECIPES = {
     "paper": {"recipe": "adam", "lr": 1e-3, "pretrain_steps": {"interpolation": 1000, "extrapolation": 0},
               "num_steps": 10000, "freeze_fraction": 0.4},
-    "recommended": {"recipe": "recommended", "lr": 0.01, "pretrain_steps": {"interpolation": 500, "extrapolation": 500},
-                    "num_steps": 3000, "freeze_fraction": 0.4},
+    "recommended": {"recipe": "recommended", "lr": 0.01, "pretrain_steps": {"interpolation": 300, "extrapolation": 300},
+                    "num_steps": 2000, "freeze_fraction": 0.4},
 }
 #: The paper's numbers (node averages, log space; Table 1, and Table 3's mean ± std over 5 projection splits).
 PAPER = {
@@ -220,7 +221,7 @@ def _summary(per_node):
 
 # ---------------------------------------------------------------------------------------------------- DAG-DGP
 def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particles, progress, num_samples,
-                latent_steps, seed, callbacks=()):
+                latent_steps, seed, callbacks=(), lr=None, checkpoint=None, checkpoint_every=100):
     from ..infer import train
     from ..infer.autoguide import AutoStructuredGuide
     from ..infer.training import initial_scales
@@ -234,11 +235,12 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
     model.setup(split.train_inputs, split.train_data)
     guide = AutoStructuredGuide(model, structure=structure,
                                 init_scale=initial_scales(model, split.train_inputs, split.train_data))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = train(model, guide, split.train_inputs, split.train_data, num_steps=steps, recipe=r["recipe"],
-                   lr=r["lr"], pretrain_steps=pre, freeze_fraction=r["freeze_fraction"], num_particles=num_particles,
+                   lr=r["lr"] if lr is None else lr, pretrain_steps=pre, checkpoint=checkpoint,
+                   checkpoint_every=checkpoint_every, resume=checkpoint is not None, freeze_fraction=r["freeze_fraction"], num_particles=num_particles,
                    progress=progress, callbacks=callbacks, name=f"sachs {structure}")
-    t_train = time.perf_counter() - t0
+    t_train, c_train = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
     pred = model.predict(guide, split.test_inputs, {w: split.test_data[w] for w in LATENT_CHILDREN.values()},
                          num_samples=num_samples, latent_steps=latent_steps)
@@ -248,12 +250,10 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
         tau2 = model.likelihoods[w].variance.detach()
         per_node[w] = node_metrics(pred[w].loc[..., 0], pred[w].var[..., 0], tau2, split.test_data[w][:, 0])
     out = _summary(per_node)
-    out.update(seconds_train=t_train, seconds_predict=t_pred, num_steps=steps, pretrain_steps=pre,
+    out.update(seconds_train=t_train, cpu_seconds_train=c_train, seconds_predict=t_pred, num_steps=steps, pretrain_steps=pre,
                final_loss=result.losses[-1], settings=result.settings,
                noise={w: float(model.likelihoods[w].variance.detach().mean()) for w in GP_NODES},
-               prediction={w: pred[w].mean[:, 0] for w in GP_NODES},
-               prediction_sd={w: pred[w].y_variance[:, 0].sqrt() for w in GP_NODES
-                              if pred[w].y_variance is not None})
+               prediction=pred)
     out["model"], out["guide"] = model, guide
     return out
 
@@ -338,7 +338,8 @@ def _evaluate_baseline(nodes, split, num_samples, seed):
 
 # ---------------------------------------------------------------------------------------------------- one run
 def fit_sachs(task="extrapolation", seed=0, method="dag_svi", recipe="paper", num_steps=None, pretrain_steps=None,
-              num_particles=None, num_samples=200, latent_steps=300, progress=False, split=None, callbacks=()):
+              num_particles=None, num_samples=200, latent_steps=300, progress=False, split=None, callbacks=(),
+              lr=None, checkpoint=None, checkpoint_every=100):
     """Fit one method on one split of the Sachs study and score it on the test cases (module docstring).
 
     :param str task: ``"interpolation"`` or ``"extrapolation"``. :param int seed: the split's seed (also the
@@ -349,25 +350,31 @@ def fit_sachs(task="extrapolation", seed=0, method="dag_svi", recipe="paper", nu
         steps (default: the recipe's for the task). :param int num_particles: ELBO samples per step (default 4).
     :param int num_samples: predictive draws ``S``. :param int latent_steps: Adam steps of the test cases' latent
         fit. :param SachsSplit split: a prepared split (default :func:`sachs_split(task, seed)`).
+    :param float lr: Adam's learning rate (default: the recipe's). :param checkpoint: a file or directory for
+        :func:`pyro_dag.infer.train`'s checkpoints (resumed when it holds one; DAG-DGP methods).
+    :param int checkpoint_every: steps between checkpoints.
     :returns: dict with ``"per_node"``, ``"all"`` (9-node average) and ``"unseen"`` (7-node average) for the
         DAG-DGP methods, ``{"propagated": {...}, "observed_parents": {...}}`` for the baselines; plus
-        ``"seconds"`` (training and prediction, one process) and the settings.
+        ``"seconds"`` / ``"cpu_seconds"`` (wall-clock and process CPU time of the whole run, training and
+        prediction; ``"seconds_train"`` / ``"cpu_seconds_train"`` the training alone) and the settings.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if recipe not in RECIPES:
         raise ValueError(f"recipe must be one of {tuple(RECIPES)}, got {recipe!r}")
     split = sachs_split(task, seed) if split is None else split
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if method in ("dag_svi", "dag_vi"):
         out = _fit_dagdgp(split, "chordal" if method == "dag_svi" else "mean_field", recipe, num_steps, pretrain_steps,
-                          num_particles, progress, num_samples, latent_steps, seed, callbacks)
+                          num_particles, progress, num_samples, latent_steps, seed, callbacks, lr, checkpoint,
+                          checkpoint_every)
     elif method == "gp_sem":
         pyro.clear_param_store()
         pyro.set_rng_seed(seed)
         _, parents = _parent_lists()
         steps = 2000 if num_steps is None else num_steps
-        nodes = {w: _NodeGP(w, parents[w], split, steps, 0.01, num_particles, seed, progress) for w in GP_NODES}
+        nodes = {w: _NodeGP(w, parents[w], split, steps, 0.01 if lr is None else lr, num_particles, seed, progress)
+                 for w in GP_NODES}
         out = _evaluate_baseline(nodes, split, num_samples, seed)
         out["num_steps"] = steps
     else:
@@ -375,8 +382,35 @@ def fit_sachs(task="extrapolation", seed=0, method="dag_svi", recipe="paper", nu
         nodes = {w: _NodeLinear(w, parents[w], split) for w in GP_NODES}
         out = _evaluate_baseline(nodes, split, num_samples, seed)
     out.update(task=task, seed=seed, method=method, recipe=recipe if method in ("dag_svi", "dag_vi") else None,
-               seconds=time.perf_counter() - t0, n_train=len(split.train_index), n_test=len(split.test_index))
+               seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0, n_train=len(split.train_index), n_test=len(split.test_index))
+    out["split"] = split
     return out
+
+
+def save_sachs_outputs(result, out_dir):
+    """Write ``sachs_metrics.json`` (per node and averaged, the settings) and ``sachs.png`` (the DAG coloured by
+    each node's held-out RMSE, observed-vs-predicted panels) for a DAG-DGP result of :func:`fit_sachs`.
+
+    :returns: ``(json path, figure path)``.
+    """
+    import json
+    import os
+
+    from .csv import save_figure
+
+    os.makedirs(out_dir, exist_ok=True)
+    keep = {k: v for k, v in result.items() if k not in ("model", "guide", "prediction", "split")}
+    split = result["split"]
+    keep["direction"] = None if split.direction is None else split.direction.tolist()
+    keep["averaged_nodes"] = {"all": list(GP_NODES), "unseen": list(UNSEEN_NODES)}
+    keep["paper"] = PAPER[result["task"]]
+    jpath = os.path.join(out_dir, "sachs_metrics.json")
+    with open(jpath, "w") as f:
+        json.dump(keep, f, indent=2, default=str)
+    fpath = save_figure(result["model"], result["prediction"], split.test_data, os.path.join(out_dir, "sachs.png"),
+                        title=f"Sachs {result['task']} (seed {result['seed']}, {result['method']}): held-out RMSE "
+                              "per node, standardised log units", nodes=GP_NODES)
+    return jpath, fpath
 
 
 def headline(result):
