@@ -155,8 +155,11 @@ class AutoStructuredGuide(AutoGuide):
         mean 0, other sites as in ``AutoNormal``); for any other model
         :func:`~pyro.infer.autoguide.initialization.init_to_median`, as in ``AutoMultivariateNormal``.
     :param init_scale: initial posterior standard deviation (unconstrained) of each coordinate: a positive number,
-        or a dict ``{node or site name: number}`` (names not given get the default). Default: 1.0 for the whitened
-        inducing outputs of a DAGDGP (the prior's scale), 0.1 for the sites of any other model (as
+        or a dict ``{node or site name: number}`` (names not given get the prior's scale, 1.0). Default for the
+        whitened inducing outputs of a DAGDGP: data-driven, ``(1 + n_w σ_w² / (M_w τ_w²))^{-1/2}`` for each
+        observed node with a Gaussian likelihood (:func:`pyro_dag.infer.training.initial_scales`; started at the
+        prior's scale, such a node's Monte Carlo noise swamps its narrow posterior and Adam stalls) and 1.0 for the
+        others; pass ``init_scale=1.0`` for the prior's scale everywhere. For the sites of any other model: 0.1 (as
         ``AutoMultivariateNormal``).
     :param callable create_plates: as in Pyro's autoguides; a subsampled plate's local sites get parameters at
         the plate's full size, and each call uses the rows of the current subsample. Default for a
@@ -193,6 +196,8 @@ class AutoStructuredGuide(AutoGuide):
         self.init_loc_fn = init_loc_fn
         self.init_scale = init_scale
         super().__init__(InitMessenger(init_loc_fn)(model), create_plates=create_plates)
+        # the unwrapped model, for data-driven initial scales (a tuple, so that it is not registered as a submodule)
+        self._user_model = (model,)
         if name is not None:  # parameter-store prefix; two guides with one name would share parameters
             self._pyro_name = name
         self.family = None
@@ -241,7 +246,7 @@ class AutoStructuredGuide(AutoGuide):
             self._sites.append(_SiteLayout(name, meta["node"], (d, m), 2, offset, (), site))
             offset += d * m
         self._site_names = {b.node: name for b, (name, _) in zip(blocks, dag_sites)}
-        init_scale = 1.0 if self.init_scale is None else self.init_scale
+        init_scale = self._data_driven_scales(args, kwargs) if self.init_scale is None else self.init_scale
         self.family = make_family(self.structure, self.backend, blocks, self._graph, observed=self._observed,
                                   init_scale=init_scale, dtype=ref.dtype, device=ref.device)
         self._init_means({name: site["value"].detach() for name, site in dag_sites})
@@ -255,6 +260,22 @@ class AutoStructuredGuide(AutoGuide):
             names = list(self.prototype_trace.nodes)
             self._others_first = names.index(others[0]) < names.index(dag_sites[0][0])
         self._finish_layout()
+
+    def _data_driven_scales(self, args, kwargs):
+        """The default initial scales of a DAGDGP's whitened inducing outputs: for each observed node with a Gaussian
+        likelihood, the scale its data implies (:func:`pyro_dag.infer.training.initial_scales`); 1.0 (the prior's)
+        for the other nodes, and for models that only call a DAGDGP inside a function of their own."""
+        from ...dgp import DAGDGP
+        from ..training.scales import initial_scales
+
+        model = self._user_model[0]
+        if not isinstance(model, DAGDGP):
+            return 1.0
+        inputs = args[0] if args else kwargs.get("inputs")
+        data = args[1] if len(args) > 1 else kwargs.get("data")
+        mask = args[2] if len(args) > 2 else kwargs.get("mask")
+        with suspended(), poutine.block(), torch.no_grad():
+            return initial_scales(model, inputs, data, mask)
 
     def _setup_generic(self, *args, **kwargs):
         """Any Pyro model with continuous latent sites: the structure comes from the model's posterior

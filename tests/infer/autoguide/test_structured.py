@@ -180,3 +180,23 @@ def test_generic_model_rejects_discrete_sites():
 
     with pytest.raises(ValueError, match="discrete"):
         AutoStructuredGuide(model)()
+
+
+@pytest.mark.parametrize("structure", ["mean_field", "chordal"])
+def test_default_initial_scales_are_data_driven(structure):
+    """Observed Gaussian nodes start at the scale their data imply (a small-noise child far below the prior's 1,
+    where Adam would stall); latent nodes at the prior's; ``init_scale=1.0`` restores the prior's everywhere."""
+    from pyro_dag.infer import initial_scales
+
+    model, inputs, data = collider_problem(noise=0.01)
+    guide = AutoStructuredGuide(model, structure=structure)
+    guide(inputs, data)
+    expected = initial_scales(model, inputs, data)
+    assert set(expected) == {"w3"} and expected["w3"] < 0.1
+    scales = {b.node: getattr(guide.family.scales, b.node).detach() for b in guide.family.blocks}
+    assert torch.allclose(scales["w3"], torch.full_like(scales["w3"], expected["w3"]))
+    assert all(torch.equal(scales[w], torch.ones_like(scales[w])) for w in ("w1", "w2"))
+    prior = AutoStructuredGuide(model, structure=structure, init_scale=1.0, name="prior")
+    prior(inputs, data)
+    assert all(torch.equal(getattr(prior.family.scales, b.node).detach(), torch.ones(b.size, dtype=torch.float64))
+               for b in prior.family.blocks)
