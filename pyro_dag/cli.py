@@ -172,6 +172,11 @@ def _add_fit_parser(sub):
                      help="CPU threads for torch and BLAS during the fit (default 1: these problems are small, and "
                           "extra threads under background load make each step much slower)")
     fit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    fit.add_argument("--distributed", action="store_true",
+                     help="with --csv, under torchrun: shard the training rows over the processes and train "
+                          "data-parallel (torch.distributed: gloo on CPU, nccl on GPU), e.g. 'torchrun "
+                          "--nproc_per_node=2 -m pyro_dag.cli fit --csv data.csv --graph g.txt --distributed'; "
+                          "rank 0 writes the outputs")
     _add_data_arguments(fit)
     fit.set_defaults(func=_run_fit, subparser=fit)
 
@@ -198,6 +203,9 @@ def _run_fit(args):
     from .threads import limit_threads
 
     parser = args.subparser
+    if args.distributed and args.csv is None:
+        parser.error("argument --distributed: shards the rows of your own data over processes; use it with "
+                     "'fit --csv FILE --graph FILE' under torchrun")
     if args.dataset != "collider":
         return _run_fit_data(args)
     _check_collider_only(parser, args)
@@ -322,6 +330,14 @@ def _run_fit_data(args):
         from .graph import DAGStructureError
 
         inputs = None if args.inputs is None else [s.strip() for s in args.inputs.split(",") if s.strip()]
+        rank = 0
+        if args.distributed:
+            from .infer.distributed import DistributedSetupError, init_process_group
+
+            try:
+                rank, _ = init_process_group()
+            except DistributedSetupError as e:
+                parser.error(f"argument --distributed: {e}")
         try:
             with limit_threads(args.threads):
                 result = fit_csv(args.csv, args.graph, inputs=inputs, latent=args.latent,
@@ -333,8 +349,14 @@ def _run_fit_data(args):
                                  recipe="adam" if args.recipe == "paper" else "recommended",
                                  latent_steps=args.latent_steps, progress=not args.no_progress,
                                  checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                                 num_threads=args.threads)
-                paths = save_csv_outputs(result, args.out)
+                                 num_threads=args.threads, distributed=args.distributed)
+                paths = save_csv_outputs(result, args.out) if rank == 0 else []
+            if args.distributed:
+                import torch.distributed
+
+                torch.distributed.destroy_process_group()
+                if rank != 0:
+                    return 0
         except (CSVInputError, DAGStructureError, FileNotFoundError) as e:
             print(f"pyro-dag fit: error: {e}", file=sys.stderr)
             return 2

@@ -212,7 +212,7 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
 
 def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_steps=2000, pretrain_steps=200,
             structure="chordal", num_inducing=32, lr=0.01, recipe="recommended", num_samples=200, latent_steps=300,
-            progress=False, checkpoint=None, checkpoint_every=100, num_threads=1):
+            progress=False, checkpoint=None, checkpoint_every=100, num_threads=1, distributed=False):
     """Fit a DAG-DGP to a CSV file and a graph, and score it on held-out rows (module docstring).
 
     :param csv: path or DataFrame. :param graph: path or ``networkx.DiGraph``. :param list inputs: observed roots.
@@ -222,6 +222,9 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
         ``"full"`` or ``"mean_field"`` (DAG-VI). :param int num_inducing: inducing points per node (at most the
         number of training rows). :param float lr: Adam's learning rate. :param str recipe: ``"recommended"`` or
         ``"adam"`` (:func:`pyro_dag.infer.train`). :param int num_samples: predictive draws.
+    :param bool distributed: shard the training rows over the ``torch.distributed`` processes (launched by
+        ``torchrun``) and train data-parallel (``train(..., distributed=True)``); every process then scores
+        the same held-out rows.
     :returns: dict with ``"metrics"`` (per node and averaged), ``"problem"`` (:class:`CSVProblem`), ``"model"``,
         ``"guide"``, ``"prediction"`` (``{node: NodePrediction}`` on all rows) and ``"train"``.
     """
@@ -244,10 +247,16 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
     model.setup(X_tr, Y_tr)
     guide = AutoStructuredGuide(model, structure=structure, init_scale=initial_scales(model, X_tr, Y_tr))
     t0 = time.perf_counter()
-    result = train(model, guide, X_tr, Y_tr, num_steps=num_steps, recipe=recipe, lr=lr,
+    if distributed:
+        from ..infer.distributed import shard
+
+        X_fit, Y_fit = shard(X_tr, Y_tr)
+    else:
+        X_fit, Y_fit = X_tr, Y_tr
+    result = train(model, guide, X_fit, Y_fit, num_steps=num_steps, recipe=recipe, lr=lr,
                    pretrain_steps=pretrain_steps, progress=progress, checkpoint=checkpoint,
                    checkpoint_every=checkpoint_every, resume=checkpoint is not None, num_threads=num_threads,
-                   name="pyro-dag fit --csv")
+                   name="pyro-dag fit --csv", distributed=distributed)
     seconds = time.perf_counter() - t0
     given = sorted({c for kids in p.latent_children.values() for c in kids})
     X_all, Y_all = p.tensors(np.ones(len(te), bool), p.inputs), p.tensors(np.ones(len(te), bool), p.nodes)

@@ -7,8 +7,9 @@ from .context import MarginalEstimator, current_estimator, suspended
 from .elbo import DAGELBO
 from .natural_gaussian import GaussianNaturalGradient
 from .natural_sink import SinkNaturalGradient
-from . import training
+from . import distributed, training
 from .training import TrainResult, initial_scales, train
 
 __all__ = ["DAGELBO", "GaussianNaturalGradient", "MarginalEstimator", "NonFiniteLossError", "SinkNaturalGradient",
-           "TrainResult", "autoguide", "current_estimator", "initial_scales", "suspended", "train", "training"]
+           "TrainResult", "autoguide", "current_estimator", "distributed", "initial_scales", "suspended", "train",
+           "training"]

@@ -153,3 +153,49 @@ def test_without_process_group_errors_name_torchrun(monkeypatch):
         init_process_group()
     with pytest.raises(DistributedSetupError, match="torchrun"):
         shard(inputs)
+
+
+def _csv_problem(tmp_path, n=40):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, n)
+    a = np.sin(x) + 0.1 * rng.normal(size=n)
+    b = np.tanh(a) + 0.1 * rng.normal(size=n)
+    csv = tmp_path / "data.csv"
+    csv.write_text("x,a,b\n" + "\n".join(f"{u:.6f},{v:.6f},{w:.6f}" for u, v, w in zip(x, a, b)) + "\n")
+    graph = tmp_path / "graph.txt"
+    graph.write_text("x -> a\na -> b\n")
+    return csv, graph
+
+
+def test_cli_distributed_without_torchrun_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    from pyro_dag.cli import main
+
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    csv, graph = _csv_problem(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(["fit", "--csv", str(csv), "--graph", str(graph), "--distributed", "--out", str(tmp_path / "o"),
+              "--steps", "2", "--no-progress"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--distributed" in err and "torchrun" in err
+    with pytest.raises(SystemExit) as e:
+        main(["fit", "collider", "--distributed", "--out", str(tmp_path / "o2")])
+    assert e.value.code == 2 and "use it with 'fit --csv" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_fit_csv_distributed_under_torchrun(tmp_path):
+    """``torchrun --nproc_per_node=2 -m pyro_dag.cli fit --csv ... --distributed``: both processes train, rank 0
+    writes the outputs (a few steps: this checks the wiring, not the fit)."""
+    csv, graph = _csv_problem(tmp_path)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "pyro_dag.cli",
+           "fit", "--csv", str(csv), "--graph", str(graph), "--distributed", "--out", str(out), "--steps", "3",
+           "--pretrain-steps", "0", "--num-inducing", "4", "--latent-steps", "2", "--no-progress"]
+    proc = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                          timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert any(p.suffix == ".json" for p in out.iterdir()), list(out.iterdir())
