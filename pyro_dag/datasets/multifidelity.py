@@ -22,7 +22,7 @@ by 100; emukit's Park code uses ``x2 + x3`` where the formula (and emukit's own 
 tests check every function against emukit up to these differences.
 
 :func:`graphical_problem` builds the two-low-fidelity graph ``X → L1, X → L2, L1 → H, L2 → H, X → H`` (the shape of
-the heavy-ion simulator graph of Perlino et al. 2026, arXiv:2607.09645, Sec. 7, Fig. 6) from the Currin and Branin
+the heavy-ion simulator graph of Perlino et al. 2026, arXiv:2607.09645, Sec. 7, Fig. 6) from the Currin and Forrester
 functions so that each low fidelity carries a different part of the high fidelity (see its docstring).
 """
 import math
@@ -273,22 +273,17 @@ def chain_problem(name, sizes, num_test=75, seed=0, nested=True):
 
 
 # ---------------------------------------------------------------------------------------------------- graphical
-_BRANIN_BOX = np.array([[-5.0, 10.0], [0.0, 15.0]])
 _STANDARDISE = {}
 
 
 def _standardiser(key, fn):
-    """Mean and standard deviation of ``fn`` over [0, 1]² (a fixed 64 × 64 grid), cached."""
+    """Mean and standard deviation of ``fn`` over [0, 1]³ (a fixed 32³ grid), cached."""
     if key not in _STANDARDISE:
-        g = (np.arange(64) + 0.5) / 64
-        u = np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+        g = (np.arange(32) + 0.5) / 32
+        u = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3)
         v = fn(u)
         _STANDARDISE[key] = (float(v.mean()), float(v.std()))
     return _STANDARDISE[key]
-
-
-def _to_branin(u):
-    return _BRANIN_BOX[:, 0] + u * (_BRANIN_BOX[:, 1] - _BRANIN_BOX[:, 0])
 
 
 def _part(key, fn):
@@ -298,18 +293,17 @@ def _part(key, fn):
     return f
 
 
-_C_HIGH = _part("currin_high", _currin_high)
-_C_LOW = _part("currin_high", _currin_low)                      # standardised with the high part's constants
-_B_HIGH = _part("branin_high", lambda u: _branin_high(_to_branin(u)))
-
+_C_HIGH = _part("currin_high", lambda u: _currin_high(u[:, :2]))
+_C_LOW = _part("currin_high", lambda u: _currin_low(u[:, :2]))    # with the high level's constants
+_B_HIGH = _part("forrester_high", lambda u: _forrester_high(u[:, 2:3]))
 
 #: Coupling of the two parts in the graphical high fidelity.
 GRAPHICAL_INTERACTION = 0.3
 
 
 def graphical_high(u):
-    """High fidelity of the graphical problem on [0, 1]²: ``H(u) = C(u) + B(u) + 0.3 C(u) B(u)`` with ``C`` the
-    standardised Currin function and ``B`` the standardised Branin function (``u`` mapped to ``[-5, 10] × [0, 15]``)."""
+    """High fidelity of the graphical problem on [0, 1]³: ``H(u) = C(u_1, u_2) + B(u_3) + 0.3 C B`` with ``C`` the
+    standardised Currin function and ``B`` the standardised Forrester function."""
     c, b = _C_HIGH(u), _B_HIGH(u)
     return c + b + GRAPHICAL_INTERACTION * c * b
 
@@ -320,23 +314,24 @@ def graphical_l1(u):
 
 
 def graphical_l2(u):
-    """Low fidelity ``L2``: Branin's medium level on the same box, standardised -- it carries ``B``."""
-    m, s = _standardiser("branin_medium", lambda v: _branin_medium(_to_branin(v)))
-    return (_branin_medium(_to_branin(u)) - m) / s
+    """Low fidelity ``L2``: Forrester's low level of ``u_3``, standardised -- it carries ``B``."""
+    m, s = _standardiser("forrester_low", lambda v: _forrester_low(v[:, 2:3]))
+    return (_forrester_low(u[:, 2:3]) - m) / s
 
 
 def graphical_problem(n_low=200, n_high=25, num_test=75, seed=0, nested=True):
-    """The graphical multi-fidelity problem ``X → L1, X → L2, L1 → H, L2 → H, X → H`` on ``u ∈ [0, 1]²``.
+    """The graphical multi-fidelity problem ``X → L1, X → L2, L1 → H, L2 → H, X → H`` on ``u ∈ [0, 1]³``.
 
     Construction (from two of the standard functions, so that each low fidelity carries a different part of the
     high fidelity, as the two complementary low-fidelity simulators of the heavy-ion graph of Perlino et al. 2026,
-    Sec. 7, Fig. 6): with ``C`` the Currin function and ``B`` the Branin function (its input mapped from [0, 1]² to
-    ``[-5, 10] × [0, 15]``), each standardised over [0, 1]²,
+    Sec. 7, Fig. 6): with ``C`` the Currin function of ``(u_1, u_2)`` and ``B`` the Forrester function of ``u_3``,
+    each standardised over [0, 1]³,
 
-    * ``H(u) = C(u) + B(u) + 0.3 C(u) B(u)`` (both parts and an interaction);
-    * ``L1(u) = C_low(u)``: Currin's low level (a local average of ``C``), on ``C``'s scale; it knows nothing of ``B``;
-    * ``L2(u) = B_med(u)``: Branin's medium level (``10 √B(u - 2) + ...``, a monotone distortion), standardised; it
-      knows nothing of ``C``.
+    * ``H(u) = C(u_1, u_2) + B(u_3) + 0.3 C B`` (both parts and an interaction);
+    * ``L1(u) = C_low(u_1, u_2)``: Currin's low level (a local average of ``C``), on ``C``'s scale; it knows nothing
+      of ``B``;
+    * ``L2(u) = F_low(u_3)``: Forrester's low level (``0.5 F + 10 (u_2 - 0.5) + 5``), standardised; it knows
+      nothing of ``C``.
 
     Neither low fidelity alone explains ``H``: a chain on either one leaves the other part to the ``X → H``
     discrepancy, learned from the few high-fidelity points.
@@ -347,7 +342,7 @@ def graphical_problem(n_low=200, n_high=25, num_test=75, seed=0, nested=True):
     :returns: :class:`MultiFidelityProblem` with fidelities ``"L1"``, ``"L2"``, ``"H"``.
     """
     rng = np.random.default_rng(seed)
-    box = np.array([[0.0, 1.0], [0.0, 1.0]])
+    box = np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
     X1 = sample_design(n_low, box, rng)
     X2 = X1.copy() if nested else sample_design(n_low, box, rng)
     XH = X1[np.sort(rng.choice(n_low, n_high, replace=False))] if nested else sample_design(n_high, box, rng)
