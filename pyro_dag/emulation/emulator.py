@@ -115,7 +115,7 @@ def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03):
             total = 0.0
             for w in nodes:
                 b = -_collapsed_bound(model, w, *rows[w])[0]
-                losses[w].append(float(b))
+                losses[w].append(float(b.detach()))
                 total = total + b
             total.backward()
             optim.step()
