@@ -114,7 +114,8 @@ def emukit_model(train, order, X_test, kind):
 
 
 def ours(problem, train, X_test, structure, kernel, steps, seed):
-    em = MultiFidelityEmulator(train, problem.parents, structure=structure, kernel=kernel, seed=seed)
+    em = MultiFidelityEmulator(train, problem.parents, structure=structure, kernel=kernel, seed=seed,
+                               bounds=problem.bounds)
     em.fit(num_steps=steps)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

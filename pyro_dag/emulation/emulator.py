@@ -174,6 +174,9 @@ class MultiFidelityEmulator:
     :param float noise: initial noise variance in standardised units (default 1e-3).
     :param int seed: seed of the inducing-input initialisation and of the training draws.
     :param connect_input: as in :func:`~pyro_dag.emulation.multifidelity_data`.
+    :param str input_name: the root's name (default ``"x"``).
+    :param bounds: ``[d, 2]`` the input box (lower, upper) of the simulators (default: the box of the designs);
+        inputs are scaled to the unit box with it, and :meth:`predict` warns outside it.
 
     Example::
 
@@ -185,7 +188,7 @@ class MultiFidelityEmulator:
 
     def __init__(self, fidelities, parents=None, *, kernel="multifidelity", structure="chordal", num_inducing=100,
                  max_inducing_refined=200, inducing_init="predmean", noise=1e-3, seed=0, connect_input=None,
-                 input_name="x"):
+                 input_name="x", bounds=None):
         if kernel not in ("multifidelity", "nargp"):
             raise ValueError(f"kernel must be 'multifidelity' or 'nargp', got {kernel!r}")
         if structure not in ("chordal", "mean_field"):
@@ -196,8 +199,16 @@ class MultiFidelityEmulator:
         self.kernel_name, self.structure, self.inducing_init = kernel, structure, inducing_init
         self.noise, self.seed = float(noise), int(seed)
         mf = self.mf
-        self.lower = mf.X.min(0)
-        span = mf.X.max(0) - self.lower
+        if bounds is None:
+            lo, hi = mf.X.min(0), mf.X.max(0)
+        else:
+            b = np.asarray(bounds, dtype=np.float64)
+            if b.shape != (mf.dim, 2) or not (b[:, 1] > b[:, 0]).all():
+                raise ValueError(f"bounds must be a [d, 2] = [{mf.dim}, 2] array of (lower, upper) with lower < upper, "
+                                 f"got shape {b.shape}")
+            lo, hi = b[:, 0], b[:, 1]
+        self.lower = lo
+        span = hi - lo
         self.span = np.where(span > 0, span, 1.0)
         self.y_loc = {f: float(np.nanmean(mf.y[f])) for f in mf.fidelities}
         self.y_scale = {f: float(np.nanstd(mf.y[f])) or 1.0 for f in mf.fidelities}
