@@ -18,8 +18,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 QUICKSTART = os.path.join(ROOT, "examples", "quickstart.py")
-GUIDE_EXAMPLES = ["dgp", "inference", "natural_gradients", "pyro_interop", "structure", "structure_queries",
-                  "metrics"]
+GUIDE_EXAMPLES = ["dgp", "inference", "natural_gradients", "training", "latent_inputs", "pyro_interop", "structure",
+                  "structure_queries", "metrics"]
 GUIDE_PAGES = GUIDE_EXAMPLES + ["cli"]
 
 # What the README promises about the Quickstart's output (measured on 5 seeds by benchmarks/quickstart.py).
