@@ -4,7 +4,7 @@ lower fidelities in Perlino et al. 2026, arXiv:2607.09645, Sec. 7, Fig. 7).
 The players are the node's non-root parents (the lower fidelities); the root parents (the design input ``x``) are
 held at the test case. For a coalition ``S`` of parents the value is a moment of the node's predictive at the case
 when the parents in ``S`` take their posterior draws at the case and the others are replaced by a reference; the
-Shapley value of parent ``p`` is exact over all ``2^k`` coalitions (Shapley 1953),
+Shapley value of parent ``p`` is exact over all ``2^k`` coalitions (Shapley 1953)::
 
     φ_p = Σ_{S ⊆ P \\ {p}} |S|! (k - |S| - 1)! / k! · [v(S ∪ {p}) - v(S)],
 
