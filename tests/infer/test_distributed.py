@@ -199,3 +199,46 @@ def test_cli_fit_csv_distributed_under_torchrun(tmp_path):
                           timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert any(p.suffix == ".json" for p in out.iterdir()), list(out.iterdir())
+
+
+@pytest.fixture
+def one_process_group():
+    """A gloo group of one process in this process (destroyed afterwards)."""
+    assert not torch.distributed.is_initialized()
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0,
+                                         world_size=1)
+    yield
+    torch.distributed.destroy_process_group()
+
+
+def test_amortised_encoder_parameters_are_global(one_process_group):
+    """An encoder's weights are shared by every case (all-reduced); only per-case Gaussians are local. With one
+    process the reduced gradient is the plain one."""
+    from pyro_dag.infer.autoguide import AutoEncodedStructuredGuide
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    model, _, inputs, data = worker.problem("latent")
+    guide = AutoEncodedStructuredGuide(model, hidden=(4,))
+    dp = DataParallel(DAGELBO(num_particles=2)).setup(model, guide, inputs, data)
+    assert dp.local_params == []
+    names = [n for n, _ in dp.global_params]
+    assert any(n.startswith("AutoEncodedStructuredGuide.1.net.") for n in names), names  # the encoder's MLP
+    assert len(names) == len(dict(pyro.get_param_store().named_parameters()))
+    # the per-case guide of the same model has local parameters
+    pyro.clear_param_store()
+    model, guide, inputs, data = worker.problem("latent")
+    dp = DataParallel(DAGELBO(num_particles=2)).setup(model, guide, inputs, data)
+    assert {n for n, _ in dp.local_params} == {"AutoStructuredGuide.other_guide.locs.h.x",
+                                              "AutoStructuredGuide.other_guide.scales.h.x"}
+    pyro.set_rng_seed(3)
+    loss = dp.loss_and_grads(model, guide, inputs, data)
+    grads = {n: p.grad.clone() for n, p in dp.params}
+    for _, p in dp.params:
+        p.grad = None
+    pyro.set_rng_seed(3)
+    ref = DAGELBO(num_particles=2).differentiable_loss(model, guide, inputs, data)
+    ref.backward()
+    assert loss == pytest.approx(float(ref.detach()), rel=1e-12)
+    for n, p in dp.params:
+        assert torch.allclose(grads[n], p.grad, rtol=1e-12, atol=1e-12), n
