@@ -3,8 +3,9 @@ MASTER_ADDR and MASTER_PORT in its environment: ``python distributed_worker.py O
 
 For each variant (observed inputs only; a latent input with per-case Gaussians) it writes
 ``OUT_DIR/{variant}.rank{r}.pt``: the global parameters after rank 0's broadcast, this shard's local
-parameters, the full-batch gradients of the data-parallel loss, the reduced loss, and the global parameters
-and losses after a few minibatch steps of ``train(..., distributed=True)``.
+parameters, the full-batch gradients of the data-parallel loss, the reduced loss, the global parameters
+and losses after a few minibatch steps of ``train(..., distributed=True)``, and the losses of the same run
+interrupted after 2 steps and resumed from its per-rank checkpoints.
 """
 import os
 import sys
@@ -93,6 +94,18 @@ def main(out):
                        progress=False, model_kwargs={"subsample_size": 5})
         record["train_losses"] = result.losses
         record["train_global"] = {n: p for n, p in store().items() if ".locs.h." not in n and ".scales.h." not in n}
+        # interrupted after 2 steps (per-rank checkpoints), then resumed to 4: the same losses as the run above
+        ckpt = os.path.join(out, f"{variant}_ckpt.pt")
+        for steps in (2, 4):
+            pyro.clear_param_store()
+            pyro.set_rng_seed(7 + rank)
+            model, guide, inputs, data = problem(variant)
+            inputs, data = shard(inputs, data)
+            resumed = train(model, guide, inputs, data, num_steps=steps, recipe="adam", lr=0.05, distributed=True,
+                            progress=False, model_kwargs={"subsample_size": 5}, checkpoint=ckpt, resume=True,
+                            checkpoint_every=2)
+        record["resumed_losses"], record["resumed_from"] = resumed.losses, resumed.resumed_from
+        record["checkpoint_files"] = sorted(f for f in os.listdir(out) if f.startswith(f"{variant}_ckpt"))
         torch.save(record, os.path.join(out, f"{variant}.rank{rank}.pt"))
     torch.distributed.destroy_process_group()
 

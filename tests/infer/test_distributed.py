@@ -5,6 +5,7 @@ process on the union of their shards:
 
 * after rank 0's broadcast both ranks hold the same global parameters, and after minibatch steps of
   ``train(distributed=True)`` (independent draws per rank) they still do, bit for bit, with the same losses;
+  the run interrupted and resumed from its per-rank checkpoints gives the same losses;
 * the reduced full-batch gradient equals the one-process gradient of the full-data loss to 1e-10 (float64),
   for the global parameters and, with latent inputs, for each shard's per-case parameters; so does the loss.
   The ELBO is made deterministic for this comparison (a two-root DAG has closed-form expectations; the latent
@@ -85,6 +86,9 @@ def test_broadcast_and_train_keep_ranks_identical(records, variant):
         assert torch.equal(value, recs[1]["global"][name]), name
     assert recs[0]["train_losses"] == recs[1]["train_losses"]
     assert len(recs[0]["train_losses"]) == 4
+    for r, rec in enumerate(recs):  # resumed from the per-rank checkpoints: the uninterrupted run's losses
+        assert rec["resumed_from"] == 2 and rec["resumed_losses"] == rec["train_losses"]
+        assert rec["checkpoint_files"] == [f"{variant}_ckpt.rank0of2.pt", f"{variant}_ckpt.rank1of2.pt"]
     names = set(recs[0]["train_global"])
     assert names == set(recs[1]["train_global"]) and any(n.startswith("inducing.") for n in names)
     for name in names:
