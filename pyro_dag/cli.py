@@ -122,9 +122,13 @@ def _prepare_output_dir(parser, path, option="--out"):
 def _add_fit_parser(sub):
     fit = sub.add_parser("fit", help="fit a DAG-DGP to a built-in data set",
                          description="Fit a DAG deep GP with SVI and DAGELBO to a built-in data set.")
-    fit.add_argument("dataset", nargs="?", choices=["collider", "sachs"], default=None,
-                     help="built-in data set: collider, or sachs (the DAG-DGP paper's protein-signalling regression); "
-                          "omit it with --csv")
+    fit.add_argument("dataset", nargs="?", choices=["collider", "sachs", "multifidelity"], default=None,
+                     help="built-in data set: collider, sachs (the DAG-DGP paper's protein-signalling regression) or "
+                          "multifidelity (simulator hierarchies, see --problem); omit it with --csv")
+    fit.add_argument("--problem", default="graphical",
+                     help="multifidelity: graphical (default), forrester, borehole, branin, currin, park, hartmann3")
+    fit.add_argument("--protocol", choices=["published", "hf-scarce"], default="published",
+                     help="multifidelity: the published split (default) or 5-fold CV over the high-fidelity runs")
     fit.add_argument("--steps", type=positive_int, default=None,
                      help="optimisation steps in all (default 3000 for collider, the recipe's for sachs, 2000 for --csv)")
     fit.add_argument("--guide", choices=["chordal", "full", "mean_field"], default="chordal",
@@ -203,6 +207,10 @@ def _run_fit(args):
     from .threads import limit_threads
 
     parser = args.subparser
+    if args.dataset == "multifidelity":
+        from .emulation.experiment import run_multifidelity_cli
+
+        return run_multifidelity_cli(parser, args)
     if args.distributed and args.csv is None:
         parser.error("argument --distributed: shards the rows of your own data over processes; use it with "
                      "'fit --csv FILE --graph FILE' under torchrun")
