@@ -114,7 +114,10 @@ class DAGDGP(PyroModule):
     * ``"{w}.u"`` -- whitened inducing outputs ``[d_w, M_w]``, prior ``N(0, I)``, outside any plate;
     * ``"{w}.f"`` -- node values ``[B, d_w]`` in the ``"data"`` plate: a deterministic site by default
       (values are drawn from ``p(F_w | F_Pa(w), U_w)`` by reparameterisation, the variational family
-      ``q(F, U) = q(U) p(F | U)`` of Eq. (5)), or a real sample site with ``sample_f=True`` (for MCMC);
+      ``q(F, U) = q(U) p(F | U)`` of Eq. (5)); with ``sample_f=True`` (for MCMC) the node values are
+      non-centred, ``f = μ(U, F_Pa) + sd(U, F_Pa) · ε`` with ``"{w}.eps"`` ``[B, d_w]``, prior ``N(0, I)``, the
+      sample site and ``"{w}.f"`` deterministic (``sample_f="centred"``: ``"{w}.f"`` itself is the sample site,
+      a funnel for NUTS when ``sd`` is small);
     * ``"{w}.y"`` -- observations ``[B, d_w]`` in the ``"data"`` plate, masked where missing;
     * ``"{h}.x"`` -- for each latent input ``h`` (see ``latent_inputs``), its per-case values ``[B, d_h]`` in the
       ``"data"`` plate, prior ``N(0, I)`` (role ``"latent_input"`` in the metadata), sampled before the
@@ -160,8 +163,13 @@ class DAGDGP(PyroModule):
     :param dict inducing_inputs: ``{node: [M_w, D_w] tensor}`` initial inducing inputs.
     :param learn_inducing: ``True``, ``False`` or a collection of nodes whose inducing inputs are learned.
     :param float jitter: relative jitter of ``K(Z, Z)`` (default 1e-8 in float64, 1e-5 in float32).
-    :param bool sample_f: make ``"{w}.f"`` real sample sites (Gaussian-likelihood leaves are then
-        collapsed, ``y ~ N(μ, r + τ²)``); use it for MCMC.
+    :param sample_f: ``True`` (or ``"non_centred"``) makes the node values sample sites through their
+        standardised noise ``"{w}.eps"`` (see above), ``"centred"`` through ``"{w}.f"``; Gaussian-likelihood leaves
+        are then collapsed, ``y ~ N(μ, r + τ²)``. Use it for MCMC (``MCMC(NUTS(model))``).
+    :param priors: ``None`` (default: kernel and likelihood hyperparameters are learnable ``PyroParam`` s) or
+        ``"weakly_informative"`` (or a dict, see :func:`pyro_dag.priors.set_hyperpriors`): LogNormal
+        hyperpriors on the kernel variances and length-scales and the observed nodes' noise, applied at set-up,
+        so that NUTS samples them (sites ``"kernels.{w}....lengthscale"``, ``"likelihoods.{w}.variance"``).
     :param int seed: seed of the inducing-input initialisation.
     :param dict latent_inputs: ``{root: d_h}``, roots whose per-case values are latent (see above); each must
         be a root of the graph with at least one child, and is neither given in ``inputs`` nor in ``data``.
@@ -186,7 +194,8 @@ class DAGDGP(PyroModule):
     """
 
     def __init__(self, graph, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
-                 inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None):
+                 inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None,
+                 priors=None):
         super().__init__()
         dag.validate_dag(graph)
         self.graph = nx.DiGraph(graph)
@@ -244,7 +253,14 @@ class DAGDGP(PyroModule):
         else:
             self._learn_inducing = set(learn_inducing)
         self.jitter = jitter
+        if sample_f not in (False, True, "centred", "non_centred"):
+            raise DAGInputError(f"sample_f must be False, True, 'non_centred' or 'centred', got {sample_f!r}")
         self.sample_f = bool(sample_f)
+        self.centred = sample_f == "centred"
+        if priors is not None and not isinstance(priors, dict) and priors != "weakly_informative":
+            raise DAGInputError(f"priors must be None, 'weakly_informative' or a dict of LogNormal (loc, scale) "
+                                f"(see pyro_dag.priors.set_hyperpriors), got {priors!r}")
+        self.priors = priors
         self.seed = int(seed)
         self.register_buffer("_anchor", torch.zeros(()), persistent=False)
         self.input_dims = None
@@ -493,6 +509,10 @@ class DAGDGP(PyroModule):
                 else:
                     self.inducing.register_buffer(w, Z)
         self._inducing_init = {}
+        if self.priors is not None:
+            from .priors import set_hyperpriors
+
+            set_hyperpriors(self, self.priors)
 
     def _inducing_Z(self, w):
         return getattr(self.inducing, w)
@@ -619,6 +639,10 @@ class DAGDGP(PyroModule):
         # Factorise every K(Z, Z) before entering the data plate: hyperparameters with priors (PyroSample)
         # are then sampled once, outside the plate, and reused by the per-case computations.
         cache = self.cholesky_cache()
+        # likewise the likelihood hyperparameters with priors (DAGDGP(priors=...)): once, outside the plate
+        for lik in self.likelihoods.values():
+            for name in lik.__dict__.get("_pyro_samples", ()):
+                getattr(lik, name)
         # minibatch indices on the data's device (a CPU index into CUDA tensors costs a copy per site)
         device = next(iter(X.values())).device if X else self.device
         plate = pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1, device=device)
@@ -745,9 +769,14 @@ class DAGDGP(PyroModule):
                 if self._collapsed(w):
                     f = None
                     y_dist = dist.Normal(loc, (r.unsqueeze(-1) + lik.variance).sqrt())
-                elif self.sample_f:
+                elif self.sample_f and self.centred:
                     f = pyro.sample(f"{w}.f", dist.Normal(loc, scale.expand_as(loc)).to_event(1),
                                     infer=self._site_meta(w, "value"))
+                elif self.sample_f:  # non-centred: NUTS sees ε, not the funnel of (U, F) when sd is small
+                    eps = pyro.sample(f"{w}.eps", dist.Normal(torch.zeros_like(loc), 1.0).to_event(1),
+                                      infer=self._site_meta(w, "value"))
+                    f = loc + scale * eps
+                    pyro.deterministic(f"{w}.f", f, event_dim=1)
                 else:
                     f = loc + scale * torch.randn_like(loc)
                     pyro.deterministic(f"{w}.f", f, event_dim=1)

@@ -37,7 +37,8 @@ class _LogNormalPrior:
     def __call__(self, module):
         anchor = module._prior_anchor
         loc = torch.full(self.shape, self.loc, dtype=anchor.dtype, device=anchor.device)
-        return dist.LogNormal(loc, self.scale).to_event(len(self.shape))
+        scale = torch.full(self.shape, self.scale, dtype=anchor.dtype, device=anchor.device)
+        return dist.LogNormal(loc, scale).to_event(len(self.shape))
 
     def __repr__(self):
         return f"LogNormal({self.loc}, {self.scale}) of shape {self.shape}"
