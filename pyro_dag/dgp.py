@@ -266,6 +266,11 @@ class DAGDGP(PyroModule):
         self.input_dims = None
         self.observed_nodes = None
         self._key = uuid.uuid4().hex
+        # a deep graph with long stretches of nodes without a root-only kernel component may collapse a priori
+        # (Perlino et al. 2026, Sec. 4, Theorem 1): warn, recommending InputConnected
+        from .diagnostics.collapse import check_prior_collapse
+
+        check_prior_collapse(self)
 
     # ------------------------------------------------------------------ validation
     def _check_latent_inputs(self, latent_inputs):

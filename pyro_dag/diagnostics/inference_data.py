@@ -156,6 +156,8 @@ def _dims_for(model, name, shape, obs_cases):
     if name.endswith(".u"):
         w = name[:-2]
         return [f"{w}_output", f"{w}_inducing"]
+    if name.endswith(".eps"):
+        return ["case", f"{name[:-4]}_output"]
     if name.endswith(".f") or name.endswith(".x"):
         w = name[:-2]
         return ["case", f"{w}_output" if name.endswith(".f") else f"{w}_dim"]

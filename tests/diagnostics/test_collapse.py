@@ -130,3 +130,14 @@ def test_gaussian_refresh_is_gaussian_conditioning():
     normal = torch.distributions.Normal(mean, var.sqrt())
     exact = float(1 - normal.cdf(torch.tensor(0.35)) + normal.cdf(torch.tensor(-0.35)))
     assert float(q) <= exact and float(q) > 0.5 * exact
+
+
+def test_a_deep_dag_without_root_connections_warns_at_build_time():
+    deep = nx.DiGraph([("x", "h1")] + [(f"h{i}", f"h{i + 1}") for i in range(1, 6)])
+    with pytest.warns(PriorCollapseWarning, match="InputConnected"):
+        DAGDGP(deep)
+    connected = nx.DiGraph(list(deep.edges) + [("x", f"h{i}") for i in range(2, 7)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DAGDGP(connected, kernels={f"h{i}": kernels.InputConnected() for i in range(2, 7)})
+        DAGDGP(nx.DiGraph([("x", "a"), ("a", "b"), ("b", "c")]))  # shallow: no warning
