@@ -1,0 +1,258 @@
+"""NUTS on DAG deep GPs: mixing of the non-centred parameterisation with hyperpriors (R-hat, bulk ESS, divergences,
+time), and the collider as a reference posterior for DAG-SVI and DAG-VI.
+
+Models (Perlino et al. 2026, arXiv:2607.09645):
+
+* ``collider``: the latent collider ``x1 → w1 → w3 ← w2 ← x2`` (App. G.3) on a reduced product grid (7 × 6 = 42
+  cases), generated like :func:`pyro_dag.datasets.collider` (GP draws with length-scales 0.4 / 0.6), noise sd 0.05;
+* ``chain``: a two-layer chain ``x → a → b`` with ``b`` observed at n = 50 cases (``b = sin(2 a)``, ``a = x``
+  plus noise), noise sd 0.05.
+
+Both use ``DAGDGP(..., sample_f=True, priors="weakly_informative")`` (non-centred node values
+``f = μ(U) + sd(U) · ε``, LogNormal hyperpriors on kernel variances, length-scales and the noise) and
+``NUTS(model)`` started at a MAP estimate (every chain); chains run one after the other on one core.
+
+Usage::
+
+    python benchmarks/nuts_mixing.py --model collider --chains 4 --warmup 500 --draws 500
+    python benchmarks/nuts_mixing.py --model chain --chains 4 --warmup 500 --draws 500
+    python benchmarks/nuts_mixing.py --model collider --compare   # + DAG-SVI / DAG-VI against NUTS
+"""
+import argparse
+import os
+import sys
+import time
+
+import networkx as nx
+import numpy as np
+import pyro
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import one_thread, write_json, write_readme_section  # noqa: E402
+from pyro_dag import DAGDGP, kernels  # noqa: E402
+from pyro_dag.datasets.collider import _gp_draw  # noqa: E402
+from pyro_dag.gp.likelihoods import Gaussian  # noqa: E402
+
+NOISE = 0.05
+
+
+def collider_problem(n1=7, n2=6, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x1 = torch.linspace(-1, 1, n1, dtype=torch.float64)
+    x2 = torch.linspace(-1, 1, n2, dtype=torch.float64) + (2.0 / (n2 - 1)) / 3
+    w1, w2 = _gp_draw(x1, 0.4, gen), _gp_draw(x2, 0.4, gen)
+    X1, X2 = torch.meshgrid(x1, x2, indexing="ij")
+    W1, W2 = torch.meshgrid(w1, w2, indexing="ij")
+    s = (W1 + W2).reshape(-1)
+    uniq, inv = torch.unique(s, return_inverse=True)
+    y = _gp_draw(uniq, 0.6, gen)[inv] + NOISE * torch.randn(s.shape, dtype=torch.float64, generator=gen)
+    graph = nx.DiGraph([("x1", "w1"), ("x2", "w2"), ("w1", "w3"), ("w2", "w3")])
+    inputs = {"x1": X1.reshape(-1, 1), "x2": X2.reshape(-1, 1)}
+    return graph, inputs, {"w3": y.reshape(-1, 1)}, {"w1": W1.reshape(-1, 1), "w2": W2.reshape(-1, 1)}
+
+
+def collider_model(graph, num_inducing, priors, sample_f=True):
+    kern = {"w1": kernels.RBF(lengthscale=0.4), "w2": kernels.RBF(lengthscale=0.4),
+            "w3": kernels.SumInput(kernels.RBF(lengthscale=0.6))}
+    return DAGDGP(graph, kernels=kern, num_inducing=num_inducing, likelihoods={"w3": Gaussian(NOISE ** 2)},
+                  sample_f=sample_f, priors=priors).double()
+
+
+def chain_problem(n=50, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.linspace(-1.5, 1.5, n, dtype=torch.float64).unsqueeze(-1)
+    y = torch.sin(2 * x) + NOISE * torch.randn(n, 1, dtype=torch.float64, generator=gen)
+    return nx.DiGraph([("x", "a"), ("a", "b")]), {"x": x}, {"b": y}
+
+
+def chain_model(graph, num_inducing, priors, sample_f=True):
+    return DAGDGP(graph, num_inducing=num_inducing, likelihoods={"b": Gaussian(NOISE ** 2)}, sample_f=sample_f,
+                  priors=priors).double()
+
+
+def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0, jit=False, map_steps=500):
+    from pyro.infer import MCMC, NUTS
+
+    from pyro_dag.diagnostics import MCMCStats
+
+    from pyro.infer import SVI, Trace_ELBO
+    from pyro.infer.autoguide import AutoDelta
+    from pyro.infer.autoguide.initialization import init_to_value
+
+    # One starting point for every chain, a MAP estimate: the deep-GP posterior is symmetric under sign flips of
+    # the latent nodes (f -> -f with the child's GP reflected), so chains started at random land in different
+    # mirror modes and R-hat would measure that symmetry, not mixing within a mode.
+    pyro.clear_param_store()
+    pyro.set_rng_seed(seed)
+    delta = AutoDelta(model)
+    svi = SVI(model, delta, pyro.optim.Adam({"lr": 0.02}), Trace_ELBO())
+    for _ in range(map_steps):
+        svi.step(inputs, data)
+    init = {k: v.detach() for k, v in delta.median(inputs, data).items()}
+    pyro.clear_param_store()
+    stats, runs, times = MCMCStats(), [], []
+    for c in range(chains):
+        pyro.set_rng_seed(seed + 1 + c)
+        kernel = NUTS(model, max_tree_depth=max_tree_depth, jit_compile=jit, ignore_jit_warnings=True,
+                      init_strategy=init_to_value(values=init))
+        mcmc = MCMC(kernel, num_samples=draws, warmup_steps=warmup, disable_progbar=True, hook_fn=stats)
+        t = time.perf_counter()
+        mcmc.run(inputs, data)
+        times.append(time.perf_counter() - t)
+        runs.append(mcmc)
+        print(f"  chain {c}: {times[-1]:.0f} s, step size {mcmc.kernel.step_size:.3g}", flush=True)
+    return runs, stats, times
+
+
+def mixing_summary(idata):
+    import arviz as az
+
+    names = [v for v in idata.posterior.data_vars if not v.endswith((".eps", ".f"))]
+    summ = az.summary(idata, var_names=names, kind="diagnostics")
+    ss = idata.sample_stats
+    hyper = [i for i in summ.index if not i.split("[")[0].endswith(".u")]
+    return summ, {
+        "max_rhat": float(summ["r_hat"].max()), "min_ess_bulk": float(summ["ess_bulk"].min()),
+        "min_ess_tail": float(summ["ess_tail"].min()),
+        "min_ess_bulk_hyper": float(summ.loc[hyper, "ess_bulk"].min()) if hyper else None,
+        "num_parameters_checked": int(len(summ)), "divergences": int(ss["diverging"].sum()),
+        "mean_tree_depth": float(ss["tree_depth"].mean()), "step_size": float(ss["step_size"].mean()),
+    }
+
+
+def main():
+    one_thread()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=["collider", "chain"], default="collider")
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=500)
+    p.add_argument("--draws", type=int, default=500)
+    p.add_argument("--num-inducing", type=int, default=6)
+    p.add_argument("--max-tree-depth", type=int, default=7)
+    p.add_argument("--no-priors", action="store_true", help="fixed hyperparameters (inducing outputs only)")
+    p.add_argument("--jit", action="store_true", help="NUTS(jit_compile=True) (fails with hyperpriors here)")
+    p.add_argument("--compare", action="store_true", help="also fit DAG-SVI and DAG-VI (collider)")
+    p.add_argument("--svi-steps", type=int, default=3000)
+    args = p.parse_args()
+    priors = None if args.no_priors else "weakly_informative"
+    from pyro_dag.diagnostics import to_inference_data
+
+    if args.model == "collider":
+        graph, inputs, data, truth = collider_problem()
+        model = collider_model(graph, args.num_inducing, priors)
+    else:
+        graph, inputs, data = chain_problem()
+        model = chain_model(graph, args.num_inducing, priors)
+    model.setup(inputs, data)
+    n = next(iter(inputs.values())).shape[0]
+    print(f"{args.model}: n = {n}, M = {args.num_inducing}, priors = {priors}, {args.chains} chains x "
+          f"{args.draws} draws after {args.warmup} warm-up", flush=True)
+    runs, stats, times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws, args.max_tree_depth,
+                                  jit=args.jit)
+    idata = to_inference_data(mcmc=runs, sample_stats=stats)
+    summ, res = mixing_summary(idata)
+    res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
+               warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)),
+               max_tree_depth=args.max_tree_depth,
+               targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
+                                and max(times) <= 600))
+    print(summ.sort_values("ess_bulk").head(8).to_string())
+    print({k: v for k, v in res.items() if k != "seconds_per_chain"})
+    if args.compare and args.model == "collider":
+        res["comparison"] = compare_with_guides(model, runs, inputs, data, args)
+        print(res["comparison"])
+    name = f"nuts_mixing_{args.model}" + ("_fixed" if priors is None else "")
+    write_json(name, res)
+    write_readme(name, res)
+
+
+def posterior_moments(w1, w2):
+    """Per-case posterior means and variances of the parents, and the mean over cases of corr(w1, w2)."""
+    w1, w2 = np.asarray(w1), np.asarray(w2)  # [S, n]
+    c = ((w1 - w1.mean(0)) * (w2 - w2.mean(0))).mean(0) / (w1.std(0) * w2.std(0))
+    return {"mean1": w1.mean(0), "mean2": w2.mean(0), "var1": w1.var(0), "var2": w2.var(0), "corr": c}
+
+
+def compare_with_guides(model, runs, inputs, data, args):
+    """DAG-SVI and DAG-VI against NUTS on the collider, all with the hyperparameters of NUTS's posterior
+    median fixed... (here: the guides fit the same model with the initial hyperparameters fixed, NUTS samples
+    them; see the README note)."""
+    from pyro.infer import SVI
+
+    from pyro_dag.infer import DAGELBO
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    samples = {}
+    for r in runs:
+        for k, v in r.get_samples().items():
+            samples.setdefault(k, []).append(v)
+    ref = {}
+    from pyro_dag.diagnostics import to_inference_data
+    idata = to_inference_data(mcmc=runs, log_likelihood=False, posterior_predictive=False)
+    w1 = idata.posterior["w1.f"].values.reshape(-1, idata.posterior.sizes["case"])
+    w2 = idata.posterior["w2.f"].values.reshape(-1, idata.posterior.sizes["case"])
+    ref = posterior_moments(w1, w2)
+    out = {"nuts": {"mean_corr": float(ref["corr"].mean()), "mean_var1": float(ref["var1"].mean()),
+                    "mean_var2": float(ref["var2"].mean())}}
+    graph = model.graph
+    for structure, label in (("chordal", "DAG-SVI"), ("mean_field", "DAG-VI")):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        m = collider_model(graph, args.num_inducing, None, sample_f=False)
+        m.setup(inputs, data)
+        from pyro_dag.utils import freeze
+        freeze(m.kernels)
+        freeze(m.likelihoods)
+        freeze(m.inducing)
+        guide = AutoStructuredGuide(m, structure=structure)
+        svi = SVI(m, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
+        for _ in range(args.svi_steps):
+            svi.step(inputs, data)
+        pred = m.predict(guide, inputs, nodes=["w1", "w2"], num_samples=2000)
+        mom = posterior_moments(pred["w1"].samples.squeeze(-1).numpy(), pred["w2"].samples.squeeze(-1).numpy())
+        out[label] = {
+            "mean_err_w1": float(np.sqrt(np.mean((mom["mean1"] - ref["mean1"]) ** 2))),
+            "mean_err_w2": float(np.sqrt(np.mean((mom["mean2"] - ref["mean2"]) ** 2))),
+            "var_err_w1": float(np.sqrt(np.mean((mom["var1"] - ref["var1"]) ** 2))),
+            "var_err_w2": float(np.sqrt(np.mean((mom["var2"] - ref["var2"]) ** 2))),
+            "corr_err": float(np.sqrt(np.mean((mom["corr"] - ref["corr"]) ** 2))),
+            "mean_corr": float(mom["corr"].mean()), "mean_var1": float(mom["var1"].mean()),
+        }
+    return out
+
+
+def write_readme(name, res):
+    ok = "met" if res["targets_met"] else "**not met**"
+    lines = [f"### NUTS mixing: {res['model']} (n = {res['n']}, M = {res['num_inducing']} per node, "
+             f"priors = {res['priors']})", "",
+             f"`python benchmarks/nuts_mixing.py --model {res['model']} --chains {res['chains']} --warmup "
+             f"{res['warmup']} --draws {res['draws']}` (one core, chains one after the other, "
+             "NUTS from a MAP start, non-centred node values):", "",
+             "| max R-hat | min bulk ESS | min bulk ESS (hyper) | min tail ESS | divergences | mean tree depth | "
+             "s per chain (max) | target |",
+             "|---|---|---|---|---|---|---|---|",
+             f"| {res['max_rhat']:.3f} | {res['min_ess_bulk']:.0f} | "
+             f"{'-' if res['min_ess_bulk_hyper'] is None else format(res['min_ess_bulk_hyper'], '.0f')} | "
+             f"{res['min_ess_tail']:.0f} | {res['divergences']} | {res['mean_tree_depth']:.2f} | "
+             f"{max(res['seconds_per_chain']):.0f} | {ok} |", "",
+             "Target: R-hat ≤ 1.01 and bulk ESS ≥ 400 for every inducing output and hyperparameter, no "
+             "divergences, ≤ 10 min per chain on one core."]
+    cmp = res.get("comparison")
+    if cmp:
+        lines += ["", "Collider posterior of the parents against NUTS (RMSE over cases of the per-case posterior "
+                  "mean, variance and corr(w1, w2); guides with the hyperparameters fixed at their initial values):",
+                  "", "| | mean err w1 | mean err w2 | var err w1 | var err w2 | corr err | mean corr |",
+                  "|---|---|---|---|---|---|---|"]
+        for label in ("DAG-SVI", "DAG-VI"):
+            c = cmp[label]
+            lines.append(f"| {label} | {c['mean_err_w1']:.3f} | {c['mean_err_w2']:.3f} | {c['var_err_w1']:.4f} | "
+                         f"{c['var_err_w2']:.4f} | {c['corr_err']:.3f} | {c['mean_corr']:.3f} |")
+        lines.append(f"| NUTS | | | | | | {cmp['nuts']['mean_corr']:.3f} |")
+    write_readme_section(name, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
