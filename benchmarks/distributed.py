@@ -74,7 +74,18 @@ def worker(args, out):
               "final_loss": result.losses[-1], "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(record, f)
-    if distributed:
+    if distributed:  # the communication of one step alone: one all-reduce of the global gradients and the loss
+        size = sum(p.numel() for _, p in pyro.get_param_store().named_parameters())
+        buf = torch.zeros(size + 1, dtype=torch.float64)
+        times = []
+        for _ in range(50):
+            t = time.perf_counter()
+            torch.distributed.all_reduce(buf)
+            times.append(time.perf_counter() - t)
+        record["allreduce_elements"] = size + 1
+        record["allreduce_median_seconds"] = sorted(times)[len(times) // 2]
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump(record, f)
         torch.distributed.destroy_process_group()
 
 
@@ -104,7 +115,8 @@ def run_config(args, world, distributed):
             "median_step_seconds": step, "throughput_cases_per_second": world * args.batch / step,
             "peak_rss_mib_per_process": [r["peak_rss_mib"] for r in ranks],
             "setup_seconds": [r["setup_seconds"] for r in ranks], "shard_cases": [r["shard_cases"] for r in ranks],
-            "final_loss": ranks[0]["final_loss"]}
+            "final_loss": ranks[0]["final_loss"], "allreduce_elements": ranks[0].get("allreduce_elements"),
+            "allreduce_median_seconds": max(r.get("allreduce_median_seconds") or 0.0 for r in ranks)}
 
 
 def _pass_through(args):
@@ -121,7 +133,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--num-inducing", type=int, default=16)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument("--no-readme", action="store_true", help="a trial: print, write neither README nor JSON")
     parser.add_argument("--render", action="store_true", help="rewrite the README section from the saved JSON")
     args = parser.parse_args()
     if args.render:
@@ -140,7 +152,9 @@ def main():
     for c in configs:
         reps = raw[c]
         times = sorted(r["median_step_seconds"] for r in reps)
+        ar = sorted(r["allreduce_median_seconds"] for r in reps)
         run = dict(reps[0], median_step_seconds=times[len(times) // 2], fastest_step_seconds=times[0],
+                   allreduce_median_seconds=ar[len(ar) // 2],
                    repeat_step_seconds=[r["median_step_seconds"] for r in reps],
                    peak_rss_mib_per_process=[max(r["peak_rss_mib_per_process"][k] for r in reps)
                                              for k in range(c[0])])
@@ -153,12 +167,11 @@ def main():
                "num_inducing": args.num_inducing, "runs": runs, "throughput_ratio_2_vs_1": ratio,
                "throughput_ratio_2_vs_1_fastest_runs": ratio_fastest, "repeats": args.repeats,
                "load_average_before": load_before, "load_average_after": load_after, "cores": os.cpu_count()}
-    path = write_json("distributed", payload)
     text = render(payload)
-    if not args.no_readme:
-        write_readme_section("distributed", text)
     print(text)
-    print(f"wrote {path}")
+    if not args.no_readme:
+        print(f"wrote {write_json('distributed', payload)}")
+        write_readme_section("distributed", text)
 
 
 def render(d):
@@ -183,9 +196,12 @@ def render(d):
             f"{d['cores']}-core machine shared with other jobs** (load average {d['load_average_before'][0]:.1f} "
             f"before, {d['load_average_after'][0]:.1f} after, per minute): the processes competed with other work "
             f"for the two cores, so this ratio says little about dedicated cores (not measured here; the per-step "
-            f"communication is one all-reduce of a flat buffer of the global gradients and the loss). A gloo group "
-            f"of one process costs about the same per step as no group. Peak resident memory per process is "
-            f"mostly the interpreter and torch (about 335 MiB at n = 2 000); the rest grows with the process's "
+            f"communication is one all-reduce of a flat buffer of the global gradients and the loss: "
+            f"{runs[2]['allreduce_elements']} float64 numbers, {1e3 * runs[2]['allreduce_median_seconds']:.2f} ms "
+            f"alone with 2 processes, against {1e3 * runs[2]['median_step_seconds']:.0f} ms per step). One process "
+            f"in a gloo group: {1e3 * runs[1]['median_step_seconds']:.0f} ms per step, without a group "
+            f"{1e3 * runs[0]['median_step_seconds']:.0f} ms. Peak resident memory per process is "
+            f"mostly the interpreter and torch (about 335 MiB in a trial run at n = 2 000); the rest grows with the process's "
             f"shard ({rss1:.0f} MiB with all {d['n']} cases, {rss2:.0f} MiB with half).\n")
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ For each variant (observed inputs only; a latent input with per-case Gaussians) 
 ``OUT_DIR/{variant}.rank{r}.pt``: the global parameters after rank 0's broadcast, this shard's local
 parameters, the full-batch gradients of the data-parallel loss, the reduced loss, the global parameters
 and losses after a few minibatch steps of ``train(..., distributed=True)``, and the losses of the same run
-interrupted after 2 steps and resumed from its per-rank checkpoints.
+interrupted after 2 steps and resumed from its per-rank checkpoints (with validation on each shard).
 """
 import os
 import sys
@@ -103,8 +103,9 @@ def main(out):
             inputs, data = shard(inputs, data)
             resumed = train(model, guide, inputs, data, num_steps=steps, recipe="adam", lr=0.05, distributed=True,
                             progress=False, model_kwargs={"subsample_size": 5}, checkpoint=ckpt, resume=True,
-                            checkpoint_every=2)
+                            checkpoint_every=2, validation=(inputs, data), validate_every=1)
         record["resumed_losses"], record["resumed_from"] = resumed.losses, resumed.resumed_from
+        record["validation"] = resumed.validation
         record["checkpoint_files"] = sorted(f for f in os.listdir(out) if f.startswith(f"{variant}_ckpt"))
         torch.save(record, os.path.join(out, f"{variant}.rank{rank}.pt"))
     torch.distributed.destroy_process_group()

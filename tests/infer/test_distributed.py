@@ -89,6 +89,9 @@ def test_broadcast_and_train_keep_ranks_identical(records, variant):
     for r, rec in enumerate(recs):  # resumed from the per-rank checkpoints: the uninterrupted run's losses
         assert rec["resumed_from"] == 2 and rec["resumed_losses"] == rec["train_losses"]
         assert rec["checkpoint_files"] == [f"{variant}_ckpt.rank0of2.pt", f"{variant}_ckpt.rank1of2.pt"]
+    # validation on each rank's own shard, averaged: the same values (and early-stopping decisions) everywhere
+    assert [s for s, _ in recs[0]["validation"]] == [1, 2, 3, 4]
+    assert recs[0]["validation"] == recs[1]["validation"]
     names = set(recs[0]["train_global"])
     assert names == set(recs[1]["train_global"]) and any(n.startswith("inducing.") for n in names)
     for name in names:
