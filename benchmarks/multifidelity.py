@@ -115,6 +115,9 @@ def emukit_model(train, order, X_test, kind):
 
 
 def ours(problem, train, X_test, structure, kernel, steps, seed):
+    import pyro
+
+    pyro.clear_param_store()
     em = MultiFidelityEmulator(train, problem.parents, structure=structure, kernel=kernel, seed=seed,
                                bounds=problem.bounds)
     em.fit(num_steps=steps)

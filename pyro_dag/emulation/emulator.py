@@ -9,6 +9,7 @@ fidelities (Cutajar et al. 2019, Sec. 4.4), then joint training with :func:`pyro
 (mean field) or DAG-SVI (chordal, warm-started from a mean-field fit).
 """
 import math
+import uuid
 import warnings
 from dataclasses import dataclass
 
@@ -358,7 +359,8 @@ class MultiFidelityEmulator:
         if self.model is None:
             self.build()
         inputs, data = self.model_inputs(), self.model_data()
-        tag = f"MultiFidelityEmulator_{id(self)}"
+        tag = f"MultiFidelityEmulator_{uuid.uuid4().hex[:12]}"   # fresh names: a recycled id() would reuse
+        # a dead emulator's guide parameters from Pyro's global parameter store
         warm = num_steps // 6 if warm_start is None else int(warm_start)
         with limit_threads(num_threads):
             pyro.set_rng_seed(self.seed)
