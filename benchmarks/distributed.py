@@ -71,7 +71,8 @@ def worker(args, out):
     step_times = sorted(b - a for a, b in zip(stamps[args.warmup - 1:], stamps[args.warmup:]))
     record = {"rank": rank, "world_size": world, "distributed": distributed, "shard_cases": len(obs["a"]),
               "setup_seconds": setup, "median_step_seconds": step_times[len(step_times) // 2],
-              "final_loss": result.losses[-1], "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+              "final_loss": result.losses[-1],
+              "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(record, f)
     if distributed:  # the communication of one step alone: one all-reduce of the global gradients and the loss
@@ -201,7 +202,8 @@ def render(d):
             f"alone with 2 processes, against {1e3 * runs[2]['median_step_seconds']:.0f} ms per step). One process "
             f"in a gloo group: {1e3 * runs[1]['median_step_seconds']:.0f} ms per step, without a group "
             f"{1e3 * runs[0]['median_step_seconds']:.0f} ms. Peak resident memory per process is "
-            f"mostly the interpreter and torch (about 335 MiB in a trial run at n = 2 000); the rest grows with the process's "
+            f"mostly the interpreter and torch (about 335 MiB in a trial run at n = 2 000); the rest grows with "
+            f"the process's "
             f"shard ({rss1:.0f} MiB with all {d['n']} cases, {rss2:.0f} MiB with half).\n")
 
 if __name__ == "__main__":
