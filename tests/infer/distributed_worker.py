@@ -43,7 +43,8 @@ def problem(variant):
 
 class FixedNoise(Messenger):
     """Reparameterised draws of the latent input ``h.x`` (its unconstrained site) with fixed noise
-    ``eps[offset + local index]``, so that a shard and the union of the shards use the same noise per case (the ELBO is then deterministic)."""
+    ``eps[offset + local index]``, so that a shard and the union of the shards use the same noise per case (the
+    ELBO is then deterministic)."""
 
     def __init__(self, eps, offset):
         super().__init__()
