@@ -1,7 +1,8 @@
 """Multi-fidelity emulation with a DAG-DGP: the workflow of Perlino et al. 2026 (arXiv:2607.09645, Sec. 7 and App.
 G.5) from per-fidelity arrays to predictions at every fidelity.
 
-:class:`MultiFidelityEmulator` builds the graph and the NaN-padded data (:func:`~pyro_dag.emulation.multifidelity_data`),
+:class:`MultiFidelityEmulator` builds the graph and the NaN-padded data
+(:func:`~pyro_dag.emulation.multifidelity_data`),
 scales the inputs to the unit box and standardises each fidelity's outputs, initialises the kernels from the data,
 and fits in the paper's order: node-wise pretraining of the fidelities whose parents are observed (each one a
 sparse GP on its own data), the ``predmean`` or ``free`` initialisation of the inducing inputs of the refined
@@ -46,7 +47,8 @@ class FidelityPrediction:
 
 def _gp_log_marginal(X, y, lengthscale, noise=1e-3):
     """Profile log marginal likelihood of an exact zero-mean RBF GP with isotropic ``lengthscale``, noise-to-signal
-    ratio ``noise`` and the signal variance at its maximum ``σ² = yᵀK⁻¹y / n``: ``[n, d]``, ``[n]`` numpy arrays."""
+    ratio ``noise`` and the signal variance at its maximum ``σ² = yᵀK⁻¹y / n``: ``[n, d]``, ``[n]`` numpy
+    arrays."""
     d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     K = np.exp(-0.5 * d2 / lengthscale ** 2) + noise * np.eye(len(y))
     try:
@@ -93,7 +95,8 @@ def _collapsed_bound(model, w, parent_values, y):
 def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03):
     """Node-wise pretraining against the collapsed bound (exact in ``q(V_w)``, Titsias 2009): Adam on each node's
     kernel hyperparameters and noise (inducing inputs held), then the optimal ``q(V_w) = N(Σ Aᵀ y / τ², Σ)``,
-    ``Σ = (I + AᵀA / τ²)⁻¹``, written into ``guide``'s block of the node. The parents' observed values are the inputs
+    ``Σ = (I + AᵀA / τ²)⁻¹``, written into ``guide``'s block of the node. The parents' observed values are the
+    inputs
     (the cases where the node and all its parents were run).
 
     :returns: ``{node: [loss per step]}``.
@@ -237,8 +240,8 @@ class MultiFidelityEmulator:
 
     # ------------------------------------------------------------------ kernels from the data
     def _coupling(self, f):
-        """Least-squares coefficients ``ρ`` of the standardised ``f`` on its standardised parents (with an intercept and
-        a linear trend in ``x``) at the cases where all were run (nested designs), and the variance of the residual
+        """Least-squares coefficients ``ρ`` of the standardised ``f`` on its standardised parents (with an intercept
+        and a linear trend in ``x``) at the cases where all were run (nested designs), and the variance of the residual
         ``f - ρᵀ parents``; ``(ρ [k], s²)`` (``ρ = 1``, ``s² = 0.1`` without enough shared cases)."""
         mf, data = self.mf, self.model_data()
         rows = mf.observed(f).copy()
