@@ -21,10 +21,10 @@ Two deliberate differences from emukit's code (both follow the published formula
 by 100; emukit's Park code uses ``x2 + x3`` where the formula (and emukit's own docstring) has ``x2 + x3²``. The
 tests check every function against emukit up to these differences.
 
-:func:`graphical_problem` builds the two-low-fidelity graph ``X → L1, X → L2, L1 → H, L2 → H, X → H`` (the shape
-of
-the heavy-ion simulator graph of Perlino et al. 2026, arXiv:2607.09645, Sec. 7, Fig. 6) from the Currin and Forrester
-functions so that each low fidelity carries a different part of the high fidelity (see its docstring).
+:func:`graphical_problem` builds the two-low-fidelity graph ``X → L1, X → L2, L1 → H, L2 → H, X → H`` (the
+shape of the heavy-ion simulator graph of Perlino et al. 2026, arXiv:2607.09645, Sec. 7, Fig. 6) from the Currin
+and Forrester functions so that each low fidelity carries a different part of the high fidelity (see its
+docstring).
 """
 import math
 from dataclasses import dataclass, field
@@ -173,7 +173,8 @@ def forrester():
 def borehole():
     """Borehole function (8-D water flow; Xiong et al. 2013), two levels. Inputs in the order
     ``(r_w, r, T_u, H_u, T_l, H_l, L, K_w)``:
-    ``f_H = 2π T_u (H_u - H_l) / (ln(r/r_w) [1 + 2 L T_u / (ln(r/r_w) r_w² K_w) + T_u / T_l])``; ``f_L`` has ``5`` for ``2π`` and ``1.5`` for ``1``."""
+    ``f_H = 2π T_u (H_u - H_l) / (ln(r/r_w) [1 + 2 L T_u / (ln(r/r_w) r_w² K_w) + T_u / T_l])``; ``f_L`` has ``5``
+    for ``2π`` and ``1.5`` for ``1``."""
     return MultiFidelityFunction("borehole", [_borehole_low, _borehole_high],
                                  _box((0.05, 0.15), (100, 50000), (63070, 115600), (990, 1110), (63.1, 116),
                                       (700, 820), (1120, 1680), (9855, 12045)))
