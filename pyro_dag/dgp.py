@@ -639,7 +639,10 @@ class DAGDGP(PyroModule):
         X, n, obs = self.checked_arguments(inputs, data, mask)
         self._check_subsample(subsample_size, subsample, n)
         if not self.is_setup:
-            self._setup(X, obs)
+            # with priors, the set-up turns hyperparameters into sample sites: hide its own reads of them from
+            # this call's trace (a site may not be a param and a sample in one trace)
+            with pyro.poutine.block() if self.priors is not None else contextlib.nullcontext():
+                self._setup(X, obs)
         estimator = current_estimator()
         # Factorise every K(Z, Z) before entering the data plate: hyperparameters with priors (PyroSample)
         # are then sampled once, outside the plate, and reused by the per-case computations.

@@ -88,3 +88,12 @@ def test_bad_switches_are_refused():
         DAGDGP(g, sample_f="sideways")
     with pytest.raises(DAGInputError, match="priors"):
         DAGDGP(g, priors="strong")
+
+
+def test_nuts_on_a_model_that_is_set_up_by_its_first_call():
+    x = torch.linspace(-1, 1, 8, dtype=torch.float64).unsqueeze(-1)
+    model = DAGDGP(nx.DiGraph([("x", "a")]), num_inducing=3, sample_f=True, priors="weakly_informative").double()
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(NUTS(model, max_tree_depth=3), num_samples=3, warmup_steps=3, disable_progbar=True)
+    mcmc.run({"x": x}, {"a": torch.sin(3 * x)})
+    assert "kernels.a.base.lengthscale" in mcmc.get_samples()
