@@ -188,3 +188,17 @@ def test_generate_new_cases():
     assert tr.nodes["indicators.y"]["value"].shape == (7, 5)
     assert tr.nodes["indicators.y_t"]["value"].shape == (7, 1)
     assert isinstance(tr.nodes["indicators.y_t"]["fn"].base_dist, dist.StudentT)
+
+
+def test_dense_unidentified_measurement_model():
+    df, _, _ = frame(n=20)
+    model = LatentSEM(nx.DiGraph([("A", "B")]), IND, measurement="dense", check_identifiability=False,
+                      num_inducing=4)
+    tr = poutine.trace(model).get_trace(df)
+    assert tr.nodes["indicators.loading"]["value"].shape == (12,)  # every indicator on both latents, none fixed
+    assert tr.nodes["indicators.intercept"]["value"].shape == (6,)
+    g = {k: s["value"] for k, s in tr.nodes.items() if s["type"] == "sample"}
+    with poutine.block(), poutine.condition(data=g):
+        _, load, _ = model.measurement_params(model.sample_globals())
+    torch.testing.assert_close(load.reshape(-1), g["indicators.loading"])
+    assert model.init_loc_fn(tr.nodes["A.x"]).shape == (20,)  # no anchor: started from the prior
