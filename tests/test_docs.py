@@ -18,8 +18,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 QUICKSTART = os.path.join(ROOT, "examples", "quickstart.py")
-GUIDE_EXAMPLES = ["dgp", "inference", "natural_gradients", "training", "latent_inputs", "pyro_interop", "structure",
-                  "structure_queries", "metrics", "emulation", "latent_sem"]
+GUIDE_EXAMPLES = ["dgp", "inference", "natural_gradients", "training", "latent_inputs", "pyro_interop",
+                  "mcmc_arviz", "structure", "structure_queries", "metrics", "emulation", "latent_sem"]
 GUIDE_PAGES = GUIDE_EXAMPLES + ["cli"]
 
 # What the README promises about the Quickstart's output (measured on 5 seeds by benchmarks/quickstart.py).
@@ -125,6 +125,7 @@ def test_readme_capability_blocks_run_as_written(tmp_path):
     assert "torch.Size([1, 20])" in lines  # median(): constrained and site-shaped
     assert "torch.Size([10, 400, 1])" in lines  # Predictive through Pyro's AutoNormal
     assert "(1, 20, 1, 5)" in lines  # NUTS -> ArviZ
+    assert "(1, 5)" in lines  # az.summary of the NUTS hyperparameter
 
 
 # ------------------------------------------------------------------------------------ references users can follow
@@ -147,7 +148,8 @@ def test_user_documents_cite_papers_not_internal_notes(path):
 
 
 # ------------------------------------------------------------------------------------------ tutorials and Sphinx
-@pytest.mark.parametrize("script", ["collider.py", "structure_learning.py", "multifidelity.py", "latent_sem.py"])
+@pytest.mark.parametrize("script", ["collider.py", "structure_learning.py", "multifidelity.py", "latent_sem.py",
+                                    "mcmc_arviz.py"])
 def test_tutorials_are_sphinx_gallery_scripts_with_a_short_mode(script):
     text = _read(os.path.join(ROOT, "tutorials", script))
     assert text.startswith('"""'), "sphinx-gallery needs a docstring with the title first"
@@ -155,7 +157,8 @@ def test_tutorials_are_sphinx_gallery_scripts_with_a_short_mode(script):
     assert "[markdown]" not in text  # sphinx-gallery renders comment blocks as reStructuredText
 
 
-@pytest.mark.parametrize("script", ["collider.py", "structure_learning.py", "multifidelity.py", "latent_sem.py"])
+@pytest.mark.parametrize("script", ["collider.py", "structure_learning.py", "multifidelity.py", "latent_sem.py",
+                                    "mcmc_arviz.py"])
 def test_tutorial_runs_in_short_mode(script, tmp_path):
     """Without sphinx-gallery the docs build below cannot execute the tutorials: run them here instead."""
     try:
@@ -186,7 +189,7 @@ def test_sphinx_docs_build_without_warnings(tmp_path):
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     pages = ["index", "quickstart", "api"] + [f"guide/{name}" for name in GUIDE_PAGES]
-    tutorials = ["collider", "structure_learning", "multifidelity", "latent_sem"]
+    tutorials = ["collider", "structure_learning", "multifidelity", "latent_sem", "mcmc_arviz"]
     for page in pages + [f"auto_tutorials/{t}" for t in tutorials]:
         assert (out / f"{page}.html").exists(), page
     for script in tutorials:  # the gallery ran the script and kept its figure

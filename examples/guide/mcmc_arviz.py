@@ -1,0 +1,15 @@
+import arviz as az
+
+from pyro_dag.diagnostics import MCMCStats
+
+pyro.clear_param_store()
+small = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=5, sample_f=True,  # non-centred node values
+               priors="weakly_informative")                          # + hyperpriors that NUTS samples
+stats = MCMCStats()                                                  # divergences, step size, tree depth
+mcmc = MCMC(NUTS(small), num_samples=30, warmup_steps=30, hook_fn=stats, disable_progbar=True)
+mcmc.run({"x": x[:30]}, {"y": y[1:31]})
+idata = pyro_dag.to_inference_data(mcmc=mcmc, sample_stats=stats)
+print(sorted(idata.groups()))
+print(az.summary(idata, var_names=["likelihoods.y.variance"], kind="diagnostics").shape)   # (1, 5)
+loo = az.loo(idata, var_name="y.y")                                  # PSIS-LOO, one variable per observed node
+ax = pyro_dag.plot.dag(small, idata)                                 # the DAG with each node's posterior sd
