@@ -152,12 +152,14 @@ def main():
     n = next(iter(inputs.values())).shape[0]
     print(f"{args.model}: n = {n}, M = {args.num_inducing}, priors = {priors}, {args.chains} chains x "
           f"{args.draws} draws after {args.warmup} warm-up", flush=True)
-    runs, stats, times, cpu_times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws, args.max_tree_depth,
+    runs, stats, times, cpu_times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws,
+                                             args.max_tree_depth,
                                   jit=args.jit)
     idata = to_inference_data(mcmc=runs, sample_stats=stats)
     summ, res = mixing_summary(idata)
     res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
-               warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)), cpu_seconds_per_chain=cpu_times,
+               warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)),
+               cpu_seconds_per_chain=cpu_times,
                max_tree_depth=args.max_tree_depth,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
                                 and max(cpu_times) <= 600))

@@ -8,7 +8,8 @@ Perlino et al. 2026 (arXiv:2607.09645, App. G.2, Fig. 3 a-b), at reduced Monte C
     bound 1 - (1 - p_ε)^s of :func:`pyro_dag.diagnostics.theorem1_bound` with v⋆ = 2(1 - exp(-0.3²/2)).
 (b) Prop. 4: product (SE) fusion, depth 50, width 128, variance 1, parent length-scale 2.0, root length-scale 0.8,
     root gap 1.0, in-degree k in {1, 2, 4, 8} (k consecutive parents with wrap-around): the Monte Carlo
-    C_l = E||Δ_w||² (the same for every node of a slice here, pooled over them) against the recursion bound of :func:`pyro_dag.diagnostics.product_fusion_recursion`.
+    C_l = E||Δ_w||² (the same for every node of a slice here, pooled over them) against the recursion bound of
+    :func:`pyro_dag.diagnostics.product_fusion_recursion`.
 
 Usage: ``python benchmarks/prior_collapse.py [--realisations 300] [--draws 400]``.
 """
@@ -91,8 +92,9 @@ def main():
              "|---|" + "---|" * len(a),
              "| simulated | " + " | ".join(f"{r['mean']:.2f}±{r['std']:.2f}" for r in a) + " |",
              "| bound | " + " | ".join(f"{r['bound']:.2f}" for r in a) + " |", "",
-             "(b) Prop. 4, product SE fusion: C_l = max_w E||Δ_w||² at depths 1, 5, 10, 49 (Monte Carlo / "
-             "`product_fusion_recursion` bound):", "", "| k | l = 1 | l = 5 | l = 10 | l = 49 |", "|---|---|---|---|---|"]
+             "(b) Prop. 4, product SE fusion: C_l = E||Δ_w||² at depths 1, 5, 10, 49 (Monte Carlo / "
+             "`product_fusion_recursion` bound):", "", "| k | l = 1 | l = 5 | l = 10 | l = 49 |",
+             "|---|---|---|---|---|"]
     for k, v in b.items():
         lines.append(f"| {k} | " + " | ".join(f"{v['C_mc'][i]:.3f} / {v['C_bound'][i]:.3f}" for i in (1, 5, 10, 49))
                      + " |")

@@ -25,7 +25,8 @@ import networkx as nx
 import torch
 
 __all__ = ["PriorCollapseWarning", "antichain_decomposition", "check_prior_collapse", "contrast_covariance",
-           "gaussian_refresh", "is_root_retaining", "p_eps", "product_fusion_contraction_check", "product_fusion_recursion",
+           "gaussian_refresh", "is_root_retaining", "p_eps", "product_fusion_contraction_check",
+           "product_fusion_recursion",
            "separation_constant", "theorem1_bound"]
 
 
