@@ -27,7 +27,9 @@ over ``S`` draws of ``N(loc_s, var_s + τ_w²)``.
 
 **Metrics** per node, then averaged over nodes (:func:`node_metrics`): RMSE of the predictive mean, CRPS (from
 noisy predictive samples), NLPD (the mixture), PICP of the central 95 % interval (noisy sample quantiles).
-Two averages: ``"all"`` over the 9 GP nodes (PKA, Raf, Mek, Erk, Akt, P38, Jnk, PIP3, PIP2; the paper's
+Metrics are in standardised log units; ``"all_log_units"`` / ``"unseen_log_units"`` convert
+them to log units (:func:`to_log_units`; the paper does not say in which of the two it reports). Two averages:
+``"all"`` over the 9 GP nodes (PKA, Raf, Mek, Erk, Akt, P38, Jnk, PIP3, PIP2; the paper's
 "averaged over all nodes") and ``"unseen"`` over the 7 nodes whose test values the predictions never see (PKA
 and Raf left out, since their test values inform ``h``).
 
@@ -57,7 +59,7 @@ from ..datasets.sachs import SACHS_NODES, sachs, sachs_graph
 from ..metrics.regression import crps_samples, nlpd_mixture
 
 __all__ = ["SachsSplit", "sachs_split", "sachs_dag", "sachs_model", "fit_sachs", "save_sachs_outputs", "node_metrics",
-           "average_metrics",
+           "average_metrics", "to_log_units",
            "METHODS", "RECIPES", "GP_NODES", "UNSEEN_NODES", "ROOTS", "LATENT_CHILDREN", "PAPER"]
 
 #: The observed inputs (roots) of the study.
@@ -214,9 +216,27 @@ def average_metrics(per_node, nodes):
     return {k: float(np.mean([per_node[w][k] for w in nodes])) for k in keys}
 
 
-def _summary(per_node):
-    return {"per_node": per_node, "all": average_metrics(per_node, GP_NODES),
-            "unseen": average_metrics(per_node, UNSEEN_NODES)}
+def to_log_units(per_node, std):
+    """Per-node metrics in log units (before standardisation) from metrics in standardised units: RMSE and CRPS
+    scale by the node's training standard deviation ``std[w]``, NLPD shifts by ``log std[w]``, PICP is unchanged.
+
+    :param dict per_node: ``{node: {"rmse", "crps", "nlpd", "picp"}}``. :param dict std: ``{node: float}``.
+    """
+    out = {}
+    for w, m in per_node.items():
+        out[w] = {"rmse": m["rmse"] * std[w], "crps": m["crps"] * std[w], "nlpd": m["nlpd"] + math.log(std[w]),
+                  "picp": m["picp"]}
+    return out
+
+
+def _summary(per_node, std=None):
+    out = {"per_node": per_node, "all": average_metrics(per_node, GP_NODES),
+           "unseen": average_metrics(per_node, UNSEEN_NODES)}
+    if std is not None:
+        log = to_log_units(per_node, std)
+        out["all_log_units"] = average_metrics(log, GP_NODES)
+        out["unseen_log_units"] = average_metrics(log, UNSEEN_NODES)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- DAG-DGP
@@ -249,7 +269,7 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
     for w in GP_NODES:
         tau2 = model.likelihoods[w].variance.detach()
         per_node[w] = node_metrics(pred[w].loc[..., 0], pred[w].var[..., 0], tau2, split.test_data[w][:, 0])
-    out = _summary(per_node)
+    out = _summary(per_node, split.std)
     out.update(seconds_train=t_train, cpu_seconds_train=c_train, seconds_predict=t_pred, num_steps=steps, pretrain_steps=pre,
                final_loss=result.losses[-1], settings=result.settings,
                noise={w: float(model.likelihoods[w].variance.detach().mean()) for w in GP_NODES},
@@ -333,7 +353,7 @@ def _evaluate_baseline(nodes, split, num_samples, seed):
                for p in m.parents}
         loc_o, var_o = m.predict(obs)
         out["observed_parents"][w] = node_metrics(loc_o, var_o, m.noise, y, seed=seed)
-    return {mode: _summary(per) for mode, per in out.items()}
+    return {mode: _summary(per, split.std) for mode, per in out.items()}
 
 
 # ---------------------------------------------------------------------------------------------------- one run
