@@ -270,13 +270,16 @@ def main(argv=None):
         note = (f"Published-split analogue (Perlino et al. 2026, Table 2): chains with the sizes "
                 f"{CHAIN_SIZES} (lowest fidelity first), the graphical problem 200 / 200 / 25; 75 high-fidelity "
                 f"test points; {args.seeds} seeds (the paper: 5); pyro_dag {args.steps} joint steps after 500 "
-                "node-wise pretraining steps (the paper: 12 000). Mean ± std over seeds; bold: best.")
+                "node-wise pretraining steps (the paper: 12 000). Mean ± std over seeds; bold: best. Seconds per fit with "
+                "one thread on a 2-core machine shared with other jobs (load average about 10): inflated several "
+                "times against an idle core.")
         key = "multifidelity-published"
     else:
         res = hf_scarce(args)
         note = (f"HF-scarce (Perlino et al. 2026, Table 4): 5-fold CV over the 25 high-fidelity points, "
                 f"{args.repeats} repetition(s) (the paper: 10), low fidelities keep their 200 points; fold metrics "
-                "averaged within a repetition. Mean ± std over repetitions; bold: best.")
+                "averaged within a repetition. Mean ± std over repetitions (± 0 with one); bold: best. Seconds as above "
+                "(one thread, shared, loaded machine).")
         key = "multifidelity-hf-scarce"
     if args.readme:
         # every results file of the protocol (runs split over several invocations, e.g. --suffix _graphical)
