@@ -77,11 +77,12 @@ def table():
              "17-arc DAG, roots PKC and Plcg observed, latent `h1 -> PKA`, `h2 -> Raf` (DAG-SVI/VI only); 32 inducing "
              "points, ARD RBF (length-scales 0.1), noise variance 0.01. Test predictions propagate from the roots; "
              "the test cases' observed PKA and Raf only infer `h`. **all**: mean over the 9 GP nodes; **unseen**: "
-             "over the 7 nodes other than PKA and Raf. Standardised log units, and log units (each node's RMSE and CRPS times its training sd, NLPD plus log sd; the paper does not say which it reports). Baselines have no latent; "
-             "*propagated* pushes samples from the roots, *observed parents* predicts each node from its parents' "
-             "observed test values (more information than the DAG-DGP uses). s/split: CPU seconds of the training (process time, one thread; "
-             "wall-clock on the shared 2-core machine was several times longer). `pyro_dag.experiments.sachs` holds the protocol; "
-             "`benchmarks/sachs_regression.py` the runs.", ""]
+             "over the 7 nodes other than PKA and Raf. Standardised log units, and log units (each node's RMSE and "
+             "CRPS times its training sd, NLPD plus log sd; the paper does not say which it reports). Baselines have "
+             "no latent; *propagated* pushes samples from the roots, *observed parents* predicts each node from its "
+             "parents' observed test values (more information than the DAG-DGP uses). s/split: CPU seconds of the "
+             "training (process time, one thread; wall-clock on the shared 2-core machine was several times longer). "
+             "`pyro_dag.experiments.sachs` holds the protocol; `benchmarks/sachs_regression.py` the runs.", ""]
     payload = {"rows": []}
     for task in ("interpolation", "extrapolation"):
         keys = [k for k in rows if k[0] == task]
@@ -118,7 +119,8 @@ def table():
             vi = [k for k in keys if k[1].startswith("DAG-VI") and k[1][6:] == key[1][7:]]
             if task == "extrapolation" and vi:
                 v = float(np.mean([x["rmse"] for x in rows[vi[0]]["all"]]))
-                verdict.append(f"DAG-SVI ≤ DAG-VI (RMSE {a['rmse']:.3f} vs {v:.3f}): {'met' if a['rmse'] <= v else 'not met'}")
+                verdict.append(f"DAG-SVI ≤ DAG-VI (RMSE {a['rmse']:.3f} vs {v:.3f}): "
+                               f"{'met' if a['rmse'] <= v else 'not met'}")
             lines.append(f"Targets, {key[1]}: " + "; ".join(verdict) + ".")
             lines.append("")
     write_json("sachs_regression", payload)

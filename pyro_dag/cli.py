@@ -130,7 +130,8 @@ def _add_fit_parser(sub):
     fit.add_argument("--protocol", choices=["published", "hf-scarce"], default="published",
                      help="multifidelity: the published split (default) or 5-fold CV over the high-fidelity runs")
     fit.add_argument("--steps", type=positive_int, default=None,
-                     help="optimisation steps in all (default 3000 for collider, the recipe's for sachs, 2000 for --csv)")
+                     help="optimisation steps in all (default 3000 for collider, the recipe's for sachs, 2000 for "
+                          "--csv)")
     fit.add_argument("--guide", choices=["chordal", "full", "mean_field"], default="chordal",
                      help="variational family: chordal (DAG-SVI, default), full, or mean_field (DAG-VI)")
     fit.add_argument("--backend", choices=["auto", "dense", "sparse"], default="auto",

@@ -258,7 +258,8 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
     t0, c0 = time.perf_counter(), time.process_time()
     result = train(model, guide, split.train_inputs, split.train_data, num_steps=steps, recipe=r["recipe"],
                    lr=r["lr"] if lr is None else lr, pretrain_steps=pre, checkpoint=checkpoint,
-                   checkpoint_every=checkpoint_every, resume=checkpoint is not None, freeze_fraction=r["freeze_fraction"], num_particles=num_particles,
+                   checkpoint_every=checkpoint_every, resume=checkpoint is not None,
+                   freeze_fraction=r["freeze_fraction"], num_particles=num_particles,
                    progress=progress, callbacks=callbacks, name=f"sachs {structure}")
     t_train, c_train = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
@@ -270,7 +271,8 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
         tau2 = model.likelihoods[w].variance.detach()
         per_node[w] = node_metrics(pred[w].loc[..., 0], pred[w].var[..., 0], tau2, split.test_data[w][:, 0])
     out = _summary(per_node, split.std)
-    out.update(seconds_train=t_train, cpu_seconds_train=c_train, seconds_predict=t_pred, num_steps=steps, pretrain_steps=pre,
+    out.update(seconds_train=t_train, cpu_seconds_train=c_train, seconds_predict=t_pred, num_steps=steps,
+               pretrain_steps=pre,
                final_loss=result.losses[-1], settings=result.settings,
                noise={w: float(model.likelihoods[w].variance.detach().mean()) for w in GP_NODES},
                prediction=pred)
@@ -402,7 +404,8 @@ def fit_sachs(task="extrapolation", seed=0, method="dag_svi", recipe="paper", nu
         nodes = {w: _NodeLinear(w, parents[w], split) for w in GP_NODES}
         out = _evaluate_baseline(nodes, split, num_samples, seed)
     out.update(task=task, seed=seed, method=method, recipe=recipe if method in ("dag_svi", "dag_vi") else None,
-               seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0, n_train=len(split.train_index), n_test=len(split.test_index))
+               seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0, n_train=len(split.train_index),
+               n_test=len(split.test_index))
     out["split"] = split
     return out
 
@@ -432,11 +435,3 @@ def save_sachs_outputs(result, out_dir):
                               "per node, standardised log units", nodes=GP_NODES)
     return jpath, fpath
 
-
-def headline(result):
-    """The 9-node average of a result (the propagated mode for a baseline)."""
-    return result["propagated"]["all"] if "propagated" in result else result["all"]
-
-
-def finite(x):
-    return isinstance(x, float) and math.isfinite(x)
