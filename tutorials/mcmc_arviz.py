@@ -41,8 +41,8 @@ from pyro_dag.infer.autoguide import AutoStructuredGuide  # noqa: E402
 
 torch.set_num_threads(1)
 QUICK = os.environ.get("PYRO_DAG_QUICK") == "1"
-WARMUP, DRAWS, CHAINS = (30, 30, 2) if QUICK else (300, 300, 2)
-SVI_STEPS = 200 if QUICK else 2000
+WARMUP, DRAWS, CHAINS, DEPTH = (10, 10, 2, 4) if QUICK else (300, 300, 2, 7)
+SVI_STEPS = 100 if QUICK else 2000
 OUT = os.environ.get("PYRO_DAG_TUTORIAL_OUT", "tutorial_out")
 os.makedirs(OUT, exist_ok=True)
 
@@ -64,7 +64,7 @@ model.setup(inputs, data)
 stats, runs = MCMCStats(), []
 for chain in range(CHAINS):
     pyro.set_rng_seed(chain)
-    mcmc = MCMC(NUTS(model, max_tree_depth=7), num_samples=DRAWS, warmup_steps=WARMUP, hook_fn=stats,
+    mcmc = MCMC(NUTS(model, max_tree_depth=DEPTH), num_samples=DRAWS, warmup_steps=WARMUP, hook_fn=stats,
                 disable_progbar=True)
     mcmc.run(inputs, data)
     runs.append(mcmc)
@@ -94,7 +94,7 @@ print(az.compare({"NUTS": nuts, "DAG-SVI": dag_svi}, var_name="b.y")[["elpd_loo"
 az.plot_trace(nuts, var_names=hyper)
 plt.tight_layout()
 plt.savefig(os.path.join(OUT, "mcmc_trace.png"))
-az.plot_ppc(nuts, var_names=["b.y"], num_pp_samples=50)
+az.plot_ppc(nuts, var_names=["b.y"], num_pp_samples=min(50, CHAINS * DRAWS))
 plt.savefig(os.path.join(OUT, "mcmc_ppc.png"))
 
 # %%
