@@ -14,17 +14,27 @@ from pyro_dag.sem.predict import guide_samples
 
 
 def fit_svi(model, df, num_steps=4000, lr=0.02, num_samples=200, seed=0, subsample_size=None):
-    """SVI with :func:`~pyro_dag.sem.guides.sem_guide` (ClippedAdam, learning rate decayed 10x over the run);
-    returns ``(samples {site: [S, ...]}, seconds)``."""
-    pyro.clear_param_store()
-    pyro.set_rng_seed(seed)
-    guide = sem_guide(model)
-    optim = pyro.optim.ClippedAdam({"lr": lr, "lrd": 0.1 ** (1 / num_steps)})
-    svi = SVI(model, guide, optim, Trace_ELBO())
+    """SVI with :func:`~pyro_dag.sem.guides.sem_guide` (ClippedAdam, learning rate decayed 10x over the run; a run
+    that diverges to NaN is restarted with half the learning rate, at most twice, and ``fit_svi.last_lr`` records
+    the rate used); returns ``(samples {site: [S, ...]}, seconds)``."""
     t = time.perf_counter()
-    for _ in range(num_steps):
-        svi.step(df, subsample_size=subsample_size)
+    for attempt in range(3):  # a diverged run (NaN) restarts from scratch with half the learning rate
+        pyro.clear_param_store()
+        pyro.set_rng_seed(seed)
+        guide = sem_guide(model)
+        optim = pyro.optim.ClippedAdam({"lr": lr, "lrd": 0.1 ** (1 / num_steps)})
+        svi = SVI(model, guide, optim, Trace_ELBO())
+        try:
+            for _ in range(num_steps):
+                svi.step(df, subsample_size=subsample_size)
+            break
+        except ValueError:
+            if attempt == 2:
+                raise
+            print(f"SVI diverged at lr {lr}; restarting with lr {lr / 2}", flush=True)
+            lr = lr / 2
     samples = guide_samples(model, guide, df, num_samples=num_samples)
+    fit_svi.last_lr = lr
     return samples, time.perf_counter() - t
 
 
