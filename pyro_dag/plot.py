@@ -116,7 +116,8 @@ def dag(model, posterior=None, targets=None, ax=None, cmap="viridis", node_size=
         nx.draw_networkx_nodes(graph, pos, nodelist=plain, node_color="white", edgecolors="black", ax=ax,
                                node_size=node_size, linewidths=[3.0 if w in observed else 0.5 for w in plain])
     labels = {v: v if v not in values else f"{v}\n{values[v]:.3g}" for v in graph.nodes}
-    nx.draw_networkx_labels(graph, pos, labels=labels, ax=ax, font_size=9)
+    nx.draw_networkx_labels(graph, pos, labels=labels, ax=ax, font_size=9,
+                            bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1.0})
     ax.set_axis_off()
     if title:
         ax.set_title(title)
