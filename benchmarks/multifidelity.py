@@ -259,6 +259,7 @@ def main(argv=None):
     ap.add_argument("--suffix", default="")
     ap.add_argument("--exclude", default="", help="comma-separated substrings of method names to skip")
     ap.add_argument("--readme", action="store_true", help="write the README table section")
+    ap.add_argument("--readme-note", default="", help="text after the README table")
     args = ap.parse_args(argv)
     args.problems = args.problems.split(",")
     args.which = set(args.which.split(","))
@@ -269,7 +270,7 @@ def main(argv=None):
         res = published(args)
         note = (f"Published-split analogue (Perlino et al. 2026, Table 2): chains with the sizes "
                 f"{CHAIN_SIZES} (lowest fidelity first), the graphical problem 200 / 200 / 25; 75 high-fidelity "
-                f"test points; {args.seeds} seeds (the paper: 5); pyro_dag {args.steps} joint steps after 500 "
+                f"test points; the seeds per problem are the runs column (the paper: 5); pyro_dag {args.steps} joint steps after 500 "
                 "node-wise pretraining steps (the paper: 12 000). Mean ± std over seeds; bold: best. Seconds per fit with "
                 "one thread on a 2-core machine shared with other jobs (load average about 10): inflated several "
                 "times against an idle core.")
@@ -295,7 +296,10 @@ def main(argv=None):
             with open(path) as f:
                 for n, r in json.load(f)["results"].items():
                     merged[n] = r["summary"]
-        write_readme_section(key, table(merged, f"Multi-fidelity emulation: {args.protocol}", note))
+        text = table(merged, f"Multi-fidelity emulation: {args.protocol}", note)
+        if args.readme_note:
+            text += "\n\n" + args.readme_note
+        write_readme_section(key, text)
 
 
 if __name__ == "__main__":
