@@ -254,6 +254,8 @@ sets dominate), `fit` {t['fit']:.0f}, circuit builds {t['spn_greedy_build']:.1f}
 {cov_spn['spn_fit']:.3g} (fit's), {cov_spn['spn_random']:.3g} (random). Held-out BGe log-likelihood of the 1000
 test points (200 samples): {mll_text}.
 
+{payload.get("note", "")}
+
 Reproduce: `python benchmarks/structure_trust.py --graphs {len(runs)} --repeats {s['repeats']}`
 (results/structure_trust.json).
 """
