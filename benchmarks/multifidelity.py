@@ -278,7 +278,7 @@ def main(argv=None):
     else:
         res = hf_scarce(args)
         note = (f"HF-scarce (Perlino et al. 2026, Table 4): 5-fold CV over the 25 high-fidelity points, "
-                f"{args.repeats} repetition(s) (the paper: 10), low fidelities keep their 200 points; fold metrics "
+                f"repetitions in the runs column (the paper: 10), low fidelities keep their 200 points; fold metrics "
                 "averaged within a repetition. Mean ± std over repetitions (± 0 with one); bold: best. Seconds as above "
                 "(one thread, shared, loaded machine).")
         key = "multifidelity-hf-scarce"
@@ -295,7 +295,8 @@ def main(argv=None):
                 continue
             with open(path) as f:
                 for n, r in json.load(f)["results"].items():
-                    merged[n] = r["summary"]
+                    if r["summary"]:
+                        merged[n] = r["summary"]
         text = table(merged, f"Multi-fidelity emulation: {args.protocol}", note)
         if args.readme_note:
             text += "\n\n" + args.readme_note
