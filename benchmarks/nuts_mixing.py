@@ -231,7 +231,8 @@ def write_readme(name, res):
     lines = [f"### NUTS mixing: {res['model']} (n = {res['n']}, M = {res['num_inducing']} per node, "
              f"priors = {res['priors']})", "",
              f"`python benchmarks/nuts_mixing.py --model {res['model']} --chains {res['chains']} --warmup "
-             f"{res['warmup']} --draws {res['draws']}` (one core, chains one after the other, "
+             f"{res['warmup']} --draws {res['draws']} --num-inducing {res['num_inducing']} --max-tree-depth "
+             f"{res['max_tree_depth']}` (one core, chains one after the other, "
              "NUTS from a MAP start, non-centred node values):", "",
              "| max R-hat | min bulk ESS | min bulk ESS (hyper) | min tail ESS | divergences | mean tree depth | "
              "CPU s per chain (max) | wall s per chain (max) | target |",
