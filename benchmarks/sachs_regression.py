@@ -53,7 +53,7 @@ def _fmt(values, digits=3):
 def table():
     from pyro_dag.experiments.sachs import GP_NODES, PAPER, average_metrics, sachs_split, to_log_units
 
-    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(RUNS, "*.json")))]
+    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(RUNS, "*.json")))]  # one file per run
     rows = {}
     for r in runs:
         if r["method"] in ("dag_svi", "dag_vi"):
@@ -123,6 +123,9 @@ def table():
                                f"{'met' if a['rmse'] <= v else 'not met'}")
             lines.append(f"Targets, {key[1]}: " + "; ".join(verdict) + ".")
             lines.append("")
+    note = os.path.join(RUNS, "NOTE.md")
+    if os.path.exists(note):
+        lines += ["**What ran.** " + open(note).read().strip(), ""]
     write_json("sachs_regression", payload)
     write_readme_section("sachs-regression", "\n".join(lines))
     print("\n".join(lines))
