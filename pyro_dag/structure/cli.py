@@ -181,6 +181,19 @@ def _metrics(P, S, truth):
     return out
 
 
+def _edge_heatmap(ax, P, names, title, fontsize=None):
+    """Draw the ``[p, p]`` edge probabilities ``P[i, j] = P(i -> j)`` on ``ax``; returns the image."""
+    im = ax.imshow(P, vmin=0, vmax=1, cmap="viridis")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=90)
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels(names)
+    ax.set_xlabel("child j")
+    ax.set_ylabel("parent i")
+    ax.set_title(title, fontsize=fontsize)
+    return im
+
+
 def _plots(P, names, out_dir, threshold=0.5):
     import matplotlib
 
@@ -190,14 +203,7 @@ def _plots(P, names, out_dir, threshold=0.5):
 
     p = len(names)
     fig, ax = plt.subplots(figsize=(0.55 * p + 2.5, 0.5 * p + 2))
-    im = ax.imshow(P, vmin=0, vmax=1, cmap="viridis")
-    ax.set_xticks(range(p))
-    ax.set_xticklabels(names, rotation=90)
-    ax.set_yticks(range(p))
-    ax.set_yticklabels(names)
-    ax.set_xlabel("child j")
-    ax.set_ylabel("parent i")
-    ax.set_title("posterior P(i -> j)")
+    im = _edge_heatmap(ax, P, names, "posterior P(i -> j)")
     fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
     heat = os.path.join(out_dir, "edge_probs.png")
@@ -263,14 +269,7 @@ def _plot_given(P, Pg, names, out_dir, label):
     p = len(names)
     fig, axes = plt.subplots(1, 2, figsize=(1.1 * p + 4, 0.5 * p + 2.2))
     for ax, M, title in ((axes[0], P, "P(i -> j)"), (axes[1], Pg, f"P(i -> j | {label})")):
-        im = ax.imshow(M, vmin=0, vmax=1, cmap="viridis")
-        ax.set_xticks(range(p))
-        ax.set_xticklabels(names, rotation=90)
-        ax.set_yticks(range(p))
-        ax.set_yticklabels(names)
-        ax.set_xlabel("child j")
-        ax.set_ylabel("parent i")
-        ax.set_title(title, fontsize=9)
+        im = _edge_heatmap(ax, M, names, title, fontsize=9)
     fig.colorbar(im, ax=axes, fraction=0.03)
     path = os.path.join(out_dir, "edge_probs_given.png")
     fig.savefig(path, dpi=120)
