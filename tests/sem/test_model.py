@@ -5,7 +5,6 @@ import numpy as np
 import pandas as pd
 import pyro
 import pyro.distributions as dist
-import pytest
 import torch
 from pyro import poutine
 from pyro.infer import MCMC, NUTS, SVI, Trace_ELBO

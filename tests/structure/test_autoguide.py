@@ -8,11 +8,9 @@ from pyro.infer import SVI, Trace_ELBO
 
 from pyro_dag.structure import (
     AutoEdgeFlowGuide,
-    ConditionalSplineCoupling,
     LinearGaussianSEM,
     LogisticBeta,
     OrderedDAG,
-    edge_flow,
     fill_offdiag,
     is_acyclic,
     offdiag,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyro_dag.structure import BGeSEM, LinearGaussianSEM, fit, is_acyclic
+from pyro_dag.structure import BGeSEM, LinearGaussianSEM, is_acyclic
 from pyro_dag.structure.exact import ExactStructurePosterior, exact_posterior, local_scores
 
 

@@ -1,22 +1,11 @@
 """Tests of the conditional flow transforms over edge logits (SVI-DAG, Zinage 2026, arXiv:2608.04930, §3.5)."""
-import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro import poutine
-from pyro.infer import SVI, Trace_ELBO
 
 from pyro_dag.structure import (
-    AutoEdgeFlowGuide,
     ConditionalSplineCoupling,
-    LinearGaussianSEM,
-    LogisticBeta,
-    OrderedDAG,
     edge_flow,
-    fill_offdiag,
-    is_acyclic,
-    offdiag,
-    sparsity_prior,
 )
 
 

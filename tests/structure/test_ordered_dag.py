@@ -1,25 +1,17 @@
 """Tests of OrderedDAG, RelaxedOrderedDAG, the dag constraint and the off-diagonal layout (SVI-DAG §3.2.1, §3.3)."""
 import itertools
-import math
 
 import pytest
 import torch
-from torch.distributions import Beta
 
 from pyro_dag.structure import (
-    LogisticBeta,
     OrderedDAG,
     RelaxedOrderedDAG,
     dag,
-    edge_belief_prior,
     fill_offdiag,
     hard_order_mask,
     is_acyclic,
-    log_sinkhorn,
     offdiag,
-    soft_order_mask,
-    soft_order_mask_jacobian,
-    sparsity_prior,
 )
 
 

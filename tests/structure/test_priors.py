@@ -1,5 +1,4 @@
 """Tests of the edge priors: LogisticBeta, edge_belief_prior, sparsity_prior (SVI-DAG, Zinage 2026, arXiv:2608.04930, §3.2.1)."""
-import itertools
 import math
 
 import pytest
@@ -8,17 +7,7 @@ from torch.distributions import Beta
 
 from pyro_dag.structure import (
     LogisticBeta,
-    OrderedDAG,
-    RelaxedOrderedDAG,
-    dag,
     edge_belief_prior,
-    fill_offdiag,
-    hard_order_mask,
-    is_acyclic,
-    log_sinkhorn,
-    offdiag,
-    soft_order_mask,
-    soft_order_mask_jacobian,
     sparsity_prior,
 )
 

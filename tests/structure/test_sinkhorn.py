@@ -1,25 +1,14 @@
 """Tests of the order masks and their Sinkhorn relaxation (SVI-DAG, Zinage 2026, arXiv:2608.04930, §3.3)."""
-import itertools
-import math
 
 import pytest
 import torch
-from torch.distributions import Beta
 
 from pyro_dag.structure import (
-    LogisticBeta,
-    OrderedDAG,
-    RelaxedOrderedDAG,
-    dag,
-    edge_belief_prior,
-    fill_offdiag,
     hard_order_mask,
     is_acyclic,
     log_sinkhorn,
-    offdiag,
     soft_order_mask,
     soft_order_mask_jacobian,
-    sparsity_prior,
 )
 
 

@@ -5,7 +5,6 @@ the model's site order) and feeds both guides the same latent vector, so the two
 """
 import warnings
 
-import networkx as nx
 import pyro
 import pyro.distributions as dist
 import pytest
