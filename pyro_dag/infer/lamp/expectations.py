@@ -1,0 +1,227 @@
+r"""Closed-form kernel expectations under independent Gaussian inputs, for linked-GP prediction.
+
+For a test input ``x ~ N(μ, diag(s²))`` and training inputs ``X = (x_1, ..., x_n)`` the linked GP needs
+
+    k̄_i = E[k(x, x_i)]                  (``[m, n]``, :func:`expected_kernel`)
+    H_ij = E[k(x, x_i) k(x, x_j)]       (``[m, n, n]``, :func:`expected_kernel_product`)
+
+(Kyzyurova, Berger & Wolpert 2018, "Coupling computer models through linking their statistical emulators",
+SIAM/ASA JUQ; Ming & Guillas 2021, "Linked Gaussian process emulation for systems of computer models using
+Matérn kernels and adaptive design", SIAM/ASA JUQ; Chang & Sung 2026, Sec. 3.2). Both kernels of
+:class:`~pyro_dag.infer.lamp.fitted.FittedNode` are products over input dimensions, so with independent input
+dimensions both expectations are products of one-dimensional factors:
+
+* RBF, ``k = exp(-(x - a)² / (2ℓ²))`` per dimension:
+  ``E[k(x, a)] = (ℓ²/(ℓ²+s²))^{1/2} exp(-(μ-a)²/(2(ℓ²+s²)))`` and
+  ``E[k(x, a) k(x, b)] = (ℓ²/(ℓ²+2s²))^{1/2} exp(-(a-b)²/(4ℓ²)) exp(-(μ-(a+b)/2)²/(ℓ²+2s²))``
+  (the paper's isotropic ``θ = 2ℓ²``);
+* separable Matérn-5/2, ``k = p(|x - a|) exp(-λ|x - a|)``, ``p(r) = 1 + λr + λ²r²/3``, ``λ = √5/ℓ``: the
+  integrals split at the training points into half-lines and intervals on which the integrand is a polynomial
+  times ``exp(c x)`` times a Gaussian density, closed form through
+  ``exp(cw) N(w; μ, σ²) = exp(cμ + c²σ²/2) N(w; μ + cσ², σ²)`` and truncated-Gaussian polynomial moments
+  (Ming & Guillas 2021, Sec. 3 and App. A).
+
+Dimensions with ``s² = 0`` (deterministic inputs, e.g. root design columns) give the plain kernel exactly.
+The Matérn special functions are evaluated in float64 whatever the input dtype (the truncated moments cancel
+in their tails; float32 loses digits there); results come back in the input dtype.
+"""
+import math
+
+import torch
+
+__all__ = ["kernel_matrix", "expected_kernel", "expected_kernel_product"]
+
+_SQRT5 = math.sqrt(5.0)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _check_kernel(kernel):
+    if kernel not in ("rbf", "matern52"):
+        raise ValueError(f"kernel must be 'rbf' or 'matern52', got {kernel!r}")
+
+
+def kernel_matrix(kernel, X1, X2, lengthscale):
+    r"""The plain kernel ``k(x, x')`` of :class:`~pyro_dag.infer.lamp.fitted.FittedNode` (unit variance).
+
+    :param str kernel: ``"rbf"`` (``exp(-||u||²/2)``) or ``"matern52"`` (separable, ``Π_d (1 + √5|u_d| +
+        5u_d²/3) exp(-√5|u_d|)``), ``u = (x - x')/ℓ``.
+    :param torch.Tensor X1: ``[..., m, D]``. :param torch.Tensor X2: ``[..., n, D]``.
+    :param torch.Tensor lengthscale: ``[D]``.
+    :returns: ``[..., m, n]``.
+    """
+    _check_kernel(kernel)
+    U1, U2 = X1 / lengthscale, X2 / lengthscale
+    if kernel == "rbf":
+        sq = (U1.unsqueeze(-2) - U2.unsqueeze(-3)).pow(2).sum(-1)
+        return torch.exp(-0.5 * sq)
+    r = _SQRT5 * (U1.unsqueeze(-2) - U2.unsqueeze(-3)).abs()
+    return torch.exp((torch.log1p(r + r.pow(2) / 3) - r).sum(-1))
+
+
+def _rbf_expected_kernel(X, lengthscale, mean, var):
+    ell2 = lengthscale.pow(2)
+    denom = ell2 + var  # [m, D]
+    logdet = 0.5 * (ell2.log() - denom.log()).sum(-1)  # [m]
+    diff2 = (mean.unsqueeze(-2) - X).pow(2)  # [m, n, D]
+    return torch.exp(logdet.unsqueeze(-1) - 0.5 * (diff2 / denom.unsqueeze(-2)).sum(-1))
+
+
+def _rbf_expected_kernel_product(X, lengthscale, mean, var):
+    # E[k_i k_j] = det · e_i e_j · exp(-Σ_d (a_d - b_d)² v_d) with e_i = exp(-Σ_d (μ_d-a_d)²/(2(ℓ²+2s²))),
+    # v_d = s²/(2ℓ²(ℓ²+2s²)): from (μ - (a+b)/2)² = ½(μ-a)² + ½(μ-b)² - ¼(a-b)². The pairwise part is one
+    # batched matrix product, and s = 0 gives v = 0, e = the plain kernel, i.e. H = k kᵀ exactly.
+    ell2 = lengthscale.pow(2)
+    denom = ell2 + 2 * var  # [m, D]
+    logdet = 0.5 * (ell2.log() - denom.log()).sum(-1)  # [m]
+    loge = -0.5 * ((mean.unsqueeze(-2) - X).pow(2) / denom.unsqueeze(-2)).sum(-1)  # [m, n]
+    v = var / (2 * ell2 * denom)  # [m, D]
+    Xc = X - X.mean(0)  # centring keeps the expanded square from cancelling
+    sq = (Xc.pow(2) * v.unsqueeze(-2)).sum(-1)  # [m, n]: Σ_d v_d a_d²
+    cross = torch.einsum("id,md,jd->mij", Xc, v, Xc)
+    pair = (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * cross).clamp_min(0)
+    return torch.exp(logdet[:, None, None] + loge.unsqueeze(-1) + loge.unsqueeze(-2) - pair)
+
+
+def _halfline(coeffs, c, nu, sigma):
+    r"""``E[q(s) e^{cs} 1{s ≥ 0}]`` for ``s ~ N(ν, σ²)``, ``σ > 0``, ``q(s) = Σ_k coeffs[k] s^k``.
+
+    ``e^{cs} N(s; ν, σ²) = e^{cν + c²σ²/2} N(s; m, σ²)``, ``m = ν + cσ²``; with ``s = m + σz`` and
+    ``α = -m/σ``, ``E[s^k 1{s≥0}] = σ^k J_k(α)``, ``J_k(α) = ∫_α^∞ (z-α)^k φ(z) dz = A_k(α) Q(α) + B_k(α) φ(α)``
+    with ``J_k = (k-1) J_{k-2} - α J_{k-1}``. The prefactor is combined with ``Q`` and ``φ`` in log space
+    (``e^{cν+c²σ²/2} φ(α) = φ(ν/σ)`` exactly), so nothing overflows.
+    """
+    m = nu + c * sigma.pow(2)
+    alpha = -m / sigma
+    A = [torch.ones_like(alpha), -alpha]
+    B = [torch.zeros_like(alpha), torch.ones_like(alpha)]
+    for k in range(2, len(coeffs)):
+        A.append((k - 1) * A[k - 2] - alpha * A[k - 1])
+        B.append((k - 1) * B[k - 2] - alpha * B[k - 1])
+    SA = torch.zeros_like(alpha)
+    SB = torch.zeros_like(alpha)
+    sk = torch.ones_like(sigma)
+    for k, q in enumerate(coeffs):
+        SA = SA + q * sk * A[k]
+        SB = SB + q * sk * B[k]
+        sk = sk * sigma
+    logpre = c * nu + 0.5 * c * c * sigma.pow(2)
+    return (SA * torch.exp(logpre + torch.special.log_ndtr(-alpha))
+            + SB * torch.exp(-0.5 * (nu / sigma).pow(2) - _LOG_SQRT_2PI))
+
+
+def _conv(p, q):
+    out = [0.0] * (len(p) + len(q) - 1)
+    for i, pi in enumerate(p):
+        for j, qj in enumerate(q):
+            out[i + j] = out[i + j] + pi * qj
+    return out
+
+
+def _matern_1d_plain(r, lam):
+    t = lam * r
+    return (1 + t + t.pow(2) / 3) * torch.exp(-t)
+
+
+def _matern_1d_expected(a, lam, mu, sigma):
+    """``E[p(|x-a|) e^{-λ|x-a|}]``, ``x ~ N(μ, σ²)``: the two half-lines ``x ≥ a`` and ``x ≤ a``."""
+    p = [1.0, lam, lam * lam / 3]
+    return _halfline(p, -lam, mu - a, sigma) + _halfline(p, -lam, a - mu, sigma)
+
+
+def _matern_1d_expected_product(a, b, lam, mu, sigma):
+    """``E[k(x, a) k(x, b)]`` for the 1-D Matérn-5/2 ``k``, ``x ~ N(μ, σ²)``: split at ``min(a,b), max(a,b)``."""
+    lo, hi = torch.minimum(a, b), torch.maximum(a, b)
+    delta = hi - lo
+    lam2 = lam * lam / 3
+    p = [1.0, lam, lam2]
+    P0, P1 = 1 + lam * delta + lam2 * delta.pow(2), lam + 2 * lam2 * delta
+    # outside [lo, hi] (s = distance to the nearer point): e^{-λδ} p(s) p(s+δ) e^{-2λs}
+    q_out = _conv(p, [P0, P1, lam2])
+    outer = _halfline(q_out, -2 * lam, mu - hi, sigma) + _halfline(q_out, -2 * lam, lo - mu, sigma)
+    # inside (t = x - lo ∈ [0, δ]): e^{-λδ} p(t) p(δ - t); q is symmetric about δ/2, so reflect the mean to the
+    # lower half (the subtracted tail is then the far one) and q(δ + s) = q(-s)
+    q_in = _conv(p, [P0, -P1, lam2])
+    nu = mu - lo
+    nu = torch.minimum(nu, delta - nu)
+    q_in_shift = [q if k % 2 == 0 else -q for k, q in enumerate(q_in)]
+    inner = _halfline(q_in, 0.0, nu, sigma) - _halfline(q_in_shift, 0.0, nu - delta, sigma)
+    return torch.exp(-lam * delta) * (outer + inner)
+
+
+def _matern_expected_kernel(X, lengthscale, mean, var):
+    out_dtype = X.dtype
+    X, lengthscale, mean, var = (t.double() for t in (X, lengthscale, mean, var))
+    lam = _SQRT5 / lengthscale  # [D]
+    mu = mean.unsqueeze(-2)  # [m, 1, D]
+    stochastic = (var > 0).unsqueeze(-2)
+    sigma = torch.where(stochastic, var.sqrt().unsqueeze(-2), torch.ones_like(mu))
+    factors = torch.where(stochastic, _matern_1d_expected(X, lam, mu, sigma),
+                          _matern_1d_plain((mu - X).abs(), lam))
+    return factors.prod(-1).to(out_dtype)
+
+
+def _matern_expected_kernel_product(X, lengthscale, mean, var):
+    out_dtype = X.dtype
+    X, lengthscale, mean, var = (t.double() for t in (X, lengthscale, mean, var))
+    m, D = mean.shape
+    n = X.shape[0]
+    lam = _SQRT5 / lengthscale
+    H = torch.ones(m, n, n, dtype=X.dtype, device=X.device)
+    for d in range(D):
+        mu = mean[:, d].view(m, 1, 1)
+        plain = _matern_1d_plain((mean[:, d:d + 1] - X[:, d]).abs(), lam[d])  # [m, n]
+        if not bool((var[:, d] > 0).any()):
+            H = H * plain.unsqueeze(-1) * plain.unsqueeze(-2)
+            continue
+        stochastic = (var[:, d] > 0).view(m, 1, 1)
+        sigma = torch.where(stochastic, var[:, d].sqrt().view(m, 1, 1), torch.ones_like(mu))
+        a, b = X[:, d].view(1, n, 1), X[:, d].view(1, 1, n)
+        h = _matern_1d_expected_product(a, b, lam[d], mu, sigma)
+        H = H * torch.where(stochastic, h, plain.unsqueeze(-1) * plain.unsqueeze(-2))
+    return H.to(out_dtype)
+
+
+def _check_shapes(X, lengthscale, mean, var):
+    if X.dim() != 2 or mean.dim() != 2 or mean.shape != var.shape or mean.shape[-1] != X.shape[-1] \
+            or lengthscale.shape != (X.shape[-1],):
+        raise ValueError(f"expected X [n, D], lengthscale [D], mean and var [m, D]; got X {tuple(X.shape)}, "
+                         f"lengthscale {tuple(lengthscale.shape)}, mean {tuple(mean.shape)}, "
+                         f"var {tuple(var.shape)}")
+    if bool((var < 0).any()):
+        raise ValueError("input variances must be non-negative")
+
+
+def expected_kernel(kernel, X, lengthscale, mean, var):
+    r"""``k̄_i = E[k(x, x_i)]`` for ``x ~ N(mean, diag(var))`` (Kyzyurova et al. 2018; Ming & Guillas 2021).
+
+    :param str kernel: ``"rbf"`` or ``"matern52"`` (the unit-variance kernels of
+        :class:`~pyro_dag.infer.lamp.fitted.FittedNode`).
+    :param torch.Tensor X: ``[n, D]`` training inputs. :param torch.Tensor lengthscale: ``[D]``.
+    :param torch.Tensor mean: ``[m, D]`` input means. :param torch.Tensor var: ``[m, D]`` input variances
+        (``0`` = deterministic dimension: the plain kernel, exactly).
+    :returns: ``[m, n]``.
+    """
+    _check_kernel(kernel)
+    _check_shapes(X, lengthscale, mean, var)
+    if kernel == "rbf":
+        return _rbf_expected_kernel(X, lengthscale, mean, var)
+    return _matern_expected_kernel(X, lengthscale, mean, var)
+
+
+def expected_kernel_product(kernel, X, lengthscale, mean, var):
+    r"""``H_ij = E[k(x, x_i) k(x, x_j)]`` for ``x ~ N(mean, diag(var))`` (Chang & Sung 2026, Sec. 3.2;
+    Ming & Guillas 2021, App. A).
+
+    Memory and time are ``O(m n² D)``: call it on chunks of test points (the linked-GP predictor contracts
+    each chunk with ``aᵀ H a`` and ``Σ⁻¹ ∘ H`` and never keeps ``H``).
+
+    :param str kernel: ``"rbf"`` or ``"matern52"``.
+    :param torch.Tensor X: ``[n, D]``. :param torch.Tensor lengthscale: ``[D]``.
+    :param torch.Tensor mean: ``[m, D]``. :param torch.Tensor var: ``[m, D]`` (``0`` = deterministic).
+    :returns: ``[m, n, n]``.
+    """
+    _check_kernel(kernel)
+    _check_shapes(X, lengthscale, mean, var)
+    if kernel == "rbf":
+        return _rbf_expected_kernel_product(X, lengthscale, mean, var)
+    return _matern_expected_kernel_product(X, lengthscale, mean, var)
