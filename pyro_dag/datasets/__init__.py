@@ -2,7 +2,8 @@
 
 * :func:`collider` -- the latent collider of the DAG-DGP paper (Perlino et al. 2026, arXiv:2607.09645, App. G.3);
 * :func:`sachs` -- the Sachs et al. (2005) protein-signalling data;
-* synthetic SEMs on Erdős-Rényi and scale-free DAGs for structure learning.
+* synthetic SEMs on Erdős-Rényi and scale-free DAGs for structure learning;
+* :data:`TEST_FUNCTIONS` -- the ten simulators of the LaMP-DGP benchmarks (Chang & Sung 2026, App. D).
 """
 from .collider import ColliderData, collider
 
@@ -12,3 +13,6 @@ from .synthetic import SEMData, erdos_renyi_dag, sample_sem, scale_free_dag, syn
 
 __all__ += ["SachsData", "sachs", "sachs_graph", "SACHS_NODES", "SACHS_COLUMNS",
             "SEMData", "erdos_renyi_dag", "scale_free_dag", "synthetic_sem", "sample_sem", "two_node"]
+from .test_functions import TEST_FUNCTIONS, TestFunction, add_noise, get_test_function, latin_hypercube  # noqa: E402
+
+__all__ += ["TestFunction", "TEST_FUNCTIONS", "get_test_function", "latin_hypercube", "add_noise"]
