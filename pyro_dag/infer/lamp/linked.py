@@ -42,6 +42,19 @@ def _gram_cholesky(node, j):
             "its lengthscale is far larger than the spread of its inputs") from e
 
 
+def _check_hyperparameters(node):
+    """Finite data and hyperparameters in range, else a ValueError naming the node."""
+    if not (bool(torch.isfinite(node.X).all()) and bool(torch.isfinite(node.y).all())):
+        raise ValueError(f"node {node.name!r}: X and y must be finite (NaN or inf in its training inputs or "
+                         "outputs; check the fitted latent values)")
+    for label, positive in (("lengthscale", True), ("variance", True), ("nugget", False)):
+        t = getattr(node, label)
+        ok = torch.isfinite(t).all() and ((t > 0).all() if positive else (t >= 0).all())
+        if not bool(ok):
+            raise ValueError(f"node {node.name!r}: {label} must be finite and {'> 0' if positive else '>= 0'}, "
+                             f"got {t.tolist()}")
+
+
 class _ExactGP:
     """Per-output Cholesky factors, ``a = Σ⁻¹ y`` and (for nodes with random inputs) ``Σ⁻¹`` of one node."""
 
@@ -128,6 +141,7 @@ class LinkedGPPredictor:
             if node.X.dtype != self.dtype or node.X.device != self.device:
                 raise ValueError(f"node {name!r} has tensors of {node.X.dtype} on {node.X.device}, node "
                                  f"{first.name!r} of {self.dtype} on {self.device}: move all to one dtype/device")
+            _check_hyperparameters(node)
         self.order = self._topological_order()
         self.roots = {}
         for name in self.order:
