@@ -913,7 +913,16 @@ class DAGDGP(PyroModule):
         :param int latent_steps: Adam steps of the latent fit. :param float latent_lr: its learning rate.
         :param int latent_particles: samples per case and step of the latent fit.
         :returns: ``{node: NodePrediction}`` with samples ``[S, n, d_w]``.
+
+        With a :class:`~pyro_dag.infer.LatentMAP` as ``guide``: its linked-GP prediction
+        (:meth:`~pyro_dag.infer.LatentMAP.predict`: moments in closed form, ancestral samples).
         """
+        from .infer.lamp import LatentMAP
+
+        if isinstance(guide, LatentMAP):
+            from .infer.lamp.fit import predict_for_model
+
+            return predict_for_model(guide, self, inputs, data, nodes, num_samples, mask)
         X, n, obs = self.checked_arguments(inputs, data, mask)
         if not self.is_setup:
             raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")

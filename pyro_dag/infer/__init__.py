@@ -1,6 +1,7 @@
 """Inference for DAG deep GPs: :class:`DAGELBO`, the structured autoguide (:mod:`pyro_dag.infer.autoguide`) and
-natural-gradient steps (:class:`GaussianNaturalGradient`, :class:`SinkNaturalGradient`) and the training loop
-(:func:`train`, :mod:`pyro_dag.infer.training`)."""
+natural-gradient steps (:class:`GaussianNaturalGradient`, :class:`SinkNaturalGradient`), the training loop
+(:func:`train`, :mod:`pyro_dag.infer.training`) and latent-MAP fitting with linked-GP prediction
+(:class:`LatentMAP`, :class:`LinkedGPPredictor`, :mod:`pyro_dag.infer.lamp`)."""
 from . import autoguide
 from .checks import NonFiniteLossError
 from .context import MarginalEstimator, current_estimator, suspended
@@ -9,7 +10,9 @@ from .natural_gaussian import GaussianNaturalGradient
 from .natural_sink import SinkNaturalGradient
 from . import distributed, training
 from .training import TrainResult, initial_scales, train
+from . import lamp
+from .lamp import LatentMAP, LinkedGPPredictor
 
-__all__ = ["DAGELBO", "GaussianNaturalGradient", "MarginalEstimator", "NonFiniteLossError", "SinkNaturalGradient",
-           "TrainResult", "autoguide", "current_estimator", "distributed", "initial_scales", "suspended", "train",
-           "training"]
+__all__ = ["DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
+           "NonFiniteLossError", "SinkNaturalGradient", "TrainResult", "autoguide", "current_estimator", "distributed",
+           "initial_scales", "lamp", "suspended", "train", "training"]

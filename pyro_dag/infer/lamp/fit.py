@@ -365,7 +365,7 @@ class LatentMAP:
         val_inputs = {r: X[r][val_rows] for r in model.root_nodes}
         val_obs = {w: (obs[w][0][val_rows], obs[w][1][val_rows]) for w in leaves}
 
-        self._objective, self._train_rows = objective, train_rows
+        self._objective, self._train_rows, self._row_adams = objective, train_rows, row_adams
         self._W, self._log_ls, self._log_g, self._fixed_g = W, log_ls, log_g, fixed_g
         self._state = True
         history = LaMPHistory(settings=settings, num_train=n_tr, num_validation=n_val)
@@ -572,3 +572,40 @@ class LatentMAP:
             y_mean, y_var = (mean, noisy[w][1]) if fitted[w].observed else (None, None)
             out[w] = NodePrediction(samples, mean, var, loc, vv, y_mean, y_var)
         return out
+
+
+def predict_for_model(lamp, model, inputs, data=None, nodes=None, num_samples=200, mask=None):
+    """:meth:`pyro_dag.DAGDGP.predict` with a :class:`LatentMAP` as the guide: :meth:`LatentMAP.predict`."""
+    if lamp.model is not model:
+        raise _input_error("predict: this LatentMAP was built on another DAGDGP; call predict on its own model "
+                           "(lamp.model.predict(lamp, ...)) or lamp.predict(...)")
+    if data is not None or mask is not None:
+        raise _input_error("predict: with a LatentMAP, predictions propagate from the roots; drop data and mask")
+    return lamp.predict(inputs, nodes=nodes, num_samples=num_samples)
+
+
+def train_lamp(model, lamp, inputs, data=None, *, num_steps, optim_args=None, model_kwargs=None):
+    """:func:`pyro_dag.infer.train` with ``recipe="lamp"``: :meth:`LatentMAP.fit` for ``num_steps`` epochs (other
+    settings from ``optim_args``, a dict of :class:`LaMPSettings` fields), its history as a
+    :class:`~pyro_dag.infer.TrainResult` (``losses`` per epoch, ``validation`` ``(epoch, score)``, ``best_step``)."""
+    import dataclasses
+
+    from ..training import TrainResult
+
+    if not isinstance(lamp, LatentMAP):
+        raise TypeError(f"train(recipe='lamp') takes a LatentMAP as the guide, got {type(lamp).__name__}; build it "
+                        "with pyro_dag.infer.LatentMAP(model)")
+    if lamp.model is not model:
+        raise ValueError("train(recipe='lamp'): the LatentMAP was built on another model; pass its own model")
+    if optim_args is not None and not isinstance(optim_args, dict):
+        raise ValueError("train(recipe='lamp'): optim_args must be a dict of LaMPSettings fields, e.g. "
+                         "{'lr': {'W': 0.05}, 'validation_fraction': 0.2}")
+    kwargs = dict(model_kwargs or {})
+    unknown = sorted(set(kwargs) - {"mask"})
+    if unknown:
+        raise ValueError(f"train(recipe='lamp'): model_kwargs {unknown} are not LaMP arguments (only 'mask')")
+    history = lamp.fit(inputs, data, mask=kwargs.get("mask"), num_epochs=num_steps, **dict(optim_args or {}))
+    settings = {"recipe": "lamp", **dataclasses.asdict(history.settings)}
+    return TrainResult(losses=list(history.losses), validation=list(history.validation),
+                       best_step=history.best_epoch, best_validation_loss=history.best_validation,
+                       settings=settings, seconds=history.seconds)

@@ -20,7 +20,7 @@ from .pretrain import pretrain_nodes
 __all__ = ["train", "TrainResult", "RECIPES", "validation_loss"]
 
 #: The training recipes of :func:`train`.
-RECIPES = ("recommended", "adam")
+RECIPES = ("recommended", "adam", "lamp")
 
 #: Parameter-store prefix of the mean-field guide of a warm start.
 WARM_START_NAME = "MeanFieldWarmStart"
@@ -214,7 +214,10 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
         Pyro guide (default estimator ``Trace_ELBO``).
     :param dict inputs: ``{root: [n, d_r]}``. :param dict data: ``{node: [n, d_w]}``, NaN = missing.
     :param int num_steps: joint steps, ``>= 1`` (warm start included, pretraining not).
-    :param str recipe: ``"recommended"`` (default) or ``"adam"``.
+    :param str recipe: ``"recommended"`` (default), ``"adam"`` or ``"lamp"``: latent-MAP fitting (Chang & Sung
+        2026) with a :class:`~pyro_dag.infer.LatentMAP` as ``guide``, ``num_steps`` epochs of
+        :meth:`~pyro_dag.infer.LatentMAP.fit`, ``optim_args`` a dict of
+        :class:`~pyro_dag.infer.lamp.LaMPSettings` fields; the other options do not apply.
     :param float lr: Adam's learning rate (default 0.01).
     :param elbo: the ELBO estimator (default ``DAGELBO(num_particles, antithetic=...)`` for an
         AutoStructuredGuide of a DAGDGP, ``Trace_ELBO(num_particles)`` otherwise).
@@ -284,6 +287,12 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
         result = train(model, guide, inputs, data, num_steps=3000)
         posterior = model.predict(guide, inputs_test, num_samples=500)
     """
+    if recipe == "lamp":
+        from ..lamp.fit import train_lamp
+
+        with limit_threads(num_threads):
+            return train_lamp(model, guide, inputs, data, num_steps=num_steps, optim_args=optim_args,
+                              model_kwargs=model_kwargs)
     callbacks = tuple(callbacks)
     groups = _check_arguments(num_steps, recipe, lr, num_particles, antithetic, elbo, natural_gradient,
                               natural_gradient_after, natural_gradient_max_kl, sink_step_size, warm_start,
