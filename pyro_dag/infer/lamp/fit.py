@@ -376,14 +376,13 @@ class LatentMAP:
                     {v: p.detach().clone() for v, p in log_g.items()})
 
         def validate(t):
-            fitted = self._fitted_nodes(pred_rows)
-            moments = LinkedGPPredictor(fitted, method="exact").moments(val_inputs, nodes=leaves)
+            means = _linked_means(self._fitted_nodes(pred_rows), val_inputs, leaves)
             rmse = {}
             for w in leaves:
                 y, m = val_obs[w]
                 if not bool(m.any()):
                     continue
-                err = (moments[w][0] - y)[m]
+                err = (means[w] - y)[m]
                 rmse[w] = float(err.pow(2).mean().sqrt())
             if not rmse:
                 return None
@@ -572,6 +571,30 @@ class LatentMAP:
             y_mean, y_var = (mean, noisy[w][1]) if fitted[w].observed else (None, None)
             out[w] = NodePrediction(samples, mean, var, loc, vv, y_mean, y_var)
         return out
+
+
+@torch.no_grad()
+def _linked_means(fitted, inputs, leaves):
+    """Exact linked-GP predictive means ``{leaf: [m, d]}`` of nodes without children (Chang & Sung 2026, Sec. 3.2:
+    ``E[f*] = k̄ (K + gI)⁻¹ y``), with the parents' moments from :class:`LinkedGPPredictor`; the leaves' variances,
+    whose ``H`` terms dominate the cost, are not needed for a validation RMSE."""
+    from .expectations import expected_kernel
+
+    parents = sorted({p for w in leaves for p in fitted[w].inputs if p in fitted})
+    moments = LinkedGPPredictor(fitted, method="exact").moments(inputs, nodes=parents) if parents else {}
+    out = {}
+    for w in leaves:
+        node = fitted[w]
+        mean_in = torch.cat([moments[p][0] if p in fitted else inputs[p] for p in node.inputs], -1)
+        var_in = torch.cat([moments[p][1] if p in fitted else torch.zeros_like(inputs[p]) for p in node.inputs], -1)
+        eye = torch.eye(node.X.shape[0], dtype=node.X.dtype, device=node.X.device)
+        cols = []
+        for j in range(node.output_dim):
+            K = kernel_matrix(node.X, node.X, node.lengthscale[j:j + 1], node.kernel)[0] + node.nugget[j] * eye
+            a = torch.cholesky_solve(node.y[:, j:j + 1], torch.linalg.cholesky(K))
+            cols.append(expected_kernel(node.kernel, node.X, node.lengthscale[j], mean_in, var_in) @ a)
+        out[w] = torch.cat(cols, -1)
+    return out
 
 
 def predict_for_model(lamp, model, inputs, data=None, nodes=None, num_samples=200, mask=None):
