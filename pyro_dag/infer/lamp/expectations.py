@@ -19,14 +19,18 @@ dimensions both expectations are products of one-dimensional factors:
   integrals split at the training points into half-lines and intervals on which the integrand is a polynomial
   times ``exp(c x)`` times a Gaussian density, closed form through
   ``exp(cw) N(w; μ, σ²) = exp(cμ + c²σ²/2) N(w; μ + cσ², σ²)`` and truncated-Gaussian polynomial moments
-  (Ming & Guillas 2021, Sec. 3 and App. A).
+  (Ming & Guillas 2021, Sec. 3 and App. A); far in a tail, where those moments cancel, the same integrals come
+  from Gauss–Laguerre quadrature.
 
 Dimensions with ``s² = 0`` (deterministic inputs, e.g. root design columns) give the plain kernel exactly.
 The Matérn special functions are evaluated in float64 whatever the input dtype (the truncated moments cancel
-in their tails; float32 loses digits there); results come back in the input dtype.
+in their tails; float32 loses digits there); results come back in the input dtype. The Matérn ``H`` is a
+difference of tail moments between neighbouring training points, with an absolute error of about
+``ε (√5 s/ℓ)⁴``: ~1e-11 relative for input sds up to 10 lengthscales, 2e-6 at 70 lengthscales.
 """
 import math
 
+import numpy as np
 import torch
 
 __all__ = ["kernel_matrix", "expected_kernel", "expected_kernel_product"]
@@ -82,19 +86,36 @@ def _rbf_expected_kernel_product(X, lengthscale, mean, var):
     return torch.exp(logdet[:, None, None] + loge.unsqueeze(-1) + loge.unsqueeze(-2) - pair)
 
 
+_LAGUERRE_FROM = 2.0  # α above which J_k/φ comes from Gauss–Laguerre instead of the forward recursion
+_LAGUERRE = np.polynomial.laguerre.laggauss(40)
+_LAGUERRE_CACHE = {}
+
+
+def _laguerre(dtype, device):
+    key = (dtype, device)
+    if key not in _LAGUERRE_CACHE:
+        _LAGUERRE_CACHE[key] = tuple(torch.as_tensor(v, dtype=dtype, device=device) for v in _LAGUERRE)
+    return _LAGUERRE_CACHE[key]
+
+
 def _halfline(coeffs, c, nu, sigma):
     r"""``E[q(s) e^{cs} 1{s ≥ 0}]`` for ``s ~ N(ν, σ²)``, ``σ > 0``, ``q(s) = Σ_k coeffs[k] s^k``.
 
     ``e^{cs} N(s; ν, σ²) = e^{cν + c²σ²/2} N(s; m, σ²)``, ``m = ν + cσ²``; with ``s = m + σz`` and
-    ``α = -m/σ``, ``E[s^k 1{s≥0}] = σ^k J_k(α)``, ``J_k(α) = ∫_α^∞ (z-α)^k φ(z) dz = A_k(α) Q(α) + B_k(α) φ(α)``
-    with ``J_k = (k-1) J_{k-2} - α J_{k-1}``. The prefactor is combined with ``Q`` and ``φ`` in log space
-    (``e^{cν+c²σ²/2} φ(α) = φ(ν/σ)`` exactly), so nothing overflows.
+    ``α = -m/σ``, ``E[s^k 1{s≥0}] = σ^k J_k(α)``, ``J_k(α) = ∫_α^∞ (z-α)^k φ(z) dz``, and
+    ``e^{cν + c²σ²/2} φ(α) = φ(ν/σ)`` exactly. For ``α ≤ 2``, ``J_k = A_k(α) Q(α) + B_k(α) φ(α)`` from the
+    recursion ``J_k = (k-1) J_{k-2} - α J_{k-1}``, the prefactor combined with ``Q`` in log space (nothing
+    overflows). For ``α > 2`` that recursion cancels (``J_k ~ k! φ(α)/α^{k+1}``), so there
+    ``J_k/φ(α) = ∫_0^∞ s^k e^{-αs - s²/2} ds = α^{-k-1} ∫_0^∞ u^k e^{-u} e^{-u²/(2α²)} du`` by 40-point
+    Gauss–Laguerre quadrature (relative error below 1e-13 for ``α ≥ 2``).
     """
     m = nu + c * sigma.pow(2)
     alpha = -m / sigma
+    K = len(coeffs)
+    # α ≤ 2: recursion in (Q, φ)
     A = [torch.ones_like(alpha), -alpha]
     B = [torch.zeros_like(alpha), torch.ones_like(alpha)]
-    for k in range(2, len(coeffs)):
+    for k in range(2, K):
         A.append((k - 1) * A[k - 2] - alpha * A[k - 1])
         B.append((k - 1) * B[k - 2] - alpha * B[k - 1])
     SA = torch.zeros_like(alpha)
@@ -104,9 +125,25 @@ def _halfline(coeffs, c, nu, sigma):
         SA = SA + q * sk * A[k]
         SB = SB + q * sk * B[k]
         sk = sk * sigma
+    logphi = -0.5 * (nu / sigma).pow(2) - _LOG_SQRT_2PI
     logpre = c * nu + 0.5 * c * c * sigma.pow(2)
-    return (SA * torch.exp(logpre + torch.special.log_ndtr(-alpha))
-            + SB * torch.exp(-0.5 * (nu / sigma).pow(2) - _LOG_SQRT_2PI))
+    small = SA * torch.exp(logpre + torch.special.log_ndtr(-alpha)) + SB * torch.exp(logphi)
+    large_alpha = alpha > _LAGUERRE_FROM
+    if not bool(large_alpha.any()):
+        return small
+    # α > 2: Gauss–Laguerre for Σ_k q_k σ^k J_k/φ(α), with u = αs: Σ_i w_i e^{-u_i²/(2α²)} Σ_k q_k (σ u_i/α)^k / α
+    a = torch.where(large_alpha, alpha, torch.full_like(alpha, _LAGUERRE_FROM))
+    nodes, weights = _laguerre(alpha.dtype, alpha.device)
+    ratio = sigma / a
+    total = torch.zeros_like(alpha)
+    for u, w in zip(nodes, weights):
+        t = u * ratio
+        poly = torch.zeros_like(alpha)
+        for q in reversed(coeffs):  # Horner in t = σ u / α
+            poly = poly * t + q
+        total = total + w * torch.exp(-0.5 * (u / a).pow(2)) * poly
+    large = torch.exp(logphi) * total / a
+    return torch.where(large_alpha, large, small)
 
 
 def _conv(p, q):
@@ -160,6 +197,67 @@ def _matern_expected_kernel(X, lengthscale, mean, var):
     return factors.prod(-1).to(out_dtype)
 
 
+def _halfline_moments(c, nu, sigma, K):
+    """``[E[s^k e^{cs} 1{s ≥ 0}] for k = 0..K]``, ``s ~ N(ν, σ²)`` (the monomials of :func:`_halfline`)."""
+    out = []
+    for k in range(K + 1):
+        coeffs = [0.0] * k + [1.0]
+        out.append(_halfline(coeffs, c, nu, sigma))
+    return out
+
+
+def _matern_1d_product_factorised(x, lam, mu, sigma):
+    r"""``H_ij = E[k(x*, x_i) k(x*, x_j)]``, 1-D Matérn-5/2, ``x* ~ N(μ, σ²)``: ``[c, n, n]`` from ``[c, n]`` pieces.
+
+    For ``x_i ≥ x_j`` (``hi = x_i``, ``lo = x_j``, ``δ = x_i - x_j``) the three regions of ``x*`` give
+
+    * ``x* ≥ hi``: ``e^{-λδ} Σ_k c_k(δ) O_k(hi)``, ``O_k(t) = E[s^k e^{-2λs} 1{s≥0}]``, ``s = x* - t``;
+    * ``x* ≤ lo``: ``e^{-λδ} Σ_k c_k(δ) Ō_k(lo)``, the same with ``s = t - x*``;
+    * between: ``e^{-λδ} Σ_k e_k(δ) [G_k(lo) - (-1)^k G_k(hi)]``, ``G_k(t) = E[(x*-t)^k 1{x* ≥ t}]``, because the
+      polynomial ``q(t) = p(t) p(δ-t)`` is symmetric about ``δ/2``, so ``q(δ + s) = q(-s)`` (for ``μ ≥ hi`` the
+      mirrored form with left tails, which does not cancel);
+
+    with ``c_k``, ``e_k`` the coefficients of ``p(s) p(s+δ)`` and ``p(t) p(δ-t)``, polynomials of degree 2 in
+    ``δ``. Collecting powers ``δ^l`` gives ``H = V + Vᵀ``, ``V_ij = Σ_l M_ij e^{-λδ} δ^l (U_l[i] + W_l[j])``,
+    ``M_ij = 1{x_i > x_j} + ½ 1{x_i = x_j}``: a dozen passes over ``[c, n, n]`` instead of one closed form per
+    pair.
+    """
+    r = lam * lam / 3
+    zero = torch.zeros_like(lam)
+    p = [1.0, lam, r]
+    # P_b(δ) of p(s + δ) = Σ_b P_b(δ) s^b and of p(δ - t) = Σ_b ±P_b(δ) t^b, as coefficient lists in δ
+    P_plus = [[1.0, lam, r], [lam, 2 * r, zero], [r, zero, zero]]
+    P_minus = [[1.0, lam, r], [-lam, -2 * r, zero], [r, zero, zero]]
+
+    def coefficients(P):  # coefficient of s^k δ^l in p(s) · Σ_b P_b(δ) s^b
+        return [[sum(p[a] * P[k - a][l] for a in range(3) if 0 <= k - a <= 2) for l in range(3)]
+                for k in range(5)]
+
+    C, E = coefficients(P_plus), coefficients(P_minus)
+    nu = mu - x  # [c, n]
+    O = _halfline_moments(-2 * lam, nu, sigma, 4)
+    Ob = _halfline_moments(-2 * lam, -nu, sigma, 4)
+    G = _halfline_moments(0.0, nu, sigma, 4)  # right tails, E[(x*-t)^k 1{x* ≥ t}]
+    Gb = _halfline_moments(0.0, -nu, sigma, 4)  # left tails, E[(t-x*)^k 1{x* ≤ t}]
+    # the middle region is a difference of two tails; when x* lies right of hi both right tails are nearly the
+    # full moments and cancel, so there use the mirrored form e^{-λδ} Σ_k e_k [Gb_k(hi) - (-1)^k Gb_k(lo)]
+    right = (nu >= 0).unsqueeze(-1)  # [c, n, 1]: μ ≥ hi = x_i
+    xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)  # [n, 1], [1, n]
+    delta = (xi - xj).abs()
+    mask = (xi > xj).to(x.dtype) + 0.5 * (xi == xj).to(x.dtype)
+    decay = mask * torch.exp(-lam * delta)
+    V = 0
+    for l in range(3):
+        U_left = sum(C[k][l] * O[k] - E[k][l] * (-1) ** k * G[k] for k in range(5))  # [c, n], the "hi" point
+        U_right = sum(C[k][l] * O[k] + E[k][l] * Gb[k] for k in range(5))
+        W_left = sum(C[k][l] * Ob[k] + E[k][l] * G[k] for k in range(5))  # the "lo" point
+        W_right = sum(C[k][l] * Ob[k] - E[k][l] * (-1) ** k * Gb[k] for k in range(5))
+        U = torch.where(right, U_right.unsqueeze(-1), U_left.unsqueeze(-1))
+        W = torch.where(right, W_right.unsqueeze(-2), W_left.unsqueeze(-2))
+        V = V + (decay * delta.pow(l)) * (U + W)
+    return V + V.transpose(-1, -2)
+
+
 def _matern_expected_kernel_product(X, lengthscale, mean, var):
     out_dtype = X.dtype
     X, lengthscale, mean, var = (t.double() for t in (X, lengthscale, mean, var))
@@ -168,16 +266,14 @@ def _matern_expected_kernel_product(X, lengthscale, mean, var):
     lam = _SQRT5 / lengthscale
     H = torch.ones(m, n, n, dtype=X.dtype, device=X.device)
     for d in range(D):
-        mu = mean[:, d].view(m, 1, 1)
         plain = _matern_1d_plain((mean[:, d:d + 1] - X[:, d]).abs(), lam[d])  # [m, n]
-        if not bool((var[:, d] > 0).any()):
+        stochastic = var[:, d] > 0
+        if not bool(stochastic.any()):
             H = H * plain.unsqueeze(-1) * plain.unsqueeze(-2)
             continue
-        stochastic = (var[:, d] > 0).view(m, 1, 1)
-        sigma = torch.where(stochastic, var[:, d].sqrt().view(m, 1, 1), torch.ones_like(mu))
-        a, b = X[:, d].view(1, n, 1), X[:, d].view(1, 1, n)
-        h = _matern_1d_expected_product(a, b, lam[d], mu, sigma)
-        H = H * torch.where(stochastic, h, plain.unsqueeze(-1) * plain.unsqueeze(-2))
+        sigma = torch.where(stochastic, var[:, d], torch.ones_like(var[:, d])).sqrt().unsqueeze(-1)  # [m, 1]
+        h = _matern_1d_product_factorised(X[:, d], lam[d], mean[:, d:d + 1], sigma)
+        H = H * torch.where(stochastic.view(m, 1, 1), h, plain.unsqueeze(-1) * plain.unsqueeze(-2))
     return H.to(out_dtype)
 
 
