@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 QUICKSTART = os.path.join(ROOT, "examples", "quickstart.py")
 GUIDE_EXAMPLES = ["dgp", "inference", "natural_gradients", "training", "latent_inputs", "pyro_interop",
-                  "mcmc_arviz", "structure", "structure_queries", "metrics", "emulation", "latent_sem"]
+                  "mcmc_arviz", "structure", "structure_queries", "metrics", "lamp", "emulation", "latent_sem"]
 GUIDE_PAGES = GUIDE_EXAMPLES + ["cli"]
 
 # What the README promises about the Quickstart's output (measured on 5 seeds by benchmarks/quickstart.py).
