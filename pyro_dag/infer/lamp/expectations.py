@@ -146,14 +146,6 @@ def _halfline(coeffs, c, nu, sigma):
     return torch.where(large_alpha, large, small)
 
 
-def _conv(p, q):
-    out = [0.0] * (len(p) + len(q) - 1)
-    for i, pi in enumerate(p):
-        for j, qj in enumerate(q):
-            out[i + j] = out[i + j] + pi * qj
-    return out
-
-
 def _matern_1d_plain(r, lam):
     t = lam * r
     return (1 + t + t.pow(2) / 3) * torch.exp(-t)
@@ -163,26 +155,6 @@ def _matern_1d_expected(a, lam, mu, sigma):
     """``E[p(|x-a|) e^{-λ|x-a|}]``, ``x ~ N(μ, σ²)``: the two half-lines ``x ≥ a`` and ``x ≤ a``."""
     p = [1.0, lam, lam * lam / 3]
     return _halfline(p, -lam, mu - a, sigma) + _halfline(p, -lam, a - mu, sigma)
-
-
-def _matern_1d_expected_product(a, b, lam, mu, sigma):
-    """``E[k(x, a) k(x, b)]`` for the 1-D Matérn-5/2 ``k``, ``x ~ N(μ, σ²)``: split at ``min(a,b), max(a,b)``."""
-    lo, hi = torch.minimum(a, b), torch.maximum(a, b)
-    delta = hi - lo
-    lam2 = lam * lam / 3
-    p = [1.0, lam, lam2]
-    P0, P1 = 1 + lam * delta + lam2 * delta.pow(2), lam + 2 * lam2 * delta
-    # outside [lo, hi] (s = distance to the nearer point): e^{-λδ} p(s) p(s+δ) e^{-2λs}
-    q_out = _conv(p, [P0, P1, lam2])
-    outer = _halfline(q_out, -2 * lam, mu - hi, sigma) + _halfline(q_out, -2 * lam, lo - mu, sigma)
-    # inside (t = x - lo ∈ [0, δ]): e^{-λδ} p(t) p(δ - t); q is symmetric about δ/2, so reflect the mean to the
-    # lower half (the subtracted tail is then the far one) and q(δ + s) = q(-s)
-    q_in = _conv(p, [P0, -P1, lam2])
-    nu = mu - lo
-    nu = torch.minimum(nu, delta - nu)
-    q_in_shift = [q if k % 2 == 0 else -q for k, q in enumerate(q_in)]
-    inner = _halfline(q_in, 0.0, nu, sigma) - _halfline(q_in_shift, 0.0, nu - delta, sigma)
-    return torch.exp(-lam * delta) * (outer + inner)
 
 
 def _matern_expected_kernel(X, lengthscale, mean, var):
