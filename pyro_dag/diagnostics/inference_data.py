@@ -20,7 +20,7 @@ import pyro
 import torch
 from pyro import poutine
 
-__all__ = ["MCMCStats", "to_inference_data"]
+__all__ = ["MCMCStats", "arviz_from_dict", "to_inference_data"]
 
 
 def _numpy(x):
@@ -43,6 +43,13 @@ def _arviz_from_dict(groups, coords=None, dims=None):
     if _arviz_major(az) >= 1:
         return az.from_dict(groups, coords=coords, dims=dims)
     return az.from_dict(**groups, coords=coords, dims=dims)
+
+
+def arviz_from_dict(groups, coords=None, dims=None):
+    """``InferenceData`` from ``{group: {var: array [chain, draw, ...]}}`` on ArviZ 0.x or 1.x (empty groups
+    dropped): the version switch of :func:`to_inference_data`, for converters of other model families
+    (e.g. :func:`pyro_dag.sem.sem_inference_data`)."""
+    return _arviz_from_dict(groups, coords=coords, dims=dims)
 
 
 class MCMCStats:
