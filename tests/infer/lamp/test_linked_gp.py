@@ -267,3 +267,22 @@ def test_bad_input_messages():
     broken["w"] = _node("w", ["x"], [1], w.X, w.y * float("nan"), "rbf", w.lengthscale, w.variance, w.nugget)
     with pytest.raises(ValueError, match="node 'w': X and y must be finite"):
         LinkedGPPredictor(broken)
+
+
+def test_repeated_calls_reuse_moments_only_for_the_same_tensors(monkeypatch):
+    nodes = chain_nodes("rbf")
+    pred = LinkedGPPredictor(nodes)
+    calls = []
+    original = pred._node_moments
+    monkeypatch.setattr(pred, "_node_moments", lambda *args: calls.append(args[0]) or original(*args))
+    xt = torch.linspace(-1, 1, 4, dtype=F64).unsqueeze(-1)
+    first = pred.moments({"x": xt})
+    first["y"][0].add_(100.0)  # returned tensors are copies: the cache is not affected
+    again = pred.moments({"x": xt}, include_noise=True)
+    assert calls == ["w", "y"]  # reused, not recomputed
+    assert torch.allclose(again["y"][0] + 100.0, first["y"][0])
+    xt.add_(0.5)  # in place: the version counter changes, so it is recomputed
+    moved = pred.moments({"x": xt})
+    assert calls == ["w", "y", "w", "y"]
+    fresh = LinkedGPPredictor(nodes).moments({"x": xt.clone()})
+    assert torch.allclose(moved["y"][0], fresh["y"][0]) and torch.allclose(moved["y"][1], fresh["y"][1])
