@@ -28,9 +28,16 @@ from .gp.likelihoods import Gaussian, get_likelihood
 from .infer.checks import NonFiniteLossError
 from .infer.context import current_estimator, standard_normal, suspended
 from .kernels import Concat, ParentSpec, RBF, as_fusion_kernel
+from .param_store import check_param_store
 from .utils import broadcast_shapes
 
 __all__ = ["DAGDGP", "DAGInputError", "NodePrediction"]
+
+
+#: The remedies the parameter-store collision warning names.
+PARAM_STORE_FIXES = ("Call pyro.clear_param_store() before building a new model, give each model its own name "
+                     "(DAGDGP(..., name='b')), or call pyro.settings.set(module_local_params=True) before building "
+                     "the models.")
 
 
 class DAGInputError(ValueError):
@@ -173,6 +180,13 @@ class DAGDGP(PyroModule):
     :param int seed: seed of the inducing-input initialisation.
     :param dict latent_inputs: ``{root: d_h}``, roots whose per-case values are latent (see above); each must
         be a root of the graph with at least one child, and is neither given in ``inputs`` nor in ``data``.
+    :param str name: prefix of the model's parameter names in Pyro's global parameter store (default none:
+        ``"kernels.w1.base.lengthscale"``; with ``name="b"``, ``"b.kernels.w1.base.lengthscale"``). Like any
+        :class:`~pyro.nn.PyroModule`, a model takes the stored value of a name the store already holds, so two
+        models with the same nodes in one process would share their parameters: the model warns
+        (:class:`~pyro_dag.param_store.ParamStoreCollisionWarning`) when the store holds another model's, and
+        ``pyro.clear_param_store()``, distinct names or ``pyro.settings.set(module_local_params=True)`` (before
+        building the models) keep them apart.
 
     Example::
 
@@ -195,8 +209,11 @@ class DAGDGP(PyroModule):
 
     def __init__(self, graph, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
                  inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None,
-                 priors=None):
-        super().__init__()
+                 priors=None, name=None):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise DAGInputError(f"name must be a non-empty string (a prefix of the model's parameter names), got "
+                                f"{name!r}")
+        super().__init__(name="" if name is None else name)
         dag.validate_dag(graph)
         self.graph = nx.DiGraph(graph)
         self.latent_inputs = self._check_latent_inputs(latent_inputs)
@@ -484,6 +501,8 @@ class DAGDGP(PyroModule):
             kernel = self.kernels[w]
             kernel.bind_parents(specs, w)
             kernel.to(dtype=self.dtype, device=self.device)
+        # every name the model puts in the store exists now, or is about to (inducing inputs), and none has been read
+        self._check_param_store(future_inducing=True)
         with torch.no_grad(), suspended():
             for w in self.topo_nodes:
                 D = sum(self._node_dim(p) for p in self.parents[w])
@@ -518,6 +537,13 @@ class DAGDGP(PyroModule):
             from .priors import set_hyperpriors
 
             set_hyperpriors(self, self.priors)
+
+    def _check_param_store(self, future_inducing=False):
+        """Warn if Pyro's global parameter store holds another DAGDGP's parameters under this model's names (which
+        this model would otherwise silently start from and share); see ``name`` in the class docstring.
+        ``future_inducing``: also check the names of the learned inducing inputs the set-up is about to create."""
+        future = [f"{self.inducing.__dict__['_pyro_name']}.{w}" for w in self._learn_inducing] if future_inducing else ()
+        check_param_store(self, self._key, "DAGDGP", PARAM_STORE_FIXES, future)
 
     def _inducing_Z(self, w):
         return getattr(self.inducing, w)
@@ -638,7 +664,9 @@ class DAGDGP(PyroModule):
         """
         X, n, obs = self.checked_arguments(inputs, data, mask)
         self._check_subsample(subsample_size, subsample, n)
-        if not self.is_setup:
+        if self.is_setup:  # (else the set-up checks, once its kernels have their parameters)
+            self._check_param_store()  # before a read of a parameter ties it to the store's tensor
+        else:
             # with priors, the set-up turns hyperparameters into sample sites: hide its own reads of them from
             # this call's trace (a site may not be a param and a sample in one trace)
             with pyro.poutine.block() if self.priors is not None else contextlib.nullcontext():

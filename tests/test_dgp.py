@@ -144,6 +144,7 @@ def test_pandas_inputs_and_data_match_tensors():
              (frame[["x"]], frame[["a"]]),                        # DataFrames whose columns are nodes
              ({"x": frame["x"].astype("float32")}, {"a": frame["a"].astype("Float64")})]  # other numeric dtypes
     for i, (inputs, data) in enumerate(forms):
+        pyro.clear_param_store()  # each form's model runs: without this, it would take the previous one's parameters
         model = DAGDGP(graph, num_inducing=3).double()
         model.setup(inputs, data)
         X, _ = model._check_inputs(inputs)

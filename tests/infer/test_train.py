@@ -18,6 +18,7 @@ from pyro_dag.experiments.collider import collider_model
 from pyro_dag.gp.likelihoods import Gaussian
 from pyro_dag.infer import DAGELBO, NonFiniteLossError, TrainResult, initial_scales, train
 from pyro_dag.infer.autoguide import AutoStructuredGuide
+from pyro_dag.param_store import ParamStoreCollisionWarning
 from pyro_dag.infer.training import (JointAdam, capture_params, group_tensors, load_checkpoint, lr_multiplier_args,
                                      node_elbo, pretrain_nodes)
 
@@ -468,8 +469,9 @@ def test_freezing_holds_the_tensors_pyro_trains_when_the_store_had_them():
     train(model, AutoStructuredGuide(model, structure="mean_field"), inputs, data, num_steps=1, progress=False)
     store = {n: p.detach().clone() for n, p in pyro.get_param_store().named_parameters() if n.startswith("inducing")}
     model2, _, _ = small_problem()
-    train(model2, AutoStructuredGuide(model2, structure="mean_field"), inputs, data, num_steps=3,
-          freeze_fraction=1.0, progress=False)
+    with pytest.warns(ParamStoreCollisionWarning, match=r"another (DAGDGP|AutoStructuredGuide)"):
+        train(model2, AutoStructuredGuide(model2, structure="mean_field"), inputs, data, num_steps=3,
+              freeze_fraction=1.0, progress=False)
     after = {n: p.detach() for n, p in pyro.get_param_store().named_parameters() if n.startswith("inducing")}
     assert store and all(torch.equal(store[n], after[n]) for n in store)
 

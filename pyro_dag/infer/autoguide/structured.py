@@ -25,6 +25,7 @@ What a block is depends on the model:
   under outer plates (vectorised particles, ``Predictive(parallel=True)``).
 """
 import math
+import uuid
 from contextlib import ExitStack
 
 import pyro
@@ -40,11 +41,18 @@ from pyro.ops.tensor_utils import periodic_repeat
 from torch.distributions import biject_to, constraints
 
 from ... import graph as dag_graph
+from ...param_store import check_param_store
 from ..context import current_estimator, suspended
 from .families import StructuredFamily, _assign, make_family
 from .gaussians import Block
 
 __all__ = ["AutoStructuredGuide", "InducingDistribution"]
+
+
+#: The remedies the parameter-store collision warning names.
+GUIDE_PARAM_STORE_FIXES = ("Call pyro.clear_param_store() before building a new model and guide, give each guide "
+                           "its own name (AutoStructuredGuide(model, name='guide_b')), or call "
+                           "pyro.settings.set(module_local_params=True) before building them.")
 
 
 class InducingDistribution(TorchDistribution):
@@ -166,7 +174,10 @@ class AutoStructuredGuide(AutoGuide):
         :class:`~pyro_dag.DAGDGP` with latent inputs: its :meth:`~pyro_dag.DAGDGP.create_plates`, so that each call
         draws its own minibatch; otherwise none (Pyro's default).
     :param str name: prefix of the guide's parameters in Pyro's parameter store (default the class name; give
-        distinct names to guides that coexist in one parameter store).
+        distinct names to guides that coexist in one parameter store). As with any Pyro autoguide, a guide takes
+        the stored value of a name the store already holds; this one warns
+        (:class:`~pyro_dag.param_store.ParamStoreCollisionWarning`) at set-up when those values belong to another
+        AutoStructuredGuide, which it would otherwise silently start from and share.
 
     Example::
 
@@ -204,6 +215,7 @@ class AutoStructuredGuide(AutoGuide):
         self.other_guide = None
         self._others_first = False
         self._model_key = None
+        self._store_key = uuid.uuid4().hex  # this guide's identity for the parameter-store check
         self._sites = []
         self._index = None
 
@@ -221,12 +233,14 @@ class AutoStructuredGuide(AutoGuide):
                 others.append(name)
         if dag_sites:
             self._setup_dag(dag_sites, others, *args, **kwargs)
-            return
-        if isinstance(self.init_loc_fn, _DefaultInit) and self.init_loc_fn.fn is not init_to_median:
-            self.init_loc_fn.fn = init_to_median  # a generic model: AutoMultivariateNormal's default
-            with suspended():
-                super()._setup_prototype(*args, **kwargs)
-        self._setup_generic(*args, **kwargs)
+        else:
+            if isinstance(self.init_loc_fn, _DefaultInit) and self.init_loc_fn.fn is not init_to_median:
+                self.init_loc_fn.fn = init_to_median  # a generic model: AutoMultivariateNormal's default
+                with suspended():
+                    super()._setup_prototype(*args, **kwargs)
+            self._setup_generic(*args, **kwargs)
+        # the parameters exist and none has been read yet (a read ties a stored name's tensor to this guide)
+        check_param_store(self, self._store_key, "AutoStructuredGuide", GUIDE_PARAM_STORE_FIXES)
 
     def _setup_dag(self, dag_sites, others, *args, **kwargs):
         keys = {site["infer"]["dag"]["model_key"] for _, site in dag_sites}

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 from pyro.infer import Trace_ELBO
 
+from ...param_store import adopting_param_store
 from ...threads import DEFAULT_NUM_THREADS, limit_threads
 from ..checks import check_finite_loss, training_step
 from .adam import JointAdam
@@ -312,7 +313,9 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
             root, ext = os.path.splitext(path)
             path = f"{root}.rank{dist.get_rank()}of{dist.get_world_size()}{ext}"
         check_writable(path)
-    with limit_threads(num_threads):
+    # resuming overwrites every stored value, so a rebuilt model may take the store's tensors without a warning
+    resuming = bool(resume) and path is not None and os.path.exists(path)
+    with limit_threads(num_threads), (adopting_param_store() if resuming else _null()):
         return _Run(model, guide, inputs, data, locals(), groups, path).run()
 
 
@@ -424,8 +427,15 @@ class _Run:
 
     # ------------------------------------------------------------------ phases
     def _make_mf(self):
+        import pyro
+
         from ..autoguide import AutoStructuredGuide
 
+        # a finished warm start of an earlier run leaves its guide's parameters in the store under the same names,
+        # which the new guide would silently start from and share (a resumed run restores its own values next)
+        store = pyro.get_param_store()
+        for stale in [n for n in store.keys() if n.startswith(WARM_START_NAME + ".")]:
+            del store[stale]
         self.mf = AutoStructuredGuide(self.model, structure="mean_field", init_scale=self.guide.init_scale,
                                       name=WARM_START_NAME)
 
