@@ -33,7 +33,7 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["kernel_matrix", "expected_kernel", "expected_kernel_product"]
+__all__ = ["kernel_matrix", "expected_kernel", "expected_kernel_product", "expected_quadratic_form", "PairTerms"]
 
 _SQRT5 = math.sqrt(5.0)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -293,3 +293,56 @@ def expected_kernel_product(kernel, X, lengthscale, mean, var):
     if kernel == "rbf":
         return _rbf_expected_kernel_product(X, lengthscale, mean, var)
     return _matern_expected_kernel_product(X, lengthscale, mean, var)
+
+
+class PairTerms:
+    r"""Test-point-independent pieces of ``Σ_ij B_ij H_ij`` for one GP output, built once and reused per chunk.
+
+    For the RBF kernel the sum runs over the ``n(n+1)/2`` pairs ``i ≤ j`` only (``B`` and ``H`` are
+    symmetric), with ``Σ_d (x_id - x_jd)² v_d`` for all pairs as one matrix product.
+
+    :param str kernel: ``"rbf"`` or ``"matern52"``. :param torch.Tensor X: ``[n, D]``.
+    :param torch.Tensor B: ``[n, n]`` symmetric weights.
+    """
+
+    def __init__(self, kernel, X, B):
+        _check_kernel(kernel)
+        self.kernel, self.B = kernel, B
+        if kernel == "rbf":
+            n = X.shape[0]
+            i, j = torch.triu_indices(n, n, device=X.device)
+            Xc = X - X.mean(0)
+            self.i, self.j = i, j
+            self.sqdiff = (Xc[i] - Xc[j]).pow(2)  # [P, D]
+            self.weights = B[i, j] * torch.where(i == j, 1.0, 2.0).to(B.dtype)  # [P]
+
+    @property
+    def size(self):
+        """Number of pair terms per test point (sets the chunk size)."""
+        return self.weights.shape[0] if self.kernel == "rbf" else self.B.numel()
+
+
+def expected_quadratic_form(kernel, X, lengthscale, mean, var, B, pairs=None):
+    r"""``Σ_ij B_ij E[k(x, x_i) k(x, x_j)]`` per test point, without forming ``H`` for the RBF kernel.
+
+    The linked-GP variance is ``τ² - Σ_ij B_ij H_ij - E[f*]²`` with ``B = τ² Σ⁻¹ - a aᵀ`` (Chang & Sung 2026,
+    Sec. 3.2: ``τ²[1 - tr(Σ⁻¹H)] + aᵀ(H - k̄ᵀk̄)a``), so one contraction per chunk of test points suffices.
+
+    :param str kernel: ``"rbf"`` or ``"matern52"``. :param torch.Tensor X: ``[n, D]``.
+    :param torch.Tensor lengthscale: ``[D]``. :param torch.Tensor mean: ``[m, D]``. :param torch.Tensor var:
+        ``[m, D]``. :param torch.Tensor B: ``[n, n]`` symmetric.
+    :param PairTerms pairs: optional precomputed :class:`PairTerms` for ``(kernel, X, B)``.
+    :returns: ``[m]``. Memory ``O(m n²)``: call it on chunks of test points.
+    """
+    _check_kernel(kernel)
+    _check_shapes(X, lengthscale, mean, var)
+    if kernel != "rbf":
+        return torch.einsum("ij,cij->c", B, expected_kernel_product(kernel, X, lengthscale, mean, var))
+    pairs = PairTerms(kernel, X, B) if pairs is None else pairs
+    ell2 = lengthscale.pow(2)
+    denom = ell2 + 2 * var  # [m, D]
+    logdet = 0.5 * (ell2.log() - denom.log()).sum(-1)  # [m]
+    loge = -0.5 * ((mean.unsqueeze(-2) - X).pow(2) / denom.unsqueeze(-2)).sum(-1).T  # [n, m]
+    v = var / (2 * ell2 * denom)  # [m, D]
+    expo = loge[pairs.i] + loge[pairs.j] - pairs.sqdiff @ v.T + logdet  # [P, m]
+    return pairs.weights @ torch.exp(expo)

@@ -19,7 +19,7 @@ from typing import Mapping
 import torch
 
 from ...gp.conditional import NotPositiveDefiniteError, cholesky_with_jitter
-from .expectations import expected_kernel, expected_kernel_product, kernel_matrix
+from .expectations import PairTerms, expected_kernel, expected_quadratic_form, kernel_matrix
 from .fitted import FittedNode
 
 __all__ = ["LinkedGPPredictor"]
@@ -56,15 +56,18 @@ def _check_hyperparameters(node):
 
 
 class _ExactGP:
-    """Per-output Cholesky factors, ``a = Σ⁻¹ y`` and (for nodes with random inputs) ``Σ⁻¹`` of one node."""
+    """Per-output Cholesky factors, ``a = Σ⁻¹ y`` and (for nodes with random inputs) the variance weights."""
 
     def __init__(self, node, need_inverse):
-        self.L, self.a, self.Sinv = [], [], []
+        self.L, self.a, self.pairs = [], [], []
         for j in range(node.output_dim):
             L = _gram_cholesky(node, j)
+            a = torch.cholesky_solve(node.y[:, j:j + 1], L).squeeze(-1)
             self.L.append(L)
-            self.a.append(torch.cholesky_solve(node.y[:, j:j + 1], L).squeeze(-1))
-            self.Sinv.append(torch.cholesky_inverse(L) if need_inverse else None)
+            self.a.append(a)
+            if need_inverse:  # the weights of the variance's one contraction, B = τ²Σ⁻¹ - aaᵀ
+                B = node.variance[j] * torch.cholesky_inverse(L) - torch.outer(a, a)
+                self.pairs.append(PairTerms(node.kernel, node.X, 0.5 * (B + B.T)))
 
 
 class LinkedGPPredictor:
@@ -84,8 +87,9 @@ class LinkedGPPredictor:
 
     ``E[f*] = k̄ Σ⁻¹ y``, ``Var[f*] = τ² [1 - tr(Σ⁻¹ H)] + aᵀ (H - k̄ᵀ k̄) a``, ``a = Σ⁻¹ y``.
 
-    ``H`` (``n × n`` per test point) is never stored for many test points: it is formed for ``chunk_size``
-    test points at a time and contracted to ``aᵀ H a`` and ``sum(Σ⁻¹ ∘ H)``. Nodes whose inputs are all roots
+    ``H`` (``n × n`` per test point) is never stored for many test points: ``chunk_size`` test points at a time,
+    ``τ²[1 - tr(Σ⁻¹H)] + aᵀHa`` is computed as one contraction ``τ² - Σ_ij B_ij H_ij``, ``B = τ²Σ⁻¹ - aaᵀ``
+    (for RBF over the pairs ``i ≤ j`` without forming ``H``). Nodes whose inputs are all roots
     get the plain GP posterior.
 
     **Samples** (:meth:`sample`) are ancestral draws of the linked predictive itself, not of the moment-matched
@@ -108,7 +112,7 @@ class LinkedGPPredictor:
         training rows, as in the paper's experiments).
     :param int num_nystrom: ``n_Q``, the size of the random Nyström subset of the first-layer nodes.
     :param int num_neighbours: ``k`` of the local GP of the other nodes.
-    :param int chunk_size: test points per block of ``H`` (default: about ``2²¹ / n²``).
+    :param int chunk_size: test points per block of ``H`` (default: about ``2²¹ / n²``, ``2²² / n²`` for RBF).
     :param int seed: seed of the Nyström subsets.
 
     Example::
@@ -244,15 +248,15 @@ class LinkedGPPredictor:
                 variances.append(torch.cat(var).clamp_min(0))
                 continue
             mu, var = [], []
+            pairs = state.pairs[j]
+            chunk = self.chunk_size or max(1, _H_BUDGET // pairs.size)
             for start in range(0, mean_in.shape[0], chunk):
                 mc, vc = mean_in[start:start + chunk], var_in[start:start + chunk]
-                kbar = expected_kernel(node.kernel, node.X, ell, mc, vc)
-                H = expected_kernel_product(node.kernel, node.X, ell, mc, vc)
-                quad = torch.einsum("i,cij,j->c", a, H, a)
-                trace = torch.einsum("ij,cij->c", state.Sinv[j], H)
-                m1 = kbar @ a
+                m1 = expected_kernel(node.kernel, node.X, ell, mc, vc) @ a
+                # τ²[1 - tr(Σ⁻¹H)] + aᵀHa - m1² = τ² - Σ_ij B_ij H_ij - m1², B = τ²Σ⁻¹ - aaᵀ
+                quad = expected_quadratic_form(node.kernel, node.X, ell, mc, vc, pairs.B, pairs=pairs)
                 mu.append(m1)
-                var.append(tau2 * (1 - trace) + quad - m1.pow(2))
+                var.append(tau2 - quad - m1.pow(2))
             means.append(torch.cat(mu))
             variances.append(torch.cat(var).clamp_min(0))
         return torch.stack(means, -1), torch.stack(variances, -1)

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from pyro_dag.infer.lamp.expectations import expected_kernel, expected_kernel_product, kernel_matrix
+from pyro_dag.infer.lamp.expectations import (PairTerms, expected_kernel, expected_kernel_product,
+                                              expected_quadratic_form, kernel_matrix)
 
 KERNELS = ["rbf", "matern52"]
 
@@ -120,3 +121,18 @@ def test_one_dimensional_expectations_match_quadrature(kernel, mean, sd, rtol):
     assert torch.allclose(kbar, quad_k, rtol=rtol, atol=1e-13)
     assert torch.allclose(H, quad_h, rtol=rtol, atol=1e-13)
     assert (kbar >= 0).all() and (H >= 0).all()
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_quadratic_form_equals_the_contraction_of_H(kernel):
+    X, ell = _design(seed=6, n=9)
+    g = torch.Generator().manual_seed(7)
+    B = torch.randn(9, 9, dtype=torch.float64, generator=g)
+    B = B + B.T
+    mean = torch.randn(4, 2, dtype=torch.float64, generator=g)
+    var = torch.rand(4, 2, dtype=torch.float64, generator=g) * torch.tensor([1.0, 0.0], dtype=torch.float64)
+    var[0, 1] = 0.7
+    ref = torch.einsum("ij,cij->c", B, expected_kernel_product(kernel, X, ell, mean, var))
+    pairs = PairTerms(kernel, X, B)
+    assert torch.allclose(expected_quadratic_form(kernel, X, ell, mean, var, B, pairs=pairs), ref, rtol=1e-11)
+    assert torch.allclose(expected_quadratic_form(kernel, X, ell, mean, var, B), ref, rtol=1e-11)
