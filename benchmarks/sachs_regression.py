@@ -34,6 +34,7 @@ def run_one(task, seed, method, recipe, num_steps=None, pretrain_steps=None, lat
     for k in ("model", "guide", "prediction", "split"):
         out.pop(k, None)
     out["environment"] = environment()
+    out["guarded"] = True          # train's natural-gradient trust region (2 nats) and divergence guard were on
     os.makedirs(RUNS, exist_ok=True)
     tag = recipe if method in ("dag_svi", "dag_vi") else "baseline"
     path = os.path.join(RUNS, f"{task}_s{seed}_{method}_{tag}.json")
@@ -42,6 +43,18 @@ def run_one(task, seed, method, recipe, num_steps=None, pretrain_steps=None, lat
     print(path, json.dumps(out["all"] if "all" in out else out["propagated"]["all"]), f"{out['seconds']:.0f} s",
           flush=True)
     return out
+
+
+def _same_protocol(path, args):
+    """Whether the run saved at ``path`` used this sweep's steps and the guarded natural-gradient phase of
+    ``train`` (runs before it lack ``"guarded"``)."""
+    r = json.load(open(path))
+    if r["method"] == "linear_sem":
+        return True
+    if not r.get("guarded"):
+        return False
+    return r["method"] == "gp_sem" or ((args.steps is None or r["num_steps"] == args.steps)
+                                       and (args.pretrain_steps is None or r["pretrain_steps"] == args.pretrain_steps))
 
 
 def _fmt(values, digits=3):
@@ -141,12 +154,20 @@ def main():
     p.add_argument("--pretrain-steps", type=int, default=None)
     p.add_argument("--latent-steps", type=int, default=300)
     p.add_argument("--table", action="store_true", help="only gather the runs into the JSON and README table")
+    p.add_argument("--resume", action="store_true",
+                   help="skip each (task, seed, method) whose result file exists with the same steps and library "
+                        "version of the recipe (resumable sweeps)")
     args = p.parse_args()
     one_thread()
     if not args.table:
-        for task in args.tasks:
-            for seed in args.seeds:
+        for seed in args.seeds:                  # seed-major: an interrupted sweep leaves whole seeds done
+            for task in args.tasks:
                 for method in args.methods:
+                    tag = args.recipe if method in ("dag_svi", "dag_vi") else "baseline"
+                    done = os.path.join(RUNS, f"{task}_s{seed}_{method}_{tag}.json")
+                    if args.resume and os.path.exists(done) and _same_protocol(done, args):
+                        print("done already:", done, flush=True)
+                        continue
                     run_one(task, seed, method, args.recipe, args.steps, args.pretrain_steps, args.latent_steps)
     table()
 

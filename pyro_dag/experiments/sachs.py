@@ -274,6 +274,7 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
     out.update(seconds_train=t_train, cpu_seconds_train=c_train, seconds_predict=t_pred, num_steps=steps,
                pretrain_steps=pre,
                final_loss=result.losses[-1], settings=result.settings,
+               natural_gradient_stopped=result.natural_gradient_stopped,
                noise={w: float(model.likelihoods[w].variance.detach().mean()) for w in GP_NODES},
                prediction=pred)
     out["model"], out["guide"] = model, guide

@@ -4,6 +4,7 @@ import math
 import numbers
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -16,6 +17,8 @@ from .adam import JointAdam
 from .checkpoint import (capture_params, capture_rng_state, check_writable, checkpoint_file, load_checkpoint,
                          restore_params, restore_rng_state, save_checkpoint)
 from .groups import GROUPS, find_dagdgp, group_tensors
+from .guard import (DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientDivergenceWarning, NaturalGradientGuard,
+                    noise_variances, noise_warnings)
 from .pretrain import pretrain_nodes
 
 __all__ = ["train", "TrainResult", "RECIPES", "validation_loss"]
@@ -43,6 +46,8 @@ class TrainResult:
     :ivar float seconds: wall-clock seconds of the steps run in this call (pretraining excluded).
     :ivar float warm_start_seconds: of which in the mean-field warm start.
     :ivar int resumed_from: the step the run resumed after (``0`` for a fresh run).
+    :ivar natural_gradient_stopped: the step at which the divergence guard stopped the natural-gradient phase
+        (:class:`~pyro_dag.infer.training.guard.NaturalGradientGuard`), else ``None``.
     """
 
     losses: list = field(default_factory=list)
@@ -56,6 +61,7 @@ class TrainResult:
     seconds: float = 0.0
     warm_start_seconds: float = 0.0
     resumed_from: int = 0
+    natural_gradient_stopped: int = None
 
     @property
     def num_steps(self):
@@ -98,8 +104,11 @@ def _check_arguments(num_steps, recipe, lr, num_particles, antithetic, elbo, nat
                f"{name} must be a step size in (0, 1] (0: off), got {value!r}")
     _check(not (natural_gradient and sink_step_size),
            "use either natural_gradient (the whole posterior) or sink_step_size (the sinks only)")
-    _check(natural_gradient_max_kl is None or _positive_real(natural_gradient_max_kl),
-           f"natural_gradient_max_kl must be a positive number of nats or None, got {natural_gradient_max_kl!r}")
+    _check(natural_gradient_max_kl is None or (isinstance(natural_gradient_max_kl, numbers.Real)
+                                               and not isinstance(natural_gradient_max_kl, bool)
+                                               and natural_gradient_max_kl > 0),
+           f"natural_gradient_max_kl must be a positive number of nats (math.inf: no trust region) or None, got "
+           f"{natural_gradient_max_kl!r}")
     _check(natural_gradient_after is None or (_is_int(natural_gradient_after) and natural_gradient_after >= 0),
            f"natural_gradient_after must be a non-negative integer, got {natural_gradient_after!r}")
     _check(_is_int(warm_start) and warm_start >= 0, f"warm_start must be a non-negative integer, got {warm_start!r}")
@@ -178,8 +187,9 @@ def _setup_done(guide):
 
 def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", lr=0.01, elbo=None,
           num_particles=None, antithetic=None, natural_gradient=None, natural_gradient_after=None,
-          natural_gradient_max_kl=None, sink_step_size=0.0, warm_start=0, pretrain_steps=0, freeze_fraction=0.0,
-          freeze=("inducing", "likelihood"), likelihood_lr_multiplier=1.0, optim_args=None, validation=None,
+          natural_gradient_max_kl=None, natural_gradient_guard=True, sink_step_size=0.0, warm_start=0,
+          pretrain_steps=0, freeze_fraction=0.0, freeze=("inducing", "likelihood"), likelihood_lr_multiplier=1.0,
+          optim_args=None, validation=None,
           validate_every=50, patience=None, restore_best=True, callbacks=(), progress=True,
           num_threads=DEFAULT_NUM_THREADS, fixed_kernels="auto", checkpoint=None, checkpoint_every=100,
           resume=False, model_kwargs=None, name="train", distributed=False):
@@ -229,7 +239,16 @@ def train(model, guide, inputs, data=None, *, num_steps, recipe="recommended", l
         natural-gradient steps take over (default 1000: Adam must first find the basin of the posterior's mean;
         natural-gradient steps from a distant mean can make the loss jump by orders of magnitude, so runs of
         up to 1000 steps are Adam only).
-    :param float natural_gradient_max_kl: trust region of those steps in nats (default none).
+    :param float natural_gradient_max_kl: trust region of those steps in nats: ``γ`` is halved until a step moves
+        ``q`` by at most this KL (default ``None``: 2 nats,
+        :data:`~pyro_dag.infer.training.guard.DEFAULT_NATURAL_GRADIENT_MAX_KL`; ``math.inf``: no limit).
+    :param bool natural_gradient_guard: stop the natural-gradient phase when it makes the loss worse (default on):
+        window means of 50 losses are compared with the best so far (the last Adam window included); a window
+        worse by more than ``max(3 sd, 5 %)`` restores the best window's parameters, hands the remaining steps to
+        Adam and warns (:class:`~pyro_dag.infer.training.guard.NaturalGradientDivergenceWarning`, naming the node
+        whose noise variance grew most; :attr:`TrainResult.natural_gradient_stopped`). After every run, a node whose
+        noise variance exceeds twice its training data's variance is named in a
+        :class:`~pyro_dag.infer.training.guard.NoiseRunawayWarning`.
     :param float sink_step_size: ``γ`` of a conjugate natural-gradient step on the Gaussian sinks after every
         Adam step (:class:`~pyro_dag.infer.SinkNaturalGradient`; 0, the default: off).
     :param int warm_start: mean-field warm-start steps for a structured guide (default 0).
@@ -378,6 +397,8 @@ class _Run:
         self.ng = float(ng)
         after = opts["natural_gradient_after"]
         self.ng_after = 1000 if after is None else after
+        max_kl = opts["natural_gradient_max_kl"]
+        self.ng_max_kl = DEFAULT_NATURAL_GRADIENT_MAX_KL if max_kl is None else float(max_kl)
         warm = opts["warm_start"]
         if warm and not structured:
             raise ValueError("train: warm_start initialises a structured (chordal / full) AutoStructuredGuide of a "
@@ -404,7 +425,8 @@ class _Run:
             "num_particles": getattr(elbo, "num_particles", None), "antithetic": getattr(elbo, "antithetic", False),
             "sampler": getattr(elbo, "sampler", None), "natural_gradient": self.ng,
             "natural_gradient_after": self.ng_after if self.ng else None,
-            "natural_gradient_max_kl": opts["natural_gradient_max_kl"] if self.ng else None,
+            "natural_gradient_max_kl": self.ng_max_kl if self.ng else None,
+            "natural_gradient_guard": bool(opts["natural_gradient_guard"]) if self.ng else None,
             "sink_step_size": float(opts["sink_step_size"]), "warm_start": warm,
             "pretrain_steps": opts["pretrain_steps"], "freeze_steps": self.freeze_steps,
             "freeze": list(groups) if self.freeze_steps else [],
@@ -424,6 +446,8 @@ class _Run:
         self.bad = 0
         self.pretrained = False
         self._no_freeze = {}
+        self.ng_guard = None
+        self.ng_stopped = None
 
     # ------------------------------------------------------------------ phases
     def _make_mf(self):
@@ -473,7 +497,9 @@ class _Run:
         if self.guide.family is None:
             self.guide(*self.args, **self.kw)
         self.gauss = GaussianNaturalGradient(self.model, self.guide, self.elbo, step_size=self.ng,
-                                             max_kl=self.o["natural_gradient_max_kl"])
+                                             max_kl=None if math.isinf(self.ng_max_kl) else self.ng_max_kl)
+        if self.o["natural_gradient_guard"] and self.ng_guard is None:
+            self.ng_guard = NaturalGradientGuard(self.result.losses[self.warm:], noise=noise_variances(self.dgp))
         self.gauss_ids = {id(p) for p in self.guide.family.parameters()}
 
     def _rest(self, frozen):
@@ -498,7 +524,7 @@ class _Run:
         frozen = self.frozen if s <= self.freeze_steps else self._no_freeze
         in_warm = s <= self.warm
         t = s - self.warm                                            # step of the main phase
-        if self.ng and not in_warm and t > self.ng_after:
+        if self.ng and not in_warm and t > self.ng_after and self.ng_stopped is None:
             if self.gauss is None:
                 self._make_gauss()
             loss = self.gauss.step(*self.args, **self.kw)
@@ -507,6 +533,10 @@ class _Run:
                     self._start_phase(self.guide)
                 self.adam.hold = set(frozen) | self.gauss_ids
                 self.adam.step(*self.args, **self.kw)
+            if self.ng_guard is not None and self.ng_guard.observe(s, loss):
+                self.ng_stopped = self.result.natural_gradient_stopped = s
+                warnings.warn(self.ng_guard.message(self.name, noise_variances(self.dgp)),
+                              NaturalGradientDivergenceWarning, stacklevel=4)
         else:
             self.adam.hold = set(frozen) | self._sink_ids()
             loss = self.adam.step(*self.args, **self.kw)
@@ -549,6 +579,7 @@ class _Run:
             "gauss": None if self.gauss is None else {"num_steps": self.gauss.num_steps,
                                                       "last_step_size": self.gauss.last_step_size},
             "sink": None if self.sink is None else {"num_steps": self.sink.num_steps},
+            "guard": None if self.ng_guard is None else self.ng_guard.state(), "ng_stopped": self.ng_stopped,
             "setup": {"guide": _setup_done(self.guide), "warm": self.mf is not None and _setup_done(self.mf)},
             "rng": capture_rng_state(),
         }
@@ -586,6 +617,9 @@ class _Run:
             self.sink.num_steps = state["sink"]["num_steps"]
         if state["gauss"] is not None:
             self._make_gauss()
+            guard = state.get("guard")
+            self.ng_guard = None if guard is None else NaturalGradientGuard.from_state(guard)
+            self.ng_stopped = r.natural_gradient_stopped = state.get("ng_stopped")
             self.gauss.num_steps = state["gauss"]["num_steps"]
             self.gauss.last_step_size = state["gauss"]["last_step_size"]
         r.losses = list(state["losses"])
@@ -626,6 +660,8 @@ class _Run:
             self._loop()
         if self.o["validation"] is not None and self.o["restore_best"] and self.best_params is not None:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
+        if self.o["natural_gradient_guard"]:
+            noise_warnings(self.dgp, self.data, self.name)
         return r
 
     def _loop(self):
