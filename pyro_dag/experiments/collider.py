@@ -116,7 +116,8 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
         (the same DAGELBO estimator); ``0`` (default): Adam only, the paper's protocol.
     :param int natural_gradient_after: Adam steps before the natural-gradient steps take over (``>= 0``).
     :param float natural_gradient_max_kl: trust region of the natural-gradient steps in nats
-        (:class:`~pyro_dag.infer.GaussianNaturalGradient` ``max_kl``); ``None``: none.
+        (:class:`~pyro_dag.infer.GaussianNaturalGradient` ``max_kl``); ``None``: :func:`~pyro_dag.infer.train`'s
+        default (2 nats, which no step of this problem reaches).
     :param num_threads: intra-op threads for the fit (:func:`pyro_dag.threads.limit_threads`; the caller's
         settings are restored afterwards); ``None`` keeps the process's settings.
     :param checkpoint: a file or directory for :func:`pyro_dag.infer.train`'s checkpoints (default none).
