@@ -80,8 +80,10 @@ class LinkedGPPredictor:
     given design (variance 0); from a non-root parent it is Gaussian with that parent's moment-matched mean and
     variance. Dimensions are treated as independent: the parents of a node are independent given the test
     inputs, and the outputs of one parent are independent. This is the linked-GP approximation of Kyzyurova,
-    Berger & Wolpert (2018) and Ming & Guillas (2021); it is exact for a chain of single-output nodes up to
-    the Gaussian moment matching, and ignores the correlation that shared ancestors induce between parents.
+    Berger & Wolpert (2018) and Ming & Guillas (2021). A node whose parents take only roots gets the exact mean
+    and variance of its linked predictive (the parents' outputs are independent Gaussians there); deeper nodes
+    see each parent through its moment-matched Gaussian, and parents that share ancestors are correlated in
+    truth, which this ignores (:meth:`sample` keeps that correlation).
     For every node, the mean and variance of ``f*`` given Gaussian inputs are closed form for the RBF and the
     separable Matérn-5/2 kernels (:mod:`pyro_dag.infer.lamp.expectations`):
 
@@ -106,7 +108,7 @@ class LinkedGPPredictor:
     ``include_noise=True`` adds the observation noise ``τ² g`` only to the returned values of observed nodes.
     Device and dtype (float32 or float64) follow the :class:`~pyro_dag.infer.lamp.fitted.FittedNode` tensors.
     The variance ``τ² - Σ_ij B_ij H_ij`` cancels when nuggets are small: float32 is about 1e-3 off float64 at
-    nugget 1e-4 (see the tests), so prefer float64 for calibrated variances.
+    nugget 1e-4 on a two-layer example, so prefer float64 for calibrated variances.
 
     :param nodes: ``{name: FittedNode}``, one per non-root node. Names in a node's ``inputs`` that are not keys
         here are roots.
