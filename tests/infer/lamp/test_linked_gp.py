@@ -286,3 +286,36 @@ def test_repeated_calls_reuse_moments_only_for_the_same_tensors(monkeypatch):
     assert calls == ["w", "y", "w", "y"]
     fresh = LinkedGPPredictor(nodes).moments({"x": xt.clone()})
     assert torch.allclose(moved["y"][0], fresh["y"][0]) and torch.allclose(moved["y"][1], fresh["y"][1])
+
+
+def test_samples_keep_the_shared_ancestor():
+    # diamond x -> w -> (v1, v2) -> y: v1 and v2 are correlated through w. sample() draws w once per sample,
+    # so y's draws follow the true linked predictive; compare with a brute-force ancestral Monte Carlo
+    g = torch.Generator().manual_seed(11)
+    n = 30
+    x = 4 * torch.rand(n, 1, dtype=F64, generator=g) - 2
+    w = torch.sin(1.5 * x)
+    v1, v2 = torch.tanh(2 * w), w ** 2
+    y = v1 + v2 + 0.05 * torch.randn(n, 1, dtype=F64, generator=g)
+    nodes = {"w": _node("w", ["x"], [1], x, w, "rbf", [[0.5]], [1.0], [1e-3]),
+             "v1": _node("v1", ["w"], [1], w, v1, "rbf", [[0.6]], [1.0], [1e-3]),
+             "v2": _node("v2", ["w"], [1], w, v2, "rbf", [[0.6]], [1.0], [1e-3]),
+             "y": _node("y", ["v1", "v2"], [1, 1], torch.cat([v1, v2], -1), y, "rbf", [[0.7, 0.7]], [1.0], [0.01])}
+    pred = LinkedGPPredictor(nodes)
+    xt = torch.tensor([[-2.6], [-1.0], [0.3], [2.4]], dtype=F64)
+    S = 40_000
+    draws = pred.sample({"x": xt}, S, generator=torch.Generator().manual_seed(12))["y"][..., 0]
+    # brute force: w, then v1 and v2 given the same w, then y's conditional moments (law of total variance)
+    mw, vw = dense_gp(nodes["w"], xt, 0)
+    wd = (mw + vw.sqrt() * torch.randn(S, 4, dtype=F64, generator=g)).reshape(-1, 1)
+    vd = []
+    for name in ("v1", "v2"):
+        m, v = dense_gp(nodes[name], wd, 0)
+        vd.append(m + v.sqrt() * torch.randn(m.shape, dtype=F64, generator=g))
+    my, vy = dense_gp(nodes["y"], torch.stack(vd, -1), 0)
+    my, vy = my.reshape(S, 4), vy.reshape(S, 4)
+    ref_mean, ref_var = my.mean(0), vy.mean(0) + my.var(0)
+    se_mean = (2 * ref_var / S).sqrt()  # two independent MC estimates
+    se_var = ref_var * (4 / S) ** 0.5 * 1.5  # ~ sqrt(2 (2σ⁴/S)), with room for non-Gaussian tails
+    assert ((draws.mean(0) - ref_mean).abs() <= 5 * se_mean).all()
+    assert ((draws.var(0) - ref_var).abs() <= 5 * se_var).all()
