@@ -95,7 +95,11 @@ class LatentMAP:
     :param nugget: the observed nodes' nugget ``g`` (noise variance over ``τ²``): a float held fixed (default 1e-4,
         the paper's choice for deterministic simulators) or ``"estimate"`` (noisy data; its own Adam block).
     :param float nugget_init: the starting ``g`` when estimated (default 1e-2).
-    :param float jitter: the hidden nodes' fixed jitter ``ε`` (default 1e-6 in float64, 1e-4 in float32).
+    :param float jitter: the hidden nodes' fixed jitter ``ε`` (default 1e-3). The paper fixes a "numerical"
+        jitter without a value (App. A); with a tiny one (1e-6) the prior precision ``(K + εI)⁻¹`` of a smooth kernel
+        is so ill-conditioned that Adam's first steps on ``W`` (about ``α_W`` on every coordinate) blow the
+        objective up, and the mini-batch fits were unstable and worse than a single GP; 1e-3 keeps the prior
+        well-conditioned (the repository's ``benchmarks/README.md`` has the comparison).
 
     Example::
 
@@ -107,7 +111,7 @@ class LatentMAP:
         mean, var = pred["y"].mean, pred["y"].variance
     """
 
-    def __init__(self, model, *, kernel="rbf", lengthscale="isotropic", nugget=1e-4, nugget_init=1e-2, jitter=None):
+    def __init__(self, model, *, kernel="rbf", lengthscale="isotropic", nugget=1e-4, nugget_init=1e-2, jitter=1e-3):
         if not (hasattr(model, "graph") and hasattr(model, "checked_arguments")):
             raise TypeError(f"LatentMAP takes a DAGDGP, got {type(model).__name__}")
         if kernel not in KERNELS:
@@ -128,7 +132,10 @@ class LatentMAP:
         self.lengthscale_kind = lengthscale
         self.nugget = nugget
         self.nugget_init = float(nugget_init)
-        self.jitter = jitter
+        if not (isinstance(jitter, (int, float)) and not isinstance(jitter, bool) and math.isfinite(jitter)
+                and jitter > 0):
+            raise ValueError(f"LatentMAP: jitter must be a positive number, got {jitter!r}")
+        self.jitter = float(jitter)
         self.history = None
         self._state = None
 
@@ -293,7 +300,7 @@ class LatentMAP:
             settings = settings.replace(**changes)
         kw = {"dtype": self.dtype, "device": self.device}
         generator = torch.Generator().manual_seed(int(seed))
-        jitter = self.jitter if self.jitter is not None else (1e-6 if self.dtype == torch.float64 else 1e-4)
+        jitter = self.jitter
 
         # ---- split (Sec. 5.1: 90/10 full batch, 80/20 mini-batch)
         perm = torch.randperm(n, generator=generator)
