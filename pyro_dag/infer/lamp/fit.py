@@ -560,7 +560,6 @@ class LatentMAP:
                                    f"(nodes: {self.model.gp_nodes})")
         predictor = self.predictor(method=method, **predictor_kwargs)
         moments = predictor.moments(X, nodes=nodes)
-        noisy = predictor.moments(X, nodes=nodes, include_noise=True)
         S = int(num_samples)
         if S < 0:
             raise ValueError(f"num_samples must be >= 0, got {num_samples!r}")
@@ -575,7 +574,9 @@ class LatentMAP:
             samples = draws[w] if S > 0 else mean.new_empty((0,) + tuple(mean.shape))
             loc = mean.unsqueeze(0).expand((S,) + tuple(mean.shape))
             vv = var.unsqueeze(0).expand((S,) + tuple(var.shape))
-            y_mean, y_var = (mean, noisy[w][1]) if fitted[w].observed else (None, None)
+            node = fitted[w]
+            # the observation noise τ̂² ĝ on top of the latent variance (as LinkedGPPredictor's include_noise)
+            y_mean, y_var = (mean, var + node.variance * node.nugget) if node.observed else (None, None)
             out[w] = NodePrediction(samples, mean, var, loc, vv, y_mean, y_var)
         return out
 

@@ -114,7 +114,33 @@ def test_fitted_nodes_and_predictor_of_a_diamond_with_an_observed_internal_node(
     pred = lamp.predict({"x": x[:5]}, num_samples=8, seed=0)
     assert pred["y"].samples.shape == (8, 5, 1) and pred["y"].mean.shape == (5, 1)
     assert pred["h"].y_mean is None and torch.all(pred["y"].y_variance > pred["y"].variance)
+    noisy = lamp.predictor().moments({"x": x[:5]}, include_noise=True)["y"]
+    torch.testing.assert_close(pred["y"].y_variance, noisy[1])
+    torch.testing.assert_close(pred["y"].mean, noisy[0])
     assert np.isfinite(history.losses).all()
+
+
+@pytest.mark.parametrize("d_x, d_w", [(2, 2), (3, 1), (1, 2)])
+def test_initial_latent_values(d_x, d_w):
+    """W⁽⁰⁾: the standardised parents (equal dims), their leading principal components (more), or their columns
+    repeated with a little noise (fewer); a zero W learning rate keeps it."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(40, d_x, generator=g, dtype=torch.float64) * torch.arange(1, d_x + 1)
+    y = torch.sin(3 * x.sum(-1, keepdim=True))
+    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": d_w}).double())
+    lamp.fit({"x": x}, {"y": y}, num_epochs=2, lr={"W": 0.0}, validation_fraction=0)
+    W = lamp.latent_values()["w"]
+    xs = x[lamp.train_rows]
+    xs = (xs - xs.mean(0)) / xs.std(0, unbiased=False)
+    if d_x == d_w:
+        torch.testing.assert_close(W, xs)
+    elif d_x > d_w:
+        pc = torch.linalg.svd(xs, full_matrices=False).Vh[0]
+        corr = torch.corrcoef(torch.stack([W[:, 0], xs @ pc]))[0, 1]
+        assert abs(corr.item()) == pytest.approx(1.0, abs=1e-10) and W.std(unbiased=False).item() == pytest.approx(1)
+    else:
+        assert not torch.equal(W[:, 0], W[:, 1])
+        assert (W - xs[:, [0, 0]]).abs().max() < 0.5
 
 
 def test_partially_observed_leaf_uses_its_observed_cases():
