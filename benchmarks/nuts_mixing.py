@@ -73,7 +73,8 @@ def chain_model(graph, num_inducing, priors, sample_f=True):
                   priors=priors).double()
 
 
-def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0, jit=False, map_steps=500):
+def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0, jit=False, map_steps=500,
+             full_mass=False, target_accept=0.8):
     from pyro.infer import MCMC, NUTS
 
     from pyro_dag.diagnostics import MCMCStats
@@ -97,7 +98,8 @@ def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0,
     for c in range(chains):
         pyro.set_rng_seed(seed + 1 + c)
         kernel = NUTS(model, max_tree_depth=max_tree_depth, jit_compile=jit, ignore_jit_warnings=True,
-                      init_strategy=init_to_value(values=init))
+                      init_strategy=init_to_value(values=init), full_mass=full_mass,
+                      target_accept_prob=target_accept)
         mcmc = MCMC(kernel, num_samples=draws, warmup_steps=warmup, disable_progbar=True, hook_fn=stats)
         t, cpu = time.perf_counter(), time.process_time()
         mcmc.run(inputs, data)
@@ -116,7 +118,18 @@ def mixing_summary(idata):
     summ = az.summary(idata, var_names=names, kind="diagnostics")
     ss = idata.sample_stats
     hyper = [i for i in summ.index if not i.split("[")[0].endswith(".u")]
+    # Identifiable quantities: the observed nodes' function values at the cases ("{w}.f" of the observed leaves)
+    # and the likelihood noise. A hidden node's values, inducing outputs and kernel scale are identified only up
+    # to a monotone warping of that node (undone by its child's GP) and, without a fixed scale, up to a ridge
+    # between its variance and the child's length-scale; R-hat on those measures that non-identifiability.
+    leaves = [v for v in idata.posterior.data_vars
+              if v.endswith(".f") and f"{v[:-2]}.y" in idata.observed_data.data_vars]
+    noise = [v for v in idata.posterior.data_vars if v.startswith("likelihoods.")]
+    ident = az.summary(idata, var_names=leaves + noise, kind="diagnostics") if leaves + noise else None
     return summ, {
+        "identifiable": leaves + noise,
+        "max_rhat_identifiable": None if ident is None else float(ident["r_hat"].max()),
+        "min_ess_bulk_identifiable": None if ident is None else float(ident["ess_bulk"].min()),
         "max_rhat": float(summ["r_hat"].max()), "min_ess_bulk": float(summ["ess_bulk"].min()),
         "min_ess_tail": float(summ["ess_tail"].min()),
         "min_ess_bulk_hyper": float(summ.loc[hyper, "ess_bulk"].min()) if hyper else None,
@@ -135,6 +148,10 @@ def main():
     p.add_argument("--num-inducing", type=int, default=6)
     p.add_argument("--max-tree-depth", type=int, default=7)
     p.add_argument("--no-priors", action="store_true", help="fixed hyperparameters (inducing outputs only)")
+    p.add_argument("--full-mass", action="store_true", help="NUTS(full_mass=True): dense mass matrix adaptation")
+    p.add_argument("--fix-latent-variance", action="store_true",
+                   help="no prior on the hidden nodes' kernel variances (fixed at 1: identifiability constraint)")
+    p.add_argument("--target-accept", type=float, default=0.8)
     p.add_argument("--jit", action="store_true", help="NUTS(jit_compile=True) (fails with hyperpriors here)")
     p.add_argument("--compare", action="store_true", help="also fit DAG-SVI and DAG-VI (collider)")
     p.add_argument("--svi-steps", type=int, default=3000)
@@ -142,25 +159,30 @@ def main():
     priors = None if args.no_priors else "weakly_informative"
     from pyro_dag.diagnostics import to_inference_data
 
+    build_priors = None if args.fix_latent_variance else priors
     if args.model == "collider":
         graph, inputs, data, truth = collider_problem()
-        model = collider_model(graph, args.num_inducing, priors)
+        model = collider_model(graph, args.num_inducing, build_priors)
     else:
         graph, inputs, data = chain_problem()
-        model = chain_model(graph, args.num_inducing, priors)
+        model = chain_model(graph, args.num_inducing, build_priors)
     model.setup(inputs, data)
+    if args.fix_latent_variance and priors is not None:
+        from pyro_dag.priors import set_hyperpriors
+        set_hyperpriors(model, priors, fix_latent_variance=True)
     n = next(iter(inputs.values())).shape[0]
     print(f"{args.model}: n = {n}, M = {args.num_inducing}, priors = {priors}, {args.chains} chains x "
           f"{args.draws} draws after {args.warmup} warm-up", flush=True)
     runs, stats, times, cpu_times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws,
-                                             args.max_tree_depth,
-                                  jit=args.jit)
+                                             args.max_tree_depth, jit=args.jit, full_mass=args.full_mass,
+                                             target_accept=args.target_accept)
     idata = to_inference_data(mcmc=runs, sample_stats=stats)
     summ, res = mixing_summary(idata)
     res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
                warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)),
                cpu_seconds_per_chain=cpu_times,
-               max_tree_depth=args.max_tree_depth,
+               max_tree_depth=args.max_tree_depth, full_mass=args.full_mass,
+               fix_latent_variance=args.fix_latent_variance, target_accept=args.target_accept,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
                                 and max(cpu_times) <= 600))
     print(summ.sort_values("ess_bulk").head(8).to_string())
@@ -170,7 +192,8 @@ def main():
     if args.compare and args.model == "collider":
         res["comparison"] = compare_with_guides(model, runs, inputs, data, args)
         print(res["comparison"])
-    name = f"nuts_mixing_{args.model}" + ("_fixed" if priors is None else "")
+    name = f"nuts_mixing_{args.model}" + ("_fixed" if priors is None else "") + (
+        "_dense" if args.full_mass else "") + ("_scale" if args.fix_latent_variance else "")
     write_json(name, res)
     write_readme(name, res)
 
@@ -232,18 +255,26 @@ def write_readme(name, res):
              f"priors = {res['priors']})", "",
              f"`python benchmarks/nuts_mixing.py --model {res['model']} --chains {res['chains']} --warmup "
              f"{res['warmup']} --draws {res['draws']} --num-inducing {res['num_inducing']} --max-tree-depth "
-             f"{res['max_tree_depth']}` (one core, chains one after the other, "
-             "NUTS from a MAP start, non-centred node values):", "",
-             "| max R-hat | min bulk ESS | min bulk ESS (hyper) | min tail ESS | divergences | mean tree depth | "
-             "CPU s per chain (max) | wall s per chain (max) | target |",
-             "|---|---|---|---|---|---|---|---|---|",
+             f"{res['max_tree_depth']}" + (" --full-mass" if res.get("full_mass") else "")
+             + (" --fix-latent-variance" if res.get("fix_latent_variance") else "")
+             + "` (one core, chains one after the other, NUTS from a MAP start, non-centred node values; "
+             + ("dense" if res.get("full_mass") else "diagonal") + " mass matrix"
+             + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "") + "):", "",
+             "| max R-hat | min bulk ESS | min bulk ESS (hyper) | min tail ESS | R-hat / bulk ESS, identifiable | "
+             "divergences | mean tree depth | step size | CPU s per chain (max) | wall s per chain (max) | target |",
+             "|---|---|---|---|---|---|---|---|---|---|---|",
              f"| {res['max_rhat']:.3f} | {res['min_ess_bulk']:.0f} | "
              f"{'-' if res['min_ess_bulk_hyper'] is None else format(res['min_ess_bulk_hyper'], '.0f')} | "
-             f"{res['min_ess_tail']:.0f} | {res['divergences']} | {res['mean_tree_depth']:.2f} | "
+             f"{res['min_ess_tail']:.0f} | "
+             + ("-" if res.get("max_rhat_identifiable") is None else
+                f"{res['max_rhat_identifiable']:.3f} / {res['min_ess_bulk_identifiable']:.0f}")
+             + f" | {res['divergences']} | {res['mean_tree_depth']:.2f} | {res['step_size']:.3g} | "
              f"{max(res['cpu_seconds_per_chain']):.0f} | {max(res['seconds_per_chain']):.0f} | {ok} |", "",
              "Target: R-hat ≤ 1.01 and bulk ESS ≥ 400 for every inducing output and hyperparameter, no "
              "divergences, ≤ 10 min per chain on one core (CPU time of the process; the wall time on the shared "
-             "2-core machine, load 10-13, is several times longer)."]
+             "2-core machine, under load, is longer). Identifiable: the observed nodes' function values at the cases "
+             f"and the noise ({', '.join(res.get('identifiable', []))}); a hidden node's inducing outputs and "
+             "values are identified only up to a monotone warping of that node, which its child's GP undoes."]
     cmp = res.get("comparison")
     if cmp:
         lines += ["", "Collider posterior of the parents against NUTS (RMSE over cases of the per-case posterior "

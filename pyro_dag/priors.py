@@ -12,8 +12,15 @@ maximum likelihood under SVI). :func:`set_hyperpriors` turns them into ``PyroSam
 * Gaussian noise variances ``τ² ~ LogNormal(-3, 1.5)`` (median 0.05), Student-t scales ``LogNormal(-1.5, 1)``.
 
 Sites are named by the module path, e.g. ``"kernels.w3.base.lengthscale"``, ``"likelihoods.w3.variance"``.
+
 Frozen parameters (``requires_grad=False``, e.g. by :func:`pyro_dag.utils.freeze`) stay fixed, and so do the
 likelihoods of nodes observed nowhere (they never enter the model).
+
+``fix_latent_variance=True`` keeps the kernel variances of the unobserved GP nodes fixed (no prior): a hidden
+node's scale is not identified by the data (scaling ``f_a`` by ``c`` is undone, up to the child's inducing inputs,
+by scaling the child's length-scale by ``c``), so with a prior on both NUTS has to travel a long ridge in
+``(log σ²_a, log ℓ_child)`` and its chains do not mix; fixing the scale, the usual identifiability constraint of a
+latent variable model, removes that ridge.
 """
 import pyro.distributions as dist
 import torch
@@ -44,12 +51,14 @@ class _LogNormalPrior:
         return f"LogNormal({self.loc}, {self.scale}) of shape {self.shape}"
 
 
-def set_hyperpriors(model, priors="weakly_informative"):
+def set_hyperpriors(model, priors="weakly_informative", *, fix_latent_variance=False):
     """Put priors on the learnable kernel and likelihood hyperparameters of a set-up model.
 
     :param model: a :class:`~pyro_dag.DAGDGP`, set up (kernels bound, so ARD length-scales have their shape).
     :param priors: ``"weakly_informative"`` (see the module docstring) or a dict with the same keys as
         :data:`WEAKLY_INFORMATIVE` giving ``(loc, scale)`` of LogNormal priors (missing keys keep the default).
+    :param bool fix_latent_variance: leave the kernel variances of the GP nodes observed nowhere as fixed
+        (non-learnable) parameters at their current values (see the module docstring).
     :returns: the list of site names that now have priors.
     """
     if isinstance(priors, str):
@@ -69,6 +78,14 @@ def set_hyperpriors(model, priors="weakly_informative"):
                            "kernels know their input dimensions")
     sites = []
     observed = set(model.observed_nodes or ())
+    if fix_latent_variance:
+        for w in model.gp_nodes:
+            if w in observed:
+                continue
+            for module in model.kernels[w].modules():
+                value = module._parameters.get("variance_unconstrained")
+                if value is not None and "variance" in module.__dict__.get("_pyro_params", {}):
+                    value.requires_grad_(False)
     roots = [("kernel", w, model.kernels[w]) for w in model.gp_nodes]
     roots += [("likelihood", w, model.likelihoods[w]) for w in model.gp_nodes if w in observed]
     for group, w, root in roots:

@@ -97,3 +97,27 @@ def test_nuts_on_a_model_that_is_set_up_by_its_first_call():
     mcmc = MCMC(NUTS(model, max_tree_depth=3), num_samples=3, warmup_steps=3, disable_progbar=True)
     mcmc.run({"x": x}, {"a": torch.sin(3 * x)})
     assert "kernels.a.base.lengthscale" in mcmc.get_samples()
+
+
+def test_fix_latent_variance_keeps_only_the_hidden_scale_fixed():
+    """The identifiability constraint of the NUTS benchmark: fix_latent_variance=True: the hidden node's kernel variance is a fixed parameter (its value kept), every other
+    hyperparameter keeps its prior, and the joint density is that of the full-prior model at σ²_a = its value,
+    less the prior term of σ²_a."""
+    model, inputs, data = chain(True)
+    model.kernels["a"].base.variance = torch.tensor(1.7, dtype=torch.float64)
+    sites = set_hyperpriors(model, fix_latent_variance=True)
+    assert "kernels.a.base.variance" not in sites
+    assert {"kernels.a.base.lengthscale", "kernels.b.base.variance", "kernels.b.base.lengthscale",
+            "likelihoods.b.variance"} <= set(sites)
+    assert not model.kernels["a"].base.variance_unconstrained.requires_grad
+    torch.testing.assert_close(model.kernels["a"].base.variance, torch.tensor(1.7, dtype=torch.float64))
+    tr = poutine.trace(model).get_trace(inputs, data)
+    assert tr.nodes.get("kernels.a.base.variance", {"type": "param"})["type"] == "param"  # not a sample site
+    pyro.clear_param_store()  # the two models share site names; keep the first model's parameters out of the second
+    full, _, _ = chain(True, priors="weakly_informative")
+    values = {k: s["value"] for k, s in tr.nodes.items() if s["type"] == "sample" and not s["is_observed"]}
+    values["kernels.a.base.variance"] = torch.tensor(1.7, dtype=torch.float64)
+    ftr = poutine.trace(poutine.condition(full, data=values)).get_trace(inputs, data)
+    prior_a = torch.distributions.LogNormal(torch.tensor(0.0, dtype=torch.float64), 1.0).log_prob(values[
+        "kernels.a.base.variance"])
+    torch.testing.assert_close(tr.log_prob_sum(), ftr.log_prob_sum() - prior_a)
