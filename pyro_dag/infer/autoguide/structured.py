@@ -26,6 +26,7 @@ What a block is depends on the model:
 """
 import math
 import uuid
+import warnings
 from contextlib import ExitStack
 
 import pyro
@@ -523,6 +524,11 @@ class AutoStructuredGuide(AutoGuide):
         posterior variance of co-parents, and copying it would trap the structured guide in that collapsed
         solution. Pass ``reset_latent_scale=None`` to copy every covariance.
 
+        The precision factor is computed from a Cholesky factor of ``S_w`` (no explicit inverse). A near-noiseless
+        fit can leave ``S_w`` with a condition number beyond ``1/eps`` of the dtype, numerically not positive
+        definite; it then gets the smallest jitter of a ladder starting at ``eps × mean(diag S_w)`` and a warning
+        naming the node (its best-determined directions come out that much wider).
+
         :param source: a set-up :class:`AutoStructuredGuide` for the same model (any structure).
         """
         if self.family is None or source.family is None:
@@ -537,10 +543,44 @@ class AutoStructuredGuide(AutoGuide):
                 cov = torch.eye(b.size, dtype=loc.dtype, device=loc.device) * reset_latent_scale ** 2
             else:
                 cov = src.covariance_block(b.node)
+            factor = _covariance_factor(cov, b.node, upper=self.structure != "mean_field")
             if self.structure == "mean_field":
-                self.family.set_node(b.node, loc, torch.linalg.cholesky(cov))
-            else:
-                self.family.set_node(b.node, loc, torch.linalg.cholesky(torch.linalg.inv(cov)))
+                self.family.set_node(b.node, loc, factor)
+            else:  # S = U Uᵀ with U upper-triangular: Λ = S⁻¹ = U⁻ᵀ U⁻¹, and U⁻ᵀ is lower-triangular
+                eye = torch.eye(b.size, dtype=factor.dtype, device=factor.device)
+                self.family.set_node(b.node, loc, torch.linalg.solve_triangular(factor, eye, upper=True).mT)
         if self.structure != "mean_field":
             self.family.zero_offdiagonal()
         return self
+
+
+def _covariance_factor(cov, node, upper=False, max_tries=8):
+    """A triangular ``F`` with ``F Fᵀ = S + ε I`` for a covariance ``S`` ``[P, P]``: lower-triangular, or with
+    ``upper`` upper-triangular (the Cholesky factor of the reversed matrix, reversed). ``ε = 0`` when ``S`` is
+    numerically positive definite; otherwise the first of ``eps × mean(diag S) × 10^k``, ``k = 0 .. max_tries - 1``
+    (``eps`` of the dtype) that is, with a warning naming ``node``.
+
+    :raises ValueError: naming the node, if no rung of the ladder gives a factor (a non-finite covariance).
+    """
+    sym = (cov + cov.mT) / 2
+    if upper:
+        sym = sym.flip(-1, -2)
+    eye = torch.eye(sym.shape[-1], dtype=sym.dtype, device=sym.device)
+    scale = sym.diagonal().mean().clamp_min(torch.finfo(sym.dtype).tiny)
+    factor, info = torch.linalg.cholesky_ex(sym)
+    jitter = 0.0
+    for k in range(max_tries):
+        if int(info) == 0:
+            break
+        jitter = torch.finfo(sym.dtype).eps * 10.0 ** k
+        factor, info = torch.linalg.cholesky_ex(sym + jitter * scale * eye)
+    if int(info) != 0:
+        raise ValueError(f"warm_start: the posterior covariance of node {node!r} in the source guide is not positive "
+                         f"definite even with jitter {jitter:.1e} × its mean variance (is it finite?); train the "
+                         "source guide with a smaller learning rate, or warm-start with reset_latent_scale")
+    if jitter:
+        warnings.warn(f"warm_start: the posterior covariance of node {node!r} in the source guide is not numerically "
+                      f"positive definite in {sym.dtype} (a near-noiseless fit: condition number beyond 1/eps); "
+                      f"added {jitter:.1e} × its mean variance {float(scale):.3g} to its diagonal, so its "
+                      "best-determined directions start that much wider", stacklevel=3)
+    return factor.flip(-1, -2) if upper else factor
