@@ -8,7 +8,8 @@ observed parents' observations, hidden parents' per-case values ``W``), and
 .. math::
 
     L_S = -\frac{1}{|S|}\Big[\sum_{v\ \text{hidden}} \sum_j \log N\big(W_{S,vj};\,0,\,K_{vj}(P_{S,v}) + εI\big)
-          + \sum_{v\ \text{observed}} \sum_j \max_{τ^2} \log N\big(Y_{S,vj};\,0,\,τ^2 (K_{vj}(P_{S,v}) + g_{vj} I)\big)\Big]
+          + \sum_{v\ \text{observed}} \sum_j \max_{τ^2}
+            \log N\big(Y_{S,vj};\,0,\,τ^2 (K_{vj}(P_{S,v}) + g_{vj} I)\big)\Big]
 
 over a set ``S`` of cases (all training cases for the full-batch objective ``L_n``, a mini-batch otherwise, Sec. 4.1).
 Hidden nodes have process variance 1 (identifiability, Sec. 2) and a fixed jitter ``ε``; observed nodes' variance is
