@@ -170,12 +170,37 @@ def _matern_expected_kernel(X, lengthscale, mean, var):
 
 
 def _halfline_moments(c, nu, sigma, K):
-    """``[E[s^k e^{cs} 1{s ≥ 0}] for k = 0..K]``, ``s ~ N(ν, σ²)`` (the monomials of :func:`_halfline`)."""
-    out = []
+    """``[E[s^k e^{cs} 1{s ≥ 0}] for k = 0..K]``, ``s ~ N(ν, σ²)``: :func:`_halfline` of each monomial, sharing
+    the special functions and the quadrature between them."""
+    m = nu + c * sigma.pow(2)
+    alpha = -m / sigma
+    logphi = -0.5 * (nu / sigma).pow(2) - _LOG_SQRT_2PI
+    eQ = torch.exp(c * nu + 0.5 * c * c * sigma.pow(2) + torch.special.log_ndtr(-alpha))
+    ephi = torch.exp(logphi)
+    A = [torch.ones_like(alpha), -alpha]
+    B = [torch.zeros_like(alpha), torch.ones_like(alpha)]
+    for k in range(2, K + 1):
+        A.append((k - 1) * A[k - 2] - alpha * A[k - 1])
+        B.append((k - 1) * B[k - 2] - alpha * B[k - 1])
+    out, sk = [], torch.ones_like(sigma)
     for k in range(K + 1):
-        coeffs = [0.0] * k + [1.0]
-        out.append(_halfline(coeffs, c, nu, sigma))
-    return out
+        out.append(sk * (A[k] * eQ + B[k] * ephi))
+        sk = sk * sigma
+    large_alpha = alpha > _LAGUERRE_FROM
+    if not bool(large_alpha.any()):
+        return out
+    a = torch.where(large_alpha, alpha, torch.full_like(alpha, _LAGUERRE_FROM))
+    nodes, weights = _laguerre(alpha.dtype, alpha.device)
+    ratio = sigma / a
+    large = [torch.zeros_like(alpha) for _ in range(K + 1)]
+    for u, w in zip(nodes, weights):
+        base = w * torch.exp(-0.5 * (u / a).pow(2))
+        t = u * ratio
+        for k in range(K + 1):
+            large[k] = large[k] + base
+            base = base * t
+    scale = ephi / a
+    return [torch.where(large_alpha, scale * lg, sm) for lg, sm in zip(large, out)]
 
 
 def _matern_1d_product_factorised(x, lam, mu, sigma):
@@ -218,15 +243,23 @@ def _matern_1d_product_factorised(x, lam, mu, sigma):
     delta = (xi - xj).abs()
     mask = (xi > xj).to(x.dtype) + 0.5 * (xi == xj).to(x.dtype)
     decay = mask * torch.exp(-lam * delta)
-    V = 0
+    c = mu.shape[0]
+    V = torch.zeros(c, x.shape[0], x.shape[0], dtype=x.dtype, device=x.device)
+    # the "lo" point's terms, accumulated separately for the two forms and then selected by an exact 0/1 mask
+    # (a difference of the two would bring the cancellation back)
+    V_left, V_right = torch.zeros_like(V), torch.zeros_like(V)
     for l in range(3):
         U_left = sum(C[k][l] * O[k] - E[k][l] * (-1) ** k * G[k] for k in range(5))  # [c, n], the "hi" point
         U_right = sum(C[k][l] * O[k] + E[k][l] * Gb[k] for k in range(5))
         W_left = sum(C[k][l] * Ob[k] + E[k][l] * G[k] for k in range(5))  # the "lo" point
         W_right = sum(C[k][l] * Ob[k] - E[k][l] * (-1) ** k * Gb[k] for k in range(5))
-        U = torch.where(right, U_right.unsqueeze(-1), U_left.unsqueeze(-1))
-        W = torch.where(right, W_right.unsqueeze(-2), W_left.unsqueeze(-2))
-        V = V + (decay * delta.pow(l)) * (U + W)
+        U = torch.where(right.squeeze(-1), U_right, U_left)
+        D_l = decay * delta.pow(l)
+        V.addcmul_(D_l, U.unsqueeze(-1))  # fused passes over [c, n, n]
+        V_left.addcmul_(D_l, W_left.unsqueeze(-2))
+        V_right.addcmul_(D_l, W_right.unsqueeze(-2))
+    r = right.to(V.dtype)
+    V.addcmul_(1 - r, V_left).addcmul_(r, V_right)
     return V + V.transpose(-1, -2)
 
 
@@ -236,16 +269,21 @@ def _matern_expected_kernel_product(X, lengthscale, mean, var):
     m, D = mean.shape
     n = X.shape[0]
     lam = _SQRT5 / lengthscale
-    H = torch.ones(m, n, n, dtype=X.dtype, device=X.device)
+    H = None
+    deterministic = torch.ones(m, n, dtype=X.dtype, device=X.device)  # product of the plain factors
     for d in range(D):
         plain = _matern_1d_plain((mean[:, d:d + 1] - X[:, d]).abs(), lam[d])  # [m, n]
         stochastic = var[:, d] > 0
         if not bool(stochastic.any()):
-            H = H * plain.unsqueeze(-1) * plain.unsqueeze(-2)
+            deterministic = deterministic * plain
             continue
         sigma = torch.where(stochastic, var[:, d], torch.ones_like(var[:, d])).sqrt().unsqueeze(-1)  # [m, 1]
         h = _matern_1d_product_factorised(X[:, d], lam[d], mean[:, d:d + 1], sigma)
-        H = H * torch.where(stochastic.view(m, 1, 1), h, plain.unsqueeze(-1) * plain.unsqueeze(-2))
+        if not bool(stochastic.all()):
+            h = torch.where(stochastic.view(m, 1, 1), h, plain.unsqueeze(-1) * plain.unsqueeze(-2))
+        H = h if H is None else H * h
+    outer = deterministic.unsqueeze(-1) * deterministic.unsqueeze(-2)
+    H = outer if H is None else H * outer
     return H.to(out_dtype)
 
 
