@@ -13,15 +13,16 @@ from pyro_dag.sem.guides import sem_guide
 from pyro_dag.sem.predict import guide_samples
 
 
-def fit_svi(model, df, num_steps=4000, lr=0.02, num_samples=200, seed=0, subsample_size=None):
+def fit_svi(model, df, num_steps=4000, lr=0.02, num_samples=200, seed=0, subsample_size=None, guide_kwargs=None):
     """SVI with :func:`~pyro_dag.sem.guides.sem_guide` (ClippedAdam, learning rate decayed 10x over the run; a run
     that diverges to NaN is restarted with half the learning rate, at most twice, and ``fit_svi.last_lr`` records
-    the rate used); returns ``(samples {site: [S, ...]}, seconds)``."""
+    the rate used, ``fit_svi.last_guide`` the guide); ``guide_kwargs`` go to :func:`sem_guide`; returns
+    ``(samples {site: [S, ...]}, seconds)``."""
     t = time.perf_counter()
     for attempt in range(3):  # a diverged run (NaN) restarts from scratch with half the learning rate
         pyro.clear_param_store()
         pyro.set_rng_seed(seed)
-        guide = sem_guide(model)
+        guide = sem_guide(model, **(guide_kwargs or {}))
         optim = pyro.optim.ClippedAdam({"lr": lr, "lrd": 0.1 ** (1 / num_steps)})
         svi = SVI(model, guide, optim, Trace_ELBO())
         try:
@@ -34,7 +35,7 @@ def fit_svi(model, df, num_steps=4000, lr=0.02, num_samples=200, seed=0, subsamp
             print(f"SVI diverged at lr {lr}; restarting with lr {lr / 2}", flush=True)
             lr = lr / 2
     samples = guide_samples(model, guide, df, num_samples=num_samples)
-    fit_svi.last_lr = lr
+    fit_svi.last_lr, fit_svi.last_guide = lr, guide
     return samples, time.perf_counter() - t
 
 

@@ -7,7 +7,9 @@ arXiv:1002.4802:
   indicators; one anchor per latent), a Pyro model for SVI and NUTS (:mod:`pyro_dag.sem.model`);
 * :func:`check_sem_declaration` -- the build-time identifiability check (:mod:`pyro_dag.sem.identifiability`);
 * :class:`SpaceFillingPrior` -- the determinantal prior on pseudo-inputs (:mod:`pyro_dag.sem.pseudo_inputs`);
-* :func:`sem_guide` -- the recommended SVI guide (:mod:`pyro_dag.sem.guides`);
+* :func:`sem_guide`, :class:`AutoCaseGaussian` -- the recommended SVI guide (:mod:`pyro_dag.sem.guides`);
+* :func:`sem_inference_data` -- ArviZ ``InferenceData`` from NUTS runs, guides or draws
+  (:mod:`pyro_dag.sem.inference_data`);
 * :func:`latent_samples`, :func:`latent_means`, :func:`predictive_log_likelihood` -- posterior latent values
   and the test predictive log-likelihood of held-out cases (:mod:`pyro_dag.sem.predict`).
 """
@@ -15,11 +17,12 @@ from .data import IndicatorScaler, indicator_array
 from .identifiability import (IdentifiabilityWarning, MeasurementSpec, SEMSpecError, check_sem_declaration,
                               identifiability_report)
 from .model import LatentSEM, SEMPriors, quadratic_features
-from .guides import sem_guide
+from .guides import AutoCaseGaussian, sem_guide
+from .inference_data import sem_inference_data
 from .predict import global_sites, guide_samples, latent_means, latent_samples, predictive_log_likelihood
 from .pseudo_inputs import SpaceFillingPrior, gaussian_pseudo_input_prior
 
 __all__ = ["LatentSEM", "SEMPriors", "SEMSpecError", "IdentifiabilityWarning", "MeasurementSpec",
            "check_sem_declaration", "identifiability_report", "SpaceFillingPrior", "gaussian_pseudo_input_prior",
-           "IndicatorScaler", "indicator_array", "quadratic_features", "sem_guide", "global_sites", "guide_samples",
+           "IndicatorScaler", "indicator_array", "quadratic_features", "sem_guide", "AutoCaseGaussian", "sem_inference_data", "global_sites", "guide_samples",
            "latent_samples", "latent_means", "predictive_log_likelihood"]

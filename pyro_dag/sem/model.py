@@ -429,6 +429,15 @@ class LatentSEM(PyroModule):
             return torch.zeros(site["fn"].event_shape, dtype=self.dtype)
         return init_to_median(site, num_samples=31)
 
+    def initial_latent_values(self):
+        """``{latent: [n] tensor}``: the starting values :meth:`init_loc_fn` gives the per-case latents, for every
+        case of the training data (set by the first call with data); latents without an anchor are left out."""
+        if self._train is None:
+            raise SEMSpecError("LatentSEM.initial_latent_values() needs the training data: call the model on it first")
+        y, mask = self._train
+        return {x: self._init_latent_values(x, y, mask).to(self.dtype) for x in self.latents
+                if self.spec.anchors.get(x) is not None}
+
     def _init_latent_values(self, x, y, mask):
         """``[n]`` starting values of latent ``x``: the average of its unique indicators (standardised, signed by their
         correlation with the anchor; missing entries skipped), rescaled to the anchor's standard deviation."""
