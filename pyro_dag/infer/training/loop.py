@@ -24,7 +24,7 @@ from .pretrain import pretrain_nodes
 __all__ = ["train", "TrainResult", "RECIPES", "validation_loss"]
 
 #: The training recipes of :func:`train`.
-RECIPES = ("recommended", "adam", "lamp")
+RECIPES = ("recommended", "adam")
 
 #: Parameter-store prefix of the mean-field guide of a warm start.
 WARM_START_NAME = "MeanFieldWarmStart"
