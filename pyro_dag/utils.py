@@ -35,4 +35,13 @@ def broadcast_shapes(*shapes):
     first = shapes[0]
     if all(s == first for s in shapes[1:]):
         return torch.Size(first)
-    return torch.broadcast_shapes(*shapes)
+    # plain broadcasting of integer tuples (torch's Python reference costs ~0.3 ms per call on the collider)
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, ndim - len(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    return torch.broadcast_shapes(*shapes)  # raises torch's error naming the shapes
+                out[i] = d
+    return torch.Size(out)

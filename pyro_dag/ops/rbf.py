@@ -27,7 +27,8 @@ class _RBFCross(torch.autograd.Function):
         z2 = Z.pow(2).sum(-1, keepdim=True).transpose(-1, -2)                # [..., 1, M]
         K = torch.matmul(X, Z.transpose(-1, -2))
         K = K.mul_(-2).add_(x2).add_(z2).clamp_min_(0).mul_(-0.5).exp_()   # exp(-½ r²)
-        K = K.mul_(variance) if torch.broadcast_shapes(K.shape, variance.shape) == K.shape else K * variance
+        # in place when σ² cannot add dimensions (a scalar, the usual case); torch.broadcast_shapes costs more here
+        K = K.mul_(variance) if variance.dim() == 0 else K * variance
         ctx.save_for_backward(X, Z, variance, K)
         return K
 

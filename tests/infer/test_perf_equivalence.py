@@ -152,3 +152,19 @@ def test_equivalence_test_has_teeth(monkeypatch):
     monkeypatch.setattr(dgp, "whitened_conditional", off)
     wrong = _loss_and_grads(make, "mean_field", "conditional")
     assert not torch.allclose(wrong[0], ref[0], rtol=1e-10, atol=0)
+
+
+def test_broadcast_shapes_matches_torch():
+    import itertools
+
+    from pyro_dag.utils import broadcast_shapes
+
+    dims = [(), (1,), (3,), (0,), (2, 1), (1, 3), (2, 3), (4, 1, 3), (4, 2, 1), (5, 2, 3)]
+    for shapes in itertools.chain(itertools.product(dims, repeat=2), itertools.product(dims[:6], repeat=3)):
+        try:
+            ref = torch.broadcast_shapes(*shapes)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                broadcast_shapes(*shapes)
+            continue
+        assert broadcast_shapes(*shapes) == ref
