@@ -18,15 +18,20 @@ latents in closed form), averaged over the test cases of a fold, in the units of
 3000 Adam steps; test latents integrated out by Monte Carlo over 2000 draws from its N(0, I) prior. Folds: a fixed
 permutation (seed 0) split in 5; ``--folds`` runs a subset of them, the same for every method.
 
-    python benchmarks/sem_predictive.py --problems housing abalone [--folds 0 1 2 3 4] [--steps 3000]
+    python benchmarks/sem_predictive.py --problems housing abalone [--folds 0 1 2 3 4] [--steps 3000] [--keep]
+
+``--keep`` merges with the existing JSON (results of other problems, folds and methods are kept; the table is
+rebuilt from all of them and states the steps and folds of each problem), so problems can run one at a time.
 """
+import json
+import os
 import argparse
 import time
 
 import numpy as np
 import torch
 
-from common import one_thread, write_json, write_readme_section
+from common import RESULTS, one_thread, write_json, write_readme_section
 from sem_common import fit_gplvm, fit_svi, gplvm_log_likelihood
 
 from pyro_dag.datasets.boston import boston_housing
@@ -81,35 +86,51 @@ def main():
     p.add_argument("--n-abalone", type=int, default=1000)
     p.add_argument("--exogenous", default="gaussian", choices=["gaussian", "mixture"])
     p.add_argument("--methods", nargs="+", default=METHODS)
+    p.add_argument("--keep", action="store_true")
+    p.add_argument("--note", default="", help="a sentence printed under the table (e.g. the machine load)")
     args = p.parse_args()
     one_thread()
     torch.set_default_dtype(torch.float64)
-    results = {}
+    path = os.path.join(RESULTS, "sem_predictive.json")
+    old = json.load(open(path)) if args.keep and os.path.exists(path) else {}
+    results = {k: {int(f): v for f, v in r.items()} for k, r in old.get("results", {}).items()}
+    protocol = old.get("protocol", {})
     for name in args.problems:
         data = problem(name, args.n_abalone)
-        results[name] = {f: run_fold(data, f, args) for f in args.folds}
-        write_json("sem_predictive", {"args": vars(args), "results": results})  # after every problem
+        results.setdefault(name, {})
+        for f in args.folds:
+            results[name][f] = dict(results[name].get(f, {}), **run_fold(data, f, args))
+        protocol[name] = {"steps": args.steps, "exogenous": args.exogenous, "n_abalone": args.n_abalone,
+                          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        write_json("sem_predictive", {"args": vars(args), "protocol": protocol, "results": results})
     labels = {"gp": "GPSEM-LV", "linear": "linear SEM", "quadratic": "quadratic SEM", "gplvm": "GPLVM"}
-    rows = ["| problem | folds | " + " | ".join(labels[m] for m in args.methods) + " |",
-            "|---|---|" + "---|" * len(args.methods)]
+    rows = ["| problem | folds | SVI steps | " + " | ".join(labels[m] for m in METHODS) + " |",
+            "|---|---|---|" + "---|" * len(METHODS)]
+    perfold = []
     for name, folds in results.items():
         cells = []
-        for m in args.methods:
-            v = [folds[f][m]["test_loglik"] for f in folds]
-            cells.append(f"{np.mean(v):.3f}" + (f" ± {np.std(v) / np.sqrt(len(v)):.3f}" if len(v) > 1 else ""))
-        rows.append(f"| {name} | {','.join(map(str, folds))} | " + " | ".join(cells) + " |")
+        for m in METHODS:
+            v = [folds[f][m]["test_loglik"] for f in sorted(folds) if m in folds[f]]
+            cells.append((f"{np.mean(v):.3f}" + (f" ± {np.std(v) / np.sqrt(len(v)):.3f}" if len(v) > 1 else ""))
+                         if v else "–")
+        steps = protocol.get(name, {}).get("steps", args.steps)
+        rows.append(f"| {name} | {','.join(map(str, sorted(folds)))} | {steps} | " + " | ".join(cells) + " |")
+        per = [f"fold {f}: " + ", ".join(f"{labels[m]} {folds[f][m]['test_loglik']:.2f}" for m in METHODS
+                                         if m in folds[f]) for f in sorted(folds)]
+        perfold.append(f"- {name}: " + "; ".join(per))
     text = f"""### Latent SEMs: test predictive log-likelihood (`benchmarks/sem_predictive.py`)
 
 Silva & Gramacy (2010, arXiv:1002.4802, Sec. 5, Table 1) protocol, at a reduced size: average test
 log-likelihood per case (higher is better; mean ± s.e. over the folds run) on the folds listed (of a fixed 5-fold
-split, the same folds for every method). SEMs: SVI with `sem_guide`, {args.steps} full-batch steps, 100 guide draws,
+split, the same folds for every method). SEMs: SVI with `sem_guide` (joint Gaussian per case, point pseudo-inputs),
+the listed number of full-batch steps, 100 guide draws,
 {args.exogenous} exogenous latents, M = 50; test latents integrated out by Monte Carlo (300 ancestral draws for each
 of 30 posterior draws, sink latents in closed form). GPLVM: one latent dimension per SEM latent, 50 inducing points, 3000
 Adam steps, test latents by Monte Carlo over 2000 prior draws. housing: the paper's Boston model (374 rows,
 11 indicators, 4 latents); abalone: the synthetic Abalone-like problem, n = {args.n_abalone}. An SVI run that
 diverged (NaN) was restarted with half the learning rate (the rate used is in the JSON).
 
-""" + "\n".join(rows)
+""" + "\n".join(rows) + "\n\nPer fold:\n\n" + "\n".join(perfold) + (f"\n\n{args.note}" if args.note else "")
     write_readme_section("sem-predictive", text)
 
 

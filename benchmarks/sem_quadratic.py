@@ -37,10 +37,37 @@ from pyro_dag.sem.predict import latent_means
 
 
 # measured remarks on the committed run (seed 0), printed under the table
-NOTE = '\n\nNUTS had 50 divergent transitions out of 300 draws (the whitened pseudo-functions and the per-case latents form a funnel-like geometry; not reparameterised here). Seconds are wall-clock on the shared 2-core machine under a load average of about 14 (several times the CPU time). Against the target: NUTS meets it (0.964), SVI misses it narrowly (0.896; 10000 steps gave 0.899 and the space-filling pseudo-input prior 0.899 in runs outside this table); the GPLVM does not recover the quadratic.'
+NOTE = """
+
+Exact: the same statistic for the exact posterior means under the true parameters (grid over X1, X2 integrated in
+closed form), the ceiling of any inference method. Target (≥ 0.9) met by SVI on all three seeds (mean 0.932) and by
+NUTS on seed 0. The SVI guide changed in this run: the earlier `sem_guide` (independent `AutoNormal` per-case
+latents and a Gaussian q over the 50 pseudo-inputs) gave 0.896 on seed 0 (0.899 after 10 000 steps); with the
+per-case joint Gaussian alone 0.899 (3000 steps) and with point pseudo-inputs as well 0.916 at 1500 steps and 0.919 at
+5000. Why: the ELBO's structural term E_q[(x2 - f(x1))²] / (2 υ_ζ) carries the spread of f over q(x̄, u) and,
+with factorised locals, f'(x1)² Var_q(x1); the fit absorbs it in υ_ζ (0.26-0.32 on the standardised scale against
+the true 0.03), which weakens what X2's indicators say about X1 (correlation of E[X1] with the true X1: 0.92 vs
+0.95 for the exact posterior). NUTS column from the earlier run (seed 0 only; 50 divergent transitions out of 300
+draws, load about 14; not rerun for time). SVI seconds: wall-clock on the shared 2-core machine at a load average of
+about 6-8 (several agents), one thread. The GPLVM does not recover the quadratic."""
 
 
 RUN = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def exact_posterior_corr(data):
+    """``corr(E[X2 | y], E[X1 | y]²)`` under the true parameters: a grid over X1 (4001 points on [-5, 5]) with X2
+    integrated out in closed form (the three X2 indicators' mean is ``N(X2, 1/3)``, ``X2 | X1 ~ N(4 X1², 1)``)."""
+    Y = data.data.to_numpy()
+    g = np.linspace(-5, 5, 4001)
+    ybar = Y[:, 3:].mean(1)
+    lp = -0.5 * g[None] ** 2 - 0.5 * ((Y[:, :3, None] - g[None, None]) ** 2).sum(1)
+    lp = lp - 0.5 * (ybar[:, None] - 4 * g[None] ** 2) ** 2 / (1 + 1 / 3)
+    w = np.exp(lp - lp.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    ex1 = (w * g).sum(1)
+    ex2 = (w * (4 * g[None] ** 2 + 3 * ybar[:, None]) / 4).sum(1)  # E[X2 | X1, y] = (4 X1² + 3 ybar) / 4
+    return float(np.corrcoef(ex2, ex1 ** 2)[0, 1])
 
 
 def metrics(X1, X2, truth):
@@ -51,7 +78,8 @@ def metrics(X1, X2, truth):
 
 def run(seed, args):
     data = quadratic_sem(n=150, seed=seed)
-    out = {"oracle_corr_X2_X1sq": float(np.corrcoef(data.latents["X2"], data.latents["X1"] ** 2)[0, 1])}
+    out = {"oracle_corr_X2_X1sq": float(np.corrcoef(data.latents["X2"], data.latents["X1"] ** 2)[0, 1]),
+           "exact_posterior_corr_X2_X1sq": exact_posterior_corr(data)}
     make = lambda: LatentSEM(data.structure, data.indicators, data.anchors, num_inducing=args.num_inducing,
                              pseudo_input_prior=args.pseudo_input_prior)
     if "svi" in args.methods:
@@ -93,11 +121,21 @@ def main():
     p.add_argument("--local", default="joint", choices=["joint", "mean_field"])
     p.add_argument("--pseudo-inputs", default="point", choices=["point", "random"])
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--render-only", action="store_true", help="rebuild the README table from the JSON")
     args = p.parse_args()
     one_thread()
     torch.set_default_dtype(torch.float64)
-    results = {str(s): run(s, args) for s in args.seeds}
     path = os.path.join(RESULTS, "sem_quadratic.json")
+    if args.render_only:
+        saved = json.load(open(path))
+        results, args = saved["results"], argparse.Namespace(**saved["args"])
+        for s, r in results.items():
+            r.setdefault("exact_posterior_corr_X2_X1sq", exact_posterior_corr(quadratic_sem(n=150, seed=int(s))))
+        with open(path, "w") as fh:
+            json.dump(saved, fh, indent=2)
+        render(results, args)
+        return
+    results = {str(s): run(s, args) for s in args.seeds}
     if args.keep and os.path.exists(path):
         old = json.load(open(path))["results"]
         for s, r in old.items():
@@ -107,12 +145,16 @@ def main():
                     new[k] = dict(v, run=v.get("run", "earlier run"))
         results = dict(sorted(results.items(), key=lambda kv: int(kv[0])))
     write_json("sem_quadratic", {"args": vars(args), "results": results})
-    rows = ["| seed | oracle | SVI corr(X2, X1²) | NUTS corr(X2, X1²) | GPLVM (axes / best rotation) | SVI s | NUTS s |",
-            "|---|---|---|---|---|---|---|"]
+    render(results, args)
+
+
+def render(results, args):
+    rows = ["| seed | oracle | exact | SVI corr(X2, X1²) | NUTS corr(X2, X1²) | GPLVM (axes / best rotation) | SVI s | NUTS s |",
+            "|---|---|---|---|---|---|---|---|"]
     for s, r in results.items():
         sv, nu, gl = r.get("svi", {}), r.get("nuts", {}), r.get("gplvm", {})
         f = lambda d, k: f"{d[k]:.3f}" if k in d else "–"
-        rows.append(f"| {s} | {r['oracle_corr_X2_X1sq']:.3f} | {f(sv, 'corr_X2_X1sq')} | {f(nu, 'corr_X2_X1sq')} | "
+        rows.append(f"| {s} | {r['oracle_corr_X2_X1sq']:.3f} | {r['exact_posterior_corr_X2_X1sq']:.3f} | {f(sv, 'corr_X2_X1sq')} | {f(nu, 'corr_X2_X1sq')} | "
                     f"{f(gl, 'corr_X2_X1sq')} / {f(gl, 'corr_best_rotation')} | {f(sv, 'seconds')[:-2]} | "
                     f"{f(nu, 'seconds')[:-2]} |")
     text = f"""### GPSEM-LV: synthetic quadratic (`benchmarks/sem_quadratic.py`)
