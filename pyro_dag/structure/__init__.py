@@ -28,12 +28,14 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
   ``{(i, j): present}`` (:mod:`.evidence`) for conditional queries;
 * the order circuit of Wang, Wicker & Kwiatkowska 2022 (:mod:`.order_spn`): :func:`order_spn` -> :class:`OrderSPN`,
   exact conditional, MAP, sampling and causal-effect queries; linear causal effects (:mod:`.causal`):
-  :func:`bge_mean_weights`, :func:`total_effects`.
+  :func:`bge_mean_weights`, :func:`total_effects`; candidate parent sets for circuits beyond ``p = 20``
+  (:mod:`.candidates`): :func:`candidate_tables` -> :class:`CandidateTables`, :func:`order_mcmc`.
 """
 from pyro_dag.graph import is_acyclic
 
 from .adjacency import fill_offdiag, offdiag
 from .autoguide import AutoEdgeFlowGuide, EdgeOffsetNet
+from .candidates import CandidateTables, candidate_tables, order_mcmc
 from .causal import bge_mean_weights, total_effects
 from .config import FitConfig, StructureConfig
 from .constraints import dag
@@ -56,6 +58,7 @@ from .variational import StructurePosterior
 __all__ = [
     "AutoEdgeFlowGuide",
     "BGeSEM",
+    "CandidateTables",
     "ConditionalSplineCoupling",
     "DAGPosterior",
     "EdgeFlow",
@@ -79,6 +82,7 @@ __all__ = [
     "StructureModel",
     "StructurePosterior",
     "bge_mean_weights",
+    "candidate_tables",
     "dag",
     "edge_belief_prior",
     "edge_flow",
@@ -91,6 +95,7 @@ __all__ = [
     "local_scores",
     "log_sinkhorn",
     "offdiag",
+    "order_mcmc",
     "order_spn",
     "parse_evidence",
     "soft_order_mask",

@@ -183,6 +183,27 @@ class ExactStructurePosterior(DAGPosterior):
             zeta[j] = _zeta(g[j].copy(), p)
         return g, zeta
 
+    # the table interface an OrderSPN's leaves use (shared with CandidateTables)
+    def _max_table(self, g):
+        """``[p, 2^p]`` ``max_{G ⊆ S} g_j(G)``."""
+        return _zeta(g.copy(), self.num_nodes, op=np.maximum)
+
+    def _parent_sets(self, i, S):
+        """Masks of every parent set of ``i`` within the predecessor mask ``S``."""
+        return _submasks_up_to([k for k in range(self.num_nodes) if (S >> k) & 1], self.num_nodes)
+
+    def _effect_tables(self, X, g):
+        """Subset sums of the BGe posterior-mean weights (:func:`~pyro_dag.structure.causal.mean_weight_zeta`)."""
+        from .causal import mean_weight_zeta
+
+        return mean_weight_zeta(X, g)
+
+    def _expected_columns(self, tabs, zeta, j, S):
+        """``[n, p]`` ``E[b_j | G_j ⊆ S]`` (:func:`~pyro_dag.structure.causal.expected_columns`)."""
+        from .causal import expected_columns
+
+        return expected_columns(tabs[0], tabs[1], zeta, j, S)
+
     def _given(self, given):
         ev = self.parse_evidence(given)
         cond = self._conditioned(ev)

@@ -32,13 +32,21 @@ import numbers
 import numpy as np
 import torch
 
-from .exact import ExactStructurePosterior, _log_diff, _zeta
+from .exact import ExactStructurePosterior
 from .posterior import DAGPosterior, _check_num_samples
-from .scores import _submasks_up_to
 
 __all__ = ["OrderSPN", "order_spn"]
 
 DEFAULT_EXPANSION = (64, 16, 6, 2)
+
+
+GREEDY_MAX_NODES = 20
+
+
+def _TABLE_TYPES():
+    from .candidates import CandidateTables
+
+    return (ExactStructurePosterior, CandidateTables)
 
 
 def _popcount(x):
@@ -73,8 +81,9 @@ class OrderSPN(DAGPosterior):
     """
 
     def __init__(self, tables, regions, products, node_names=None):
-        if not isinstance(tables, ExactStructurePosterior):
-            raise TypeError(f"OrderSPN: tables must be an ExactStructurePosterior; got {type(tables).__name__}")
+        if not isinstance(tables, _TABLE_TYPES()):
+            raise TypeError(f"OrderSPN: tables must be an ExactStructurePosterior or CandidateTables; "
+                            f"got {type(tables).__name__}")
         self.tables = tables
         self.num_nodes = tables.num_nodes
         self.node_names = node_names if node_names is not None else tables.node_names
@@ -164,7 +173,8 @@ class OrderSPN(DAGPosterior):
         for lvl, pr in enumerate(self.products):
             pr["logphi"] = VP[lvl] - V[lvl][pr["parent"]] if set_weights else saved[lvl]
         self.log_Z_support = float(V[0][0])
-        self.coverage = math.exp(min(0.0, self.log_Z_support - t._log_Z))
+        log_Z = t._log_Z
+        self.coverage = math.exp(min(0.0, self.log_Z_support - log_Z)) if np.isfinite(log_Z) else float("nan")
         self._cache = {}
 
     def _set_uniform(self):
@@ -281,7 +291,7 @@ class OrderSPN(DAGPosterior):
         """
         ev, g_e, _, _, _ = self._given(given)
         p = self.num_nodes
-        gmax = _zeta(g_e.copy(), p, op=np.maximum)
+        gmax = self.tables._max_table(g_e)
 
         def leaf_fn(lvl):
             reg = self.regions[lvl]
@@ -306,7 +316,7 @@ class OrderSPN(DAGPosterior):
             stack.append((lvl + 1, int(pr["left"][k])))
         A = np.zeros((p, p))
         for i, S1 in leaves:
-            subs = _submasks_up_to(_bits_of(S1, p), p)
+            subs = self.tables._parent_sets(i, S1)
             G = int(subs[np.argmax(g_e[i, subs])])
             A[:, i] = (G >> np.arange(p)) & 1
         order = [i for i, S1 in sorted(leaves, key=lambda t: _popcount(t[1]))]
@@ -362,7 +372,7 @@ class OrderSPN(DAGPosterior):
         for n, key in enumerate(zip(leaf_i.tolist(), leaf_S1.tolist())):
             pairs.setdefault(key, []).append(n)
         for (i, S1), rows in pairs.items():
-            subs = _submasks_up_to(_bits_of(S1, p), p)
+            subs = self.tables._parent_sets(i, S1)
             lw = g_e[i, subs]
             w = np.exp(lw - lw.max())
             G = subs[rng.choice(len(subs), size=len(rows), p=w / w.sum())]
@@ -382,16 +392,13 @@ class OrderSPN(DAGPosterior):
         The leaf expectations use ``[p, p, 2^p]`` subset-sum tables (memory ``16 p² 2^p`` bytes, ``p ≤ 16``).
         ``num_samples``, ``seed`` are ignored; the standard error is 0.
         """
-        from .causal import expected_columns, mean_weight_zeta
-
         ev, g_e, zeta_e, V, VP = self._given(given)
         X = self._data_for_effects(data)
         p = self.num_nodes
         key = ("bce_tables", ev.key())
         tabs = self._cache.get(key)
         if tabs is None:
-            tabs = self._cache[key] = mean_weight_zeta(X, g_e)
-        zpos, zneg = tabs
+            tabs = self._cache[key] = self.tables._effect_tables(X, g_e)
         eye = np.eye(p)
         T = [None] * len(self.regions)
         for lvl in range(len(self.regions) - 1, -1, -1):
@@ -401,7 +408,7 @@ class OrderSPN(DAGPosterior):
             leaf = np.nonzero(reg["leaf"] >= 0)[0]
             if len(leaf):
                 j, S1 = reg["leaf"][leaf], reg["S1"][leaf]
-                col = expected_columns(zpos, zneg, zeta_e, j, S1)                  # [n_leaf, i]
+                col = self.tables._expected_columns(tabs, zeta_e, j, S1)           # [n_leaf, i]
                 col[np.arange(len(leaf)), j] = 1.0
                 t[leaf, :, j] = col
             if lvl < len(self.products) and len(self.products[lvl]["parent"]):
@@ -480,12 +487,23 @@ def _oracle_orders(tables, oracle, num_orders, seed):
     """``(orders [M, p] int64, weights [M])`` from the oracle, or ``None`` for random splits."""
     from .variational import StructurePosterior
 
-    if oracle is None or (isinstance(oracle, str) and oracle in ("random", "greedy")):
+    from .candidates import CandidateTables, order_mcmc
+
+    if oracle is None or (isinstance(oracle, str) and oracle == "random"):
         return None
     if isinstance(oracle, str):
-        if oracle != "exact":
-            raise ValueError(f"oracle must be 'exact', 'greedy', 'random', a StructurePosterior or an array of "
-                             f"orders; got {oracle!r}")
+        if oracle not in ("exact", "greedy", "mcmc"):
+            raise ValueError(f"oracle must be 'exact', 'greedy', 'mcmc', 'random', a StructurePosterior or an array "
+                             f"of orders; got {oracle!r}")
+        if oracle == "greedy":
+            if tables.num_nodes <= GREEDY_MAX_NODES:
+                return None
+            oracle = "mcmc"                            # for the sub-problems too large to enumerate
+        if oracle == "exact" and isinstance(tables, CandidateTables):
+            raise ValueError("oracle='exact' needs an ExactStructurePosterior; with CandidateTables use 'mcmc' "
+                             "or 'greedy'")
+        if oracle == "mcmc":
+            return order_mcmc(tables, num_orders, seed=seed), np.ones(num_orders)
         orders, _ = tables.sample_orders(num_orders, seed=seed)
         return orders.numpy(), np.ones(len(orders))
     if isinstance(oracle, StructurePosterior):
@@ -526,9 +544,9 @@ def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPA
     :param int seed: seeds the oracle draws and the random splits.
     :returns: :class:`OrderSPN`.
     """
-    if not isinstance(tables, ExactStructurePosterior):
-        raise TypeError(f"order_spn: tables must be an ExactStructurePosterior (exact_posterior(...)); "
-                        f"got {type(tables).__name__}")
+    if not isinstance(tables, _TABLE_TYPES()):
+        raise TypeError(f"order_spn: tables must be an ExactStructurePosterior (exact_posterior(...)) or "
+                        f"CandidateTables (candidate_tables(...)); got {type(tables).__name__}")
     expansion = tuple(int(k) for k in (expansion if not isinstance(expansion, numbers.Integral) else (expansion,)))
     if not expansion or min(expansion) < 1:
         raise ValueError(f"expansion must be positive integers; got {expansion}")
@@ -554,7 +572,7 @@ def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPA
         if n <= enum_threshold:
             return balanced(nodes)
         chosen = []
-        if greedy:
+        if greedy and n <= GREEDY_MAX_NODES:
             masses = _split_log_masses(tables._beta, S1, S2)
             chosen = [m for m, v in sorted(masses.items(), key=lambda t: -t[1])[:K] if np.isfinite(v)]
         elif got is not None:
