@@ -87,15 +87,16 @@ def main():
     p.add_argument("--exogenous", default="gaussian", choices=["gaussian", "mixture"])
     p.add_argument("--methods", nargs="+", default=METHODS)
     p.add_argument("--keep", action="store_true")
+    p.add_argument("--render-only", action="store_true", help="rebuild the README table from the JSON")
     p.add_argument("--note", default="", help="a sentence printed under the table (e.g. the machine load)")
     args = p.parse_args()
     one_thread()
     torch.set_default_dtype(torch.float64)
     path = os.path.join(RESULTS, "sem_predictive.json")
-    old = json.load(open(path)) if args.keep and os.path.exists(path) else {}
+    old = json.load(open(path)) if (args.keep or args.render_only) and os.path.exists(path) else {}
     results = {k: {int(f): v for f, v in r.items()} for k, r in old.get("results", {}).items()}
     protocol = old.get("protocol", {})
-    for name in args.problems:
+    for name in ([] if args.render_only else args.problems):
         data = problem(name, args.n_abalone)
         results.setdefault(name, {})
         for f in args.folds:
