@@ -388,7 +388,7 @@ def _draw(rng, logw):
 
 
 def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=None,
-                    num_threads=DEFAULT_NUM_THREADS, **settings):
+                    num_threads=DEFAULT_NUM_THREADS, graph_prior="edge", **settings):
     """Exact edge posteriors (and exact DAG samples) of the model :func:`~pyro_dag.structure.fit` approximates, for
     ``p ≤ 20`` variables and the collapsed likelihoods; the same prior and settings as :func:`~pyro_dag.structure.fit`.
 
@@ -403,6 +403,9 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     :param list node_names: names of the columns (default: a DataFrame's column names).
     :param int num_threads: intra-op threads while scoring (:func:`pyro_dag.threads.limit_threads`); ``None`` keeps
         the process's settings.
+    :param str graph_prior: ``"edge"`` (the library's edge prior, as :func:`~pyro_dag.structure.fit`) or
+        ``"fair"``: ``p(G_j) ∝ 1 / C(p - 1, |G_j|)`` (Eggeling et al. 2019), the prior of Wang, Wicker &
+        Kwiatkowska 2022 (App. F); ``edge_beliefs`` and the edge-prior settings are then unused.
     :returns: :class:`ExactStructurePosterior` (its ``config`` is the :class:`~pyro_dag.structure.StructureConfig`).
     """
     if config is None:
@@ -425,13 +428,25 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         raise TypeError(f"exact_posterior() got an unexpected keyword argument: {e}") from None
     if config.standardize:
         X = standardize_columns(X)
+    if graph_prior not in ("edge", "fair"):
+        raise ValueError(f"graph_prior must be 'edge' or 'fair'; got {graph_prior!r}")
     with limit_threads(num_threads):
         alpha, beta = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
         q = (alpha / (alpha + beta)).numpy()
         np.fill_diagonal(q, 0.0)
         mech = LinearGaussianSEM(p, marginalize=True) if lik == "linear" else BGeSEM(p)
         log_f = config.likelihood_scale * local_scores(mech, X)
+        const = 0.0
+        if graph_prior == "fair":
+            from .candidates import fair_prior_log
+
+            log_f = log_f + fair_prior_log(p, _mask_bits(np.arange(1 << p), p).sum(1))[None, :]
+            # q = 1/2: every order has p(p-1)/2 pairs, so the edge factors are one constant, removed below
+            q = np.full((p, p), 0.5)
+            np.fill_diagonal(q, 0.0)
+            const = 0.5 * p * (p - 1) * math.log(0.5)
         post = ExactStructurePosterior(log_f, q, node_names if node_names is not None else names)
+        post.log_evidence -= const
     post.config = config
     post.data = X
     return post

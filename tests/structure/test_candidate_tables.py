@@ -177,3 +177,25 @@ def test_a_circuit_beyond_twenty_nodes():
     assert bool((S[:, 0, 1] == 1).all())
     assert spn.map_dag(given=given)[0, 1] == 1
     assert spn.causal_effects().shape == (p, p)
+
+
+def test_exact_posterior_with_the_fair_prior(data5):
+    X = data5[:, :4]
+    ex = exact_posterior(X, likelihood="bge", graph_prior="fair")
+    ref = candidate_tables(X, likelihood="bge", num_candidates=3, graph_prior="fair").to_exact()
+    np.testing.assert_allclose(ex.edge_probs().numpy(), ref.edge_probs().numpy(), atol=1e-10)
+    # against enumeration: p(σ, G) ∝ Π_j p_fair(G_j) f_j(G_j) over all orders and consistent DAGs
+    from test_exact import _brute_force
+
+    Xs = (X - X.mean(0)) / X.std(0)
+    sizes = np.array([bin(m).count("1") for m in range(16)])
+    log_f = local_scores(BGeSEM(4), Xs) + fair_prior_log(4, sizes)[None, :]
+    q = np.full((4, 4), 0.5)
+    np.fill_diagonal(q, 0.0)
+    P, log_Z = _brute_force(log_f, q)
+    np.testing.assert_allclose(ex.edge_probs().numpy(), P, atol=1e-10)
+    assert ex.log_evidence == pytest.approx(log_Z - math.lgamma(5) - 6 * math.log(0.5), rel=1e-10)
+    assert not np.allclose(ex.edge_probs().numpy(), exact_posterior(X, likelihood="bge").edge_probs().numpy(),
+                           atol=1e-3)
+    with pytest.raises(ValueError, match="graph_prior"):
+        exact_posterior(X, graph_prior="uniform")
