@@ -65,46 +65,42 @@ def test_rbf_kernel_uses_the_fused_path_with_the_same_values():
 
 # ---------------------------------------------------------------------------------------------- end to end
 def _reference_whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
-    """The triangular-solve conditional the explicit-inverse product replaced."""
+    """whitened_conditional before the flattened solve: a batched right-sided triangular solve."""
     Kxz = kernel(X, Z)
-    a = torch.linalg.solve_triangular(L.transpose(-1, -2), Kxz, upper=not upper, left=False)
+    if inverse is not None:
+        a = Kxz @ inverse
+    else:
+        a = torch.linalg.solve_triangular(L.transpose(-1, -2), Kxz, upper=not upper, left=False)
     r = (kernel(X, diag=True) - (a * a).sum(-1)).clamp_min(torch.finfo(a.dtype).tiny)
     return a, r
-
-
-def _reference_mean_field_predict(self, node, a, r):
-    """MeanFieldState.predict before the mean and the factor shared one product."""
-    post = self.posterior
-    b = post.block_of[node]
-    m = post.locs[node].reshape(b.dim, b.num_inducing)
-    L = post.scale_trils[node].reshape(b.dim, b.num_inducing, b.size)
-    loc = a @ m.T
-    if b.dim == 1:
-        AL = a @ L[0]
-        return loc, ((AL * AL).sum(-1) + r)[..., None, None]
-    AL = torch.stack([a @ L[j] for j in range(b.dim)], dim=-2)
-    cov = torch.einsum("...jp,...kp->...jk", AL, AL) + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype)
-    return loc, cov
 
 
 def _reference_rbf_forward(self, X, Z=None, diag=False):
     return kernels.Stationary.forward(self, X, Z, diag)
 
 
-def _loss_and_grads(make, structure, sampler, seed=3):
+def _loss_and_grads(make, structure, sampler, seed=3, fixed=False):
+    import contextlib
+
     import pyro
     from helpers import randomize_guide
     from pyro_dag.infer import DAGELBO
     from pyro_dag.infer.autoguide import AutoStructuredGuide
+    from pyro_dag.utils import freeze
 
     pyro.clear_param_store()
     model, inputs, data = make()
     guide = AutoStructuredGuide(model, structure=structure)
     guide(inputs, data)
     randomize_guide(guide, scale=0.2)
-    params = [p for _, p in sorted(list(guide.named_parameters()) + list(model.named_parameters()))]
+    if fixed:  # as fit_collider: frozen kernels and inducing inputs, factors reused inside fixed_kernels()
+        freeze(model.kernels)
+        freeze(model.inducing)
+    params = [p for _, p in sorted(list(guide.named_parameters()) + list(model.named_parameters()))
+              if p.requires_grad]
     pyro.set_rng_seed(seed)
-    loss = DAGELBO(num_particles=3, sampler=sampler).differentiable_loss(model, guide, inputs, data)
+    with model.fixed_kernels() if fixed else contextlib.nullcontext():
+        loss = DAGELBO(num_particles=3, sampler=sampler).differentiable_loss(model, guide, inputs, data)
     return loss.detach(), [g for g in torch.autograd.grad(loss, params, allow_unused=True)]
 
 
@@ -114,22 +110,21 @@ def _problems():
     return {"chain": lambda: chain_problem(n=15, M=6), "collider": lambda: collider_problem(M=4)}
 
 
+@pytest.mark.parametrize("fixed", [False, True])
 @pytest.mark.parametrize("problem", ["chain", "collider"])
 @pytest.mark.parametrize("structure,sampler", [("mean_field", "conditional"), ("chordal", "conditional"),
                                                ("chordal", "joint")])
-def test_elbo_and_gradients_equal_the_previous_code_path(monkeypatch, problem, structure, sampler):
+def test_elbo_and_gradients_equal_the_previous_code_path(monkeypatch, problem, structure, sampler, fixed):
     """DAGELBO's loss and every parameter gradient, with the fast paths and with the code they replaced
     (same random stream), agree to 1e-10 in float64."""
     from pyro_dag import dgp
-    from pyro_dag.infer.autoguide import samplers
 
     make = _problems()[problem]
-    fast = _loss_and_grads(make, structure, sampler)
+    fast = _loss_and_grads(make, structure, sampler, fixed=fixed)
     with monkeypatch.context() as m:
         m.setattr(dgp, "whitened_conditional", _reference_whitened_conditional)
-        m.setattr(samplers.MeanFieldState, "predict", _reference_mean_field_predict)
         m.setattr(kernels.RBF, "forward", _reference_rbf_forward)
-        ref = _loss_and_grads(make, structure, sampler)
+        ref = _loss_and_grads(make, structure, sampler, fixed=fixed)
     assert torch.allclose(fast[0], ref[0], rtol=1e-10, atol=0)
     assert len(fast[1]) == len(ref[1])
     for g, h in zip(fast[1], ref[1]):
@@ -146,7 +141,7 @@ def test_equivalence_test_has_teeth(monkeypatch):
     ref = _loss_and_grads(make, "mean_field", "conditional")
 
     def off(kernel, Z, L, X, upper=False, inverse=None):
-        a, r = _reference_whitened_conditional(kernel, Z, L, X, upper)
+        a, r = _reference_whitened_conditional(kernel, Z, L, X, upper, inverse)
         return a, r + 1e-8
 
     monkeypatch.setattr(dgp, "whitened_conditional", off)
