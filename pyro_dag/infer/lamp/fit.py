@@ -455,11 +455,46 @@ class LatentMAP:
                     log_g[v].copy_(p)
         else:
             history.best_epoch = settings.num_epochs
+        self._fitted_rows = train_rows
+        if n_val and settings.condition_on_validation:
+            self._condition_on_all_cases(X, obs, observed_rows, n)
         self._fitted_cache = None
         self.input_dims = {r: X[r].shape[1] for r in model.root_nodes}
         history.seconds = time.perf_counter() - t_start
         self.history = history
         return history
+
+    @torch.no_grad()
+    def _condition_on_all_cases(self, X, obs, observed_rows, n):
+        r"""After selection, let the fitted GPs condition on all ``n`` cases, the validation cases included.
+
+        Every hidden node's values at all cases become its fitted GP's posterior mean there (in topological order:
+        ``k(P, P_tr)(K + εI)⁻¹ Ŵ`` with ``P`` the node's inputs at all cases, hidden parents at their new values,
+        observed parents at their observations); the observed nodes' GPs then condition on all their observations
+        with the selected length-scales and nuggets, ``τ̂²`` profiled on all cases. Replacing the MAP values of the
+        training cases by these means too (not only adding the validation cases) gives the second layer the inputs
+        that linked-GP prediction feeds it at those cases: with the jitter ``ε``, ``Ŵ`` is not interpolated
+        exactly by the first layer.
+        """
+        obj = self._objective
+        fitted = self._fitted_nodes(torch.arange(self._train_rows.shape[0], device=self.device))
+        fixed = {r: X[r] for r in self.model.root_nodes}
+        fixed.update({w: obs[w][0] for w in obj.nodes if w not in obj.hidden})
+        W = {}
+        for v in obj.nodes:
+            if v not in obj.hidden:
+                continue
+            node = fitted[v]
+            P = torch.cat([W[p] if p in obj.hidden else fixed[p] for p in obj.inputs[v]], -1)
+            eye = torch.eye(node.X.shape[0], dtype=node.X.dtype, device=node.X.device)
+            K = kernel_matrix(node.X, node.X, node.lengthscale, self.kernel) + node.nugget.view(-1, 1, 1) * eye
+            a = torch.cholesky_solve(node.y.transpose(0, 1).unsqueeze(-1), torch.linalg.cholesky(K))  # [d, n_tr, 1]
+            W[v] = (kernel_matrix(P, node.X, node.lengthscale, self.kernel) @ a).squeeze(-1).transpose(0, 1)
+        self._objective = LaMPObjective(nodes=obj.nodes, inputs=obj.inputs, hidden=obj.hidden, fixed=fixed,
+                                        observed_rows=dict(observed_rows), kernel=obj.kernel, jitter=obj.jitter)
+        for v, w in W.items():
+            self._W[v] = w.contiguous()
+        self._fitted_rows = torch.arange(n, device=self.device)
 
     # ------------------------------------------------------------------ fitted state
     @torch.no_grad()
@@ -502,7 +537,7 @@ class LatentMAP:
         training cases (Eq. (5)) and the fitted nugget."""
         self._require_fit("fitted_nodes")
         if getattr(self, "_fitted_cache", None) is None:
-            self._fitted_cache = self._fitted_nodes(torch.arange(self._train_rows.shape[0], device=self.device))
+            self._fitted_cache = self._fitted_nodes(torch.arange(self._fitted_rows.shape[0], device=self.device))
         return self._fitted_cache
 
     @property
@@ -511,8 +546,16 @@ class LatentMAP:
         self._require_fit("train_rows")
         return self._train_rows
 
+    @property
+    def fitted_rows(self):
+        """``[n_fitted]`` indices of the cases the fitted GPs condition on: all cases when the validation cases were
+        added after selection (``LaMPSettings.condition_on_validation``, the default), else :attr:`train_rows`."""
+        self._require_fit("fitted_rows")
+        return self._fitted_rows
+
     def latent_values(self):
-        """``{hidden node: Ŵ [n_train, d_v]}``, the MAP per-case values at :attr:`train_rows`."""
+        """``{hidden node: [n_fitted, d_v]}`` the per-case values at :attr:`fitted_rows`: the MAP values ``Ŵ``, or
+        after ``condition_on_validation`` the fitted hidden GPs' posterior means at all cases."""
         self._require_fit("latent_values")
         return {v: w.clone() for v, w in self._W.items()}
 

@@ -76,7 +76,7 @@ def test_minibatch_rows_are_updated_once_per_epoch_and_the_best_iterate_is_kept(
     model = DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": 2}).double()
     lamp = LatentMAP(model)
     history = lamp.fit({"x": x}, {"y": y}, batch="minibatch", num_epochs=30, batch_min=20, batch_max=40,
-                       batch_growth=5.0, hyper_every=5, validate_every=5)
+                       batch_growth=5.0, hyper_every=5, validate_every=5, condition_on_validation=False)
     assert history.settings.minibatch and history.num_train == 96 and history.num_validation == 24
     assert history.batch_sizes[:3] == [20, 20, 20] and history.batch_sizes[-1] == 28   # ⌈5 √30⌉
     assert torch.equal(lamp._row_adams["w"].steps, torch.full((96,), 30))               # once per epoch each
@@ -104,7 +104,8 @@ def test_fitted_nodes_and_predictor_of_a_diamond_with_an_observed_internal_node(
     history = lamp.fit({"x": x}, {"a": a, "y": y}, num_epochs=60)
     nodes = lamp.fitted_nodes()
     assert set(nodes) == {"a", "h", "y"} and all(isinstance(f, FittedNode) for f in nodes.values())
-    rows = lamp.train_rows
+    rows = lamp.fitted_rows
+    assert rows.tolist() == list(range(50))                   # conditioned on the validation cases too
     assert nodes["a"].observed and torch.equal(nodes["a"].y, a[rows])
     assert not nodes["h"].observed and torch.equal(nodes["h"].y, lamp.latent_values()["h"])
     assert nodes["h"].variance.tolist() == [1.0] and nodes["y"].inputs == ("a", "h")
@@ -149,6 +150,10 @@ def test_partially_observed_leaf_uses_its_observed_cases():
     lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])).double(), nugget="estimate")
     lamp.fit({"x": x}, {"y": y}, num_epochs=30)
     node = lamp.fitted_nodes()["y"]
+    keep = ~torch.isnan(y[:, 0])                       # all cases (conditioned on the validation cases too)
+    assert node.X.shape[0] == int(keep.sum()) and torch.equal(node.y, y[keep])
+    lamp.fit({"x": x}, {"y": y}, num_epochs=30, condition_on_validation=False)
+    node = lamp.fitted_nodes()["y"]
     keep = ~torch.isnan(y[lamp.train_rows, 0])
     assert node.X.shape[0] == int(keep.sum()) and torch.equal(node.y, y[lamp.train_rows][keep])
 
@@ -172,6 +177,52 @@ def test_float32_follows_the_model():
     lamp.fit({"x": x}, {"y": y}, num_epochs=30)
     assert lamp.latent_values()["w"].dtype == torch.float32
     assert lamp.predict({"x": x[:3]}, num_samples=2)["y"].mean.dtype == torch.float32
+
+
+def test_after_selection_the_fitted_gps_condition_on_the_validation_cases():
+    """With condition_on_validation (the default) the selected iterate is kept and every case enters the fitted GPs:
+    the hidden values are the selected first layer's posterior means at all cases (brute force from the same fit
+    without it), the observed node's τ̂² is profiled on all cases."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(40, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(3 * x.sum(-1, keepdim=True))
+    fits = {}
+    for flag in (False, True):
+        lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": 2}).double())
+        lamp.fit({"x": x}, {"y": y}, num_epochs=40, seed=1, condition_on_validation=flag)
+        fits[flag] = lamp
+    ref, lamp = fits[False], fits[True]
+    assert ref.train_rows.tolist() == lamp.train_rows.tolist() and len(ref.train_rows) == 36
+    assert ref.fitted_rows.tolist() == ref.train_rows.tolist() and lamp.fitted_rows.tolist() == list(range(40))
+    w = ref.fitted_nodes()["w"]
+    ls = w.lengthscale[0, 0].item()
+    xr = x[ref.train_rows]
+    k = lambda a, b: torch.exp(-0.5 * torch.cdist(a, b).pow(2) / ls ** 2)  # noqa: E731
+    mean = k(x, xr) @ torch.linalg.solve(k(xr, xr) + lamp.jitter * torch.eye(36, dtype=x.dtype), w.y)
+    torch.testing.assert_close(lamp.latent_values()["w"], mean)
+    node = lamp.fitted_nodes()["y"]
+    assert torch.equal(node.y, y) and torch.equal(node.X, lamp.latent_values()["w"])
+    torch.testing.assert_close(node.lengthscale, ref.fitted_nodes()["y"].lengthscale)
+    K = torch.exp(-0.5 * torch.cdist(mean, mean).pow(2) / node.lengthscale[0, 0] ** 2)
+    tau2 = (y[:, 0] @ torch.linalg.solve(K + 1e-4 * torch.eye(40, dtype=x.dtype), y[:, 0])) / 40
+    assert node.variance.item() == pytest.approx(tau2.item(), rel=1e-6)
+    # the held-out responses now inform the prediction: at the validation cases it nearly interpolates them
+    val = torch.ones(40, dtype=torch.bool)
+    val[lamp.train_rows] = False
+    err = {f: (m.predict({"x": x[val]}, num_samples=0)["y"].mean - y[val]).abs().max().item() for f, m in fits.items()}
+    assert err[True] < 0.5 * err[False], err
+
+
+def test_one_node_gp_conditions_on_the_validation_cases():
+    """x -> y: the fitted GP is an exact GP on all cases, with the length-scale selected on the training cases."""
+    x, _ = _noisy_1d(n=30)
+    y = torch.sin(6 * x)
+    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "y")])).double(), nugget=1e-6)
+    lamp.fit({"x": x}, {"y": y}, num_epochs=50, hyper_every=1)
+    node = lamp.fitted_nodes()["y"]
+    assert torch.equal(node.X, x) and torch.equal(node.y, y)
+    pred = lamp.predict({"x": x}, num_samples=0)["y"].mean
+    assert (pred - y).abs().max().item() < 1e-2     # an almost noise-free GP through every case
 
 
 # ------------------------------------------------------------------------------------------------ bad input
