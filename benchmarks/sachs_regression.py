@@ -57,6 +57,14 @@ def _same_protocol(path, args):
                                        and (args.pretrain_steps is None or r["pretrain_steps"] == args.pretrain_steps))
 
 
+def _stopped(steps):
+    """The steps at which train's guard stopped the natural-gradient phase, per seed ("no": it ran to the end, "–":
+    the recipe has none)."""
+    if all(s is None for s in steps):
+        return "–"
+    return ", ".join(str(s) for s in steps)
+
+
 def _fmt(values, digits=3):
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
@@ -79,7 +87,9 @@ def table():
         std = sachs_split(r["task"], r["seed"]).std
         for label, res in variants:
             key = (r["task"], label)
-            rows.setdefault(key, {"seeds": [], "all": [], "unseen": [], "log": [], "seconds": []})
+            rows.setdefault(key, {"seeds": [], "all": [], "unseen": [], "log": [], "seconds": [], "ng_stopped": []})
+            phase = bool((r.get("settings") or {}).get("natural_gradient"))
+            rows[key]["ng_stopped"].append((r.get("natural_gradient_stopped") or "no") if phase else None)
             rows[key]["log"].append(average_metrics(to_log_units(res["per_node"], std), GP_NODES))
             rows[key]["seeds"].append(r["seed"])
             rows[key]["all"].append(res["all"])
@@ -95,6 +105,8 @@ def table():
              "no latent; *propagated* pushes samples from the roots, *observed parents* predicts each node from its "
              "parents' observed test values (more information than the DAG-DGP uses). s/split: CPU seconds of the "
              "training (process time, one thread; wall-clock on the shared 2-core machine was several times longer). "
+             "*NG stopped at*: the joint step at which `train`'s divergence guard ended the natural-gradient phase "
+             "and handed the rest to Adam (per seed; `no`: the phase ran to the end; `–`: no such phase). "
              "`pyro_dag.experiments.sachs` holds the protocol; `benchmarks/sachs_regression.py` the runs.", ""]
     payload = {"rows": []}
     for task in ("interpolation", "extrapolation"):
@@ -103,8 +115,8 @@ def table():
             continue
         lines += [f"**{task}**", "",
                   "| method | seeds | RMSE all | CRPS all | NLPD all | PICP all | RMSE unseen | CRPS unseen | "
-                  "RMSE all, log units | CRPS all, log units | NLPD all, log units | s/split |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "RMSE all, log units | CRPS all, log units | NLPD all, log units | s/split | NG stopped at |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for key in sorted(keys, key=lambda k: k[1]):
             row = rows[key]
             a = {m: [x[m] for x in row["all"]] for m in ("rmse", "crps", "nlpd", "picp")}
@@ -113,12 +125,12 @@ def table():
             lines.append(f"| {key[1]} | {','.join(map(str, row['seeds']))} | {_fmt(a['rmse'])} | {_fmt(a['crps'])} | "
                          f"{_fmt(a['nlpd'])} | {_fmt(a['picp'])} | {_fmt(u['rmse'])} | {_fmt(u['crps'])} | "
                          f"{_fmt(lg['rmse'])} | {_fmt(lg['crps'])} | {_fmt(lg['nlpd'])} | "
-                         f"{np.mean(row['seconds']):.0f} |")
+                         f"{np.mean(row['seconds']):.0f} | {_stopped(row['ng_stopped'])} |")
             payload["rows"].append({"task": task, "method": key[1], **row})
         for m in ("dag_vi", "dag_svi"):
             p = PAPER[task][m]
             cells = [f"{p[k]:.3f}" if k in p else "–" for k in ("rmse", "crps", "nlpd", "picp")]
-            lines.append(f"| paper: {LABELS[m]} | 5 | {' | '.join(cells)} | – | – | – | – | – | – |")
+            lines.append(f"| paper: {LABELS[m]} | 5 | {' | '.join(cells)} | – | – | – | – | – | – | – |")
         lines.append("")
         for key in sorted(keys, key=lambda k: k[1]):
             if not key[1].startswith("DAG-SVI"):
