@@ -275,7 +275,9 @@ class LatentMAP:
         log-length-scales and log-nuggets on ``hyper_batch`` random cases with ``W`` fixed; every ``validate_every``
         epochs the validation score of the observed leaves (exact linked GP on ``prediction_subset`` fixed training
         cases), keeping the best iterate. ``τ²`` is profiled per batch; the fitted nodes' ``τ̂²`` is profiled on all
-        training cases at the end.
+        training cases at the end. With ``condition_on_validation`` (the default) the fitted GPs then condition on
+        all cases, the validation cases included (hidden values: the selected GPs' posterior means at all cases, see
+        :attr:`fitted_rows`); the selected length-scales and nuggets are kept.
 
         :param dict inputs: ``{root: [n, d_r]}`` design matrices (as for :meth:`pyro_dag.DAGDGP.forward`).
         :param dict data: ``{node: [n, d_v]}`` observations, NaN = missing (see the class docstring).

@@ -274,3 +274,5 @@ def test_unsupported_models_are_refused():
     with pytest.raises(ValueError, match="kernel"):
         LatentMAP(DAGDGP(nx.DiGraph([("x", "y")])), kernel="rq")
     assert isinstance(LaMPSettings.paper(20), LaMPSettings)
+    with pytest.raises(ValueError, match="condition_on_validation must be True or False"):
+        LaMPSettings.mini_batch().replace(condition_on_validation="yes")
