@@ -54,3 +54,29 @@ def fixed(model):
 
 
 __all__ = ["chain_problem", "collider_problem", "randomize_guide", "setup_guide", "fixed", "pyro"]
+
+
+def linear_gaussian_chain(n_sites=5):
+    """x_0 ~ N(0, 1), x_t ~ N(x_{t-1}, 1), y_t ~ N(x_t, 0.5²): a chain-structured Gaussian posterior."""
+    import pyro.distributions as dist
+
+    ys = torch.linspace(-1, 1, n_sites, dtype=torch.float64)
+
+    def model():
+        x = pyro.sample("x_0", dist.Normal(torch.tensor(0.0, dtype=torch.float64), 1.0))
+        pyro.sample("y_0", dist.Normal(x, 0.5), obs=ys[0])
+        for t in range(1, n_sites):
+            x = pyro.sample(f"x_{t}", dist.Normal(x, 1.0))
+            pyro.sample(f"y_{t}", dist.Normal(x, 0.5), obs=ys[t])
+
+    # exact posterior precision and mean
+    prec = torch.zeros(n_sites, n_sites, dtype=torch.float64)
+    for t in range(n_sites):
+        prec[t, t] += 4.0 + (1.0 if t == 0 else 1.0) + (1.0 if t < n_sites - 1 else 0.0)
+        if t > 0:
+            prec[t, t - 1] = prec[t - 1, t] = -1.0
+    mean = torch.linalg.solve(prec, 4.0 * ys)
+    cov_y = torch.cumsum(torch.ones(n_sites), 0).to(torch.float64)
+    K = torch.minimum(cov_y.unsqueeze(0), cov_y.unsqueeze(1)) + 0.25 * torch.eye(n_sites, dtype=torch.float64)
+    log_evidence = torch.distributions.MultivariateNormal(torch.zeros(n_sites, dtype=torch.float64), K).log_prob(ys)
+    return model, prec, mean, log_evidence

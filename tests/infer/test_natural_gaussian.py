@@ -200,7 +200,7 @@ def test_generic_pyro_model_step_with_trace_elbo_reaches_the_exact_posterior(bac
     """On a plain Pyro model (no DAGDGP) with Trace_ELBO: the posterior of a linear-Gaussian chain lies in the
     chordal family, and one γ = 1 natural-gradient step from the initial guide lands on it up to Monte Carlo
     error (the natural gradient of a Gaussian target is exact in one step)."""
-    from test_structured import linear_gaussian_chain
+    from helpers import linear_gaussian_chain
 
     from pyro_dag.infer.autoguide import AutoStructuredGuide
 
