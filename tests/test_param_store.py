@@ -121,6 +121,17 @@ def test_module_local_params_keep_two_models_apart():
         assert all(torch.equal(p.detach(), a_values[n]) for n, p in model_a.named_parameters())
 
 
+def test_checkpointing_under_module_local_params_is_refused(tmp_path):
+    # The checkpoint reads Pyro's global store, which module-local parameters leave empty: without the check it
+    # would save no parameters and a resume would silently restart from the initial values.
+    with pyro.settings.context(module_local_params=True):
+        model, inputs, data = chain_problem()
+        with pytest.raises(ValueError, match="module_local_params"):
+            train(model, AutoStructuredGuide(model), inputs, data, num_steps=2, progress=False,
+                  checkpoint=tmp_path / "run.pt")
+    assert not (tmp_path / "run.pt").exists()
+
+
 def test_clear_param_store_between_models_is_silent():
     model_a, inputs, data = chain_problem()
     _fit(model_a, AutoStructuredGuide(model_a), inputs, data, "train")

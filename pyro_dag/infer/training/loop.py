@@ -7,6 +7,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+import pyro
 import torch
 from pyro.infer import Trace_ELBO
 
@@ -141,6 +142,11 @@ def _check_arguments(num_steps, recipe, lr, num_particles, antithetic, elbo, nat
     _check(_is_int(checkpoint_every) and checkpoint_every >= 1,
            f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
     _check(not resume or checkpoint is not None, "resume=True needs checkpoint= (the file to resume from)")
+    # Checkpoints read and write Pyro's global parameter store; with module-local parameters the store is empty,
+    # so a checkpoint would silently hold no parameters and a resume would restart from the initial values.
+    _check(checkpoint is None or not pyro.settings.get("module_local_params"),
+           "checkpoint= saves Pyro's global parameter store, which pyro.settings.set(module_local_params=True) "
+           "leaves empty; train without module-local parameters to checkpoint, or drop checkpoint=")
     return groups
 
 
