@@ -203,11 +203,16 @@ class LatentMAP:
 
     def _check_repeated_rows(self, objective, observed):
         """Refuse repeated input rows of a node whose inputs are all known (roots / observed parents): its exact-GP
-        Gram matrix is then singular (up to jitter), unless it is observed with an estimated nugget."""
+        Gram matrix is then singular (up to jitter), unless it is observed with an estimated nugget, or hidden
+        with a jitter of at least 1e-4 (then the jitter is a nugget, ``W = f(x) + N(0, ε)``, that keeps the prior
+        well conditioned and ties the MAP values of repeated rows to within ``sqrt(2ε)``: designs on grids, such as
+        the latent collider's, are fitted as they are)."""
         for v in objective.nodes:
             if any(p in objective.hidden for p in objective.inputs[v]):
                 continue
             if v in observed and self.nugget == "estimate":
+                continue
+            if v in objective.hidden and self.jitter >= 1e-4:
                 continue
             P = torch.cat([objective.fixed[p] for p in objective.inputs[v]], -1)
             if v in objective.observed_rows:
@@ -219,13 +224,14 @@ class LatentMAP:
             if bool((counts > 1).any()):
                 group = int((counts > 1).nonzero()[0])
                 dup = rows[(inverse == group).nonzero().squeeze(-1)][:5].tolist()
-                kind = "a hidden node (variance 1, jitter only)" if v in objective.hidden else \
+                kind = f"a hidden node with the tiny jitter {self.jitter}" if v in objective.hidden else \
                     f"observed with the fixed nugget {self.nugget}"
                 raise _input_error(
                     f"LatentMAP: the inputs of node {v!r} ({list(objective.inputs[v])}) repeat at training rows {dup} "
                     f"({int((counts - 1).sum())} repeated rows in all); {v!r} is {kind}, so its exact-GP Gram matrix "
                     "is singular. Merge repeated cases (average their responses) or drop them"
-                    + ("" if v in objective.hidden else ", or pass LatentMAP(..., nugget='estimate') for replicates"))
+                    + (", or pass LatentMAP(..., jitter=1e-3)" if v in objective.hidden
+                       else ", or pass LatentMAP(..., nugget='estimate') for replicates"))
 
     # ------------------------------------------------------------------ initialisation
     @staticmethod

@@ -229,9 +229,14 @@ def test_one_node_gp_conditions_on_the_validation_cases():
 def test_repeated_design_rows_name_the_node_and_rows():
     x, y = _noisy_1d(n=20)
     x[7] = x[2]
-    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])).double())
-    with pytest.raises(DAGInputError, match=r"node 'w'.*repeat at training rows"):
+    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])).double(), jitter=1e-6)
+    with pytest.raises(DAGInputError, match=r"node 'w'.*repeat at training rows.*jitter=1e-3"):
         lamp.fit({"x": x}, {"y": y}, num_epochs=2, validation_fraction=0)
+    # with the default jitter (a nugget of the hidden node) the repeated cases are fitted, their MAP values tied
+    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])).double())
+    lamp.fit({"x": x}, {"y": y}, num_epochs=20, validation_fraction=0)
+    w = lamp.latent_values()["w"]
+    assert torch.isfinite(w).all() and (w[7] - w[2]).abs().max().item() < 0.1 * w.std().item()
     # an observed node with an estimated nugget takes replicates
     LatentMAP(DAGDGP(nx.DiGraph([("x", "y")])).double(), nugget="estimate").fit(
         {"x": x}, {"y": y}, num_epochs=2, validation_fraction=0)
