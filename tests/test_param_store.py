@@ -145,11 +145,16 @@ def test_clear_param_store_between_models_is_silent():
 def test_the_same_model_and_guide_again_are_silent():
     model, inputs, data = chain_problem()
     guide = AutoStructuredGuide(model)
-    with _silent():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         _fit(model, guide, inputs, data, "train")
+        after_first = {n: p.detach().clone() for n, p in model.named_parameters()}
         _fit(model, guide, inputs, data, "svi")
         _fit(model, AutoStructuredGuide(model, name="another"), inputs, data, "train")  # a new guide, same model
         model.predict(guide, inputs, num_samples=2)
+    assert not [w for w in caught if issubclass(w.category, ParamStoreCollisionWarning)]
+    # the later fits continued the same model's parameters (they moved on from the first fit's values)
+    assert any(not torch.equal(p.detach(), after_first[n]) for n, p in model.named_parameters())
 
 
 def test_a_stale_model_is_reported_even_when_it_is_gone():
