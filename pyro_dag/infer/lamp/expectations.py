@@ -109,41 +109,8 @@ def _halfline(coeffs, c, nu, sigma):
     ``J_k/φ(α) = ∫_0^∞ s^k e^{-αs - s²/2} ds = α^{-k-1} ∫_0^∞ u^k e^{-u} e^{-u²/(2α²)} du`` by 40-point
     Gauss–Laguerre quadrature (relative error below 1e-13 for ``α ≥ 2``).
     """
-    m = nu + c * sigma.pow(2)
-    alpha = -m / sigma
-    K = len(coeffs)
-    # α ≤ 2: recursion in (Q, φ)
-    A = [torch.ones_like(alpha), -alpha]
-    B = [torch.zeros_like(alpha), torch.ones_like(alpha)]
-    for k in range(2, K):
-        A.append((k - 1) * A[k - 2] - alpha * A[k - 1])
-        B.append((k - 1) * B[k - 2] - alpha * B[k - 1])
-    SA = torch.zeros_like(alpha)
-    SB = torch.zeros_like(alpha)
-    sk = torch.ones_like(sigma)
-    for k, q in enumerate(coeffs):
-        SA = SA + q * sk * A[k]
-        SB = SB + q * sk * B[k]
-        sk = sk * sigma
-    logphi = -0.5 * (nu / sigma).pow(2) - _LOG_SQRT_2PI
-    logpre = c * nu + 0.5 * c * c * sigma.pow(2)
-    small = SA * torch.exp(logpre + torch.special.log_ndtr(-alpha)) + SB * torch.exp(logphi)
-    large_alpha = alpha > _LAGUERRE_FROM
-    if not bool(large_alpha.any()):
-        return small
-    # α > 2: Gauss–Laguerre for Σ_k q_k σ^k J_k/φ(α), with u = αs: Σ_i w_i e^{-u_i²/(2α²)} Σ_k q_k (σ u_i/α)^k / α
-    a = torch.where(large_alpha, alpha, torch.full_like(alpha, _LAGUERRE_FROM))
-    nodes, weights = _laguerre(alpha.dtype, alpha.device)
-    ratio = sigma / a
-    total = torch.zeros_like(alpha)
-    for u, w in zip(nodes, weights):
-        t = u * ratio
-        poly = torch.zeros_like(alpha)
-        for q in reversed(coeffs):  # Horner in t = σ u / α
-            poly = poly * t + q
-        total = total + w * torch.exp(-0.5 * (u / a).pow(2)) * poly
-    large = torch.exp(logphi) * total / a
-    return torch.where(large_alpha, large, small)
+    moments = _halfline_moments(c, nu, sigma, len(coeffs) - 1)
+    return sum(q * moment for q, moment in zip(coeffs, moments))
 
 
 def _matern_1d_plain(r, lam):
@@ -170,8 +137,8 @@ def _matern_expected_kernel(X, lengthscale, mean, var):
 
 
 def _halfline_moments(c, nu, sigma, K):
-    """``[E[s^k e^{cs} 1{s ≥ 0}] for k = 0..K]``, ``s ~ N(ν, σ²)``: :func:`_halfline` of each monomial, sharing
-    the special functions and the quadrature between them."""
+    """``[E[s^k e^{cs} 1{s ≥ 0}] for k = 0..K]``, ``s ~ N(ν, σ²)``: the monomials of :func:`_halfline` (whose
+    docstring has the method), sharing the special functions and the quadrature between them."""
     m = nu + c * sigma.pow(2)
     alpha = -m / sigma
     logphi = -0.5 * (nu / sigma).pow(2) - _LOG_SQRT_2PI
