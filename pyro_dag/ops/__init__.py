@@ -1,4 +1,4 @@
 """Numerical building blocks: block-sparse Cholesky algebra on chordal patterns (:mod:`pyro_dag.ops.chordal`)."""
-from .chordal import ChordalFactor, SparseConditioningState
+from .chordal import ChordalFactor, SparseConditioningState, SparseSquareRootConditioningState
 
-__all__ = ["ChordalFactor", "SparseConditioningState"]
+__all__ = ["ChordalFactor", "SparseConditioningState", "SparseSquareRootConditioningState"]

@@ -15,13 +15,17 @@ block and touches only the blocks of ``L``; nothing of size ``P × P`` is formed
   -- block triangular solves / products with ``L`` and ``Lᵀ``;
 * :class:`SparseConditioningState` -- Algorithm 2 of the paper: ancestral sampling with Gaussian sites on
   diagonal blocks, a rank-``d`` block update of the factor along the elimination-tree path,
-  and readouts through forward solves along that path only.
+  and readouts through forward solves along that path only;
+* :class:`SparseSquareRootConditioningState` -- the same Algorithm 2 (the same moments, to rounding) with the
+  factor held in square-root inverse form and updated by Potter's square-root update, so that every per-case
+  operation along the path is a matrix-vector product (``O(M²)`` per case and block instead of the ``O(M³)``
+  Cholesky factorisations and triangular solves of a block update).
 """
 import torch
 
 from ..graph import elimination_tree
 
-__all__ = ["ChordalFactor", "SparseConditioningState"]
+__all__ = ["ChordalFactor", "SparseConditioningState", "SparseSquareRootConditioningState"]
 
 
 def _solve_tril(L, B):
@@ -61,6 +65,7 @@ class ChordalFactor:
         new = cls.__new__(cls)
         new.__dict__.update(other.__dict__)
         new.blocks = blocks
+        new._diag_inv = None
         return new
 
     def path(self, v):
@@ -75,6 +80,20 @@ class ChordalFactor:
 
     def diag(self, v):
         return self.blocks[(v, v)]
+
+    def diagonal_inverses(self):
+        """``{v: L_vv⁻¹}``: one batched triangular solve per block shape (computed once per factor and kept)."""
+        if getattr(self, "_diag_inv", None) is None:
+            groups = {}
+            for v in self.order:
+                groups.setdefault(tuple(self.diag(v).shape), []).append(v)
+            out = {}
+            for shape, nodes in groups.items():
+                L = torch.stack([self.diag(v) for v in nodes])
+                eye = torch.eye(shape[-1], dtype=L.dtype, device=L.device)
+                out.update(zip(nodes, _solve_tril(L, eye.expand_as(L)).unbind(0)))
+            self._diag_inv = out
+        return self._diag_inv
 
     def logdet(self):
         """``log|Λ| = 2 Σ_j Σ log diag L_jj``."""
@@ -281,3 +300,204 @@ class SparseConditioningState:
                     acc = -term if acc is None else acc - term
             if acc is not None:
                 self.y[j] = _solve_tril(self.blocks[(j, j)], acc)
+
+
+class SparseSquareRootConditioningState:
+    """Algorithm 2 of Perlino et al. (2026, arXiv:2607.09645, App. E.3) with the updated factor in square-root
+    inverse form, updated by matrix-vector products only.
+
+    :class:`SparseConditioningState` keeps the factor ``L̃`` of ``Λ̃ = Λ + Σ_v G_vᵀ G_v / r_v`` and updates it by
+    block rank-``d`` Cholesky updates: per case and block of the path a Cholesky factorisation and a triangular
+    solve with ``M`` right-hand sides, ``O(M³)``, and their backward passes. This state keeps, per column ``j``,
+    ``T_j = Q_jᵀ L̃_jj⁻¹`` and ``K_ij = L̃_ij Q_j`` (``i`` a later neighbour of ``j``) for some orthogonal ``Q_j``
+    (the identity before any update), which is all the readouts need (Eqs. 89-91): along the path of ``w``,
+    ``φ_j = T_j z_j`` with ``z_w = G_wᵀ`` and ``z_j = -Σ_k K_jk φ_k`` (``φ_j = Q_jᵀ Ỹ_j``), so that
+    ``Ỹᵀ Ỹ = Σ_j φ_jᵀ φ_j`` and ``Ỹᵀ y = Σ_j φ_jᵀ ψ_j`` with ``ψ_j = T_j (c_j - Σ_k K_jk ψ_k)`` (``ψ_j = Q_jᵀ y_j``).
+
+    A rank-one site ``w`` (a column of ``G_wᵀ / √r_w``) updates column ``j`` as Potter's square-root measurement
+    update (Potter 1963; Bierman 1977, *Factorization Methods for Discrete Sequential Estimation*, §V.3): with
+    ``φ = T_j w_j``, ``q = φᵀφ``, ``c = (1 + q)^{-1/2}`` and ``β = 1 / ((1 + q)(1 + c))``,
+    ``T_j ← T_j - β φ (T_jᵀ φ)ᵀ`` (so ``T_jᵀ T_j`` becomes ``(L̃_jj L̃_jjᵀ + w_j w_jᵀ)⁻¹``),
+    ``K_ij ← K_ij + c (w_i - c/(1 + c) K_ij φ) φᵀ`` and the update left for the rows below is
+    ``w_i ← c (w_i - K_ij φ)`` (the ``W̃_i`` of :meth:`SparseConditioningState._update_column`). Every per-case
+    operation is a matrix-vector or an outer product, ``O(M²)`` per block, and no cancellation worse than
+    ``ε √(1 + q)`` occurs (the square-root form; an explicit inverse downdated by Sherman-Morrison loses
+    ``ε (1 + q)``, eight digits for a case on an inducing input, where ``r`` sits at the jitter floor). The only
+    factorisations left are ``L_jj⁻¹`` of the shared (unbatched) factor, once per pass and batched over all blocks
+    of one shape. A ``d``-dimensional site is ``d`` rank-one updates in turn. Same ``predict`` / ``update``
+    protocol and the same moments, to rounding, as :class:`SparseConditioningState`.
+
+    :param ChordalFactor factor: the variational factor ``L`` (shared, unbatched).
+    :param dict means: ``{name: [d, M]}`` posterior means. :param dict dims: ``{name: d}``.
+    """
+
+    def __init__(self, factor, means, dims):
+        self.factor = factor
+        self.means = means
+        self.dims = dims
+        self.psi = {}                        # ψ_j = Q_jᵀ y_j, blocks [..., P_j]
+        self.c = {}                          # c blocks [..., P_j]
+        self._pending = None
+        self._chains = {}
+        self.T = dict(factor.diagonal_inverses())                          # T_j = L_jj⁻¹ (Q_j = I)
+        self.K = {key: blk for key, blk in factor.blocks.items() if key[0] != key[1]}
+
+    def _rhs(self, node, a):
+        """``G_wᵀ``: for ``d = 1`` the vector ``a`` ``[..., M]`` itself, else ``I_d ⊗ a`` ``[..., P, d]``."""
+        return a if self.dims[node] == 1 else SparseConditioningState._gt(self, node, a)
+
+    def predict(self, node, a, r):
+        """``(loc [..., d], cov [..., d, d])`` of node ``node`` given the drawn values (Eqs. 89-91).
+
+        :param a: ``[..., M]``. :param r: ``[...]``."""
+        f, d = self.factor, self.dims[node]
+        vec = d == 1
+        gt = self._rhs(node, a)
+        path = f.path(node)
+        z, phis, parts, shifts = {}, {}, [], []
+        for j in path:
+            acc = gt if j == node else None
+            for k in f.earlier[j]:
+                if k in phis:
+                    term = _apply(self.K[(j, k)], phis[k], vec)
+                    acc = -term if acc is None else acc - term
+            z[j] = acc
+            phi = phis[j] = _apply(self.T[j], acc, vec)
+            parts.append(_inner(phi, phi, vec))                 # Ỹ_jᵀ Ỹ_j
+            if j in self.psi:
+                psi = self.psi[j]
+                shifts.append((phi * psi).sum(-1) if vec else (phi * psi.unsqueeze(-1)).sum(-2))  # Ỹ_jᵀ y_j
+        cov = _total(parts)
+        loc = a @ self.means[node].T                             # G_w m_w
+        if shifts:
+            shift = _total(shifts)
+            loc = loc + (shift.unsqueeze(-1) if vec else shift)
+        if vec:
+            cov = (cov + r)[..., None, None]
+        else:
+            cov = cov + r[..., None, None] * torch.eye(d, dtype=a.dtype, device=a.device)
+        # a d = 1 site whose path is a chain (each column's only later neighbour is the next one on the path, as on
+        # trees and chains) reuses this readout in its update (_update_chain)
+        chain = vec and self._is_chain(node)
+        self._pending = (node, gt, (path, z, phis, parts) if chain else None)
+        return loc, cov
+
+    def _is_chain(self, node):
+        hit = self._chains.get(node)
+        if hit is None:
+            f = self.factor
+            hit = self._chains[node] = all(len(f.later[j]) == 1 for j in f.path(node)[:-1])
+        return hit
+
+    def _update_chain(self, r, readout):
+        """The rank-one site update along a chain path, from the readout of :meth:`predict`.
+
+        Along a chain the update left for the next column is a multiple of the forward-solve vector,
+        ``w_j = z_j / √ρ_j`` with ``ρ_w = r`` and ``ρ_next = ρ_j + q_j`` (``q_j = φ_jᵀ φ_j`` as read out), so
+        Potter's update of column ``j`` is ``T_j ← T_j - β_j φ_j (T_jᵀ φ_j)ᵀ`` and
+        ``K_next,j ← K_next,j + β_j z_next φ_jᵀ`` with ``β_j = 1 / (ρ_next + √(ρ_j ρ_next))``. (Written with
+        ``ρ`` rather than ``σ = 1/ρ``, nothing of size ``1/r`` is formed: ``r`` is often at the jitter floor.)"""
+        path, z, phis, parts = readout
+        rho = r.clamp_min(torch.finfo(r.dtype).tiny)
+        for t, j in enumerate(path):
+            phi = phis[j]
+            rho_next = rho + parts[t]
+            beta = (rho_next + (rho * rho_next).sqrt()).reciprocal().unsqueeze(-1)
+            bphi = beta * phi
+            T = self.T[j]
+            self.T[j] = T - bphi.unsqueeze(-1) * _apply_t(T, phi).unsqueeze(-2)
+            if t + 1 < len(path):
+                nxt = path[t + 1]
+                self.K[(nxt, j)] = self.K[(nxt, j)] + z[nxt].unsqueeze(-1) * bphi.unsqueeze(-2)
+            rho = rho_next
+
+    def _update_rank_one(self, path, w):
+        """Potter's update along ``path`` for one rank-one site, ``w = {node: column of G_wᵀ / √r}`` ``[..., P]``."""
+        for j in path:
+            wj = w.pop(j, None)
+            if wj is None:
+                continue
+            T = self.T[j]
+            phi = _apply(T, wj, True)
+            q = (phi * phi).sum(-1, keepdim=True)
+            c = (1 + q).rsqrt()
+            beta = 1 / ((1 + q) * (1 + c))
+            self.T[j] = T - (beta * phi).unsqueeze(-1) * _apply_t(T, phi).unsqueeze(-2)
+            for i in self.factor.later[j]:
+                K = self.K[(i, j)]
+                Kphi = _apply(K, phi, True)
+                wi = w.get(i)
+                if wi is None:
+                    w[i] = -c * Kphi
+                    new = -(c * c / (1 + c)) * Kphi
+                else:
+                    w[i] = c * (wi - Kphi)
+                    new = c * (wi - (c / (1 + c)) * Kphi)
+                self.K[(i, j)] = K + new.unsqueeze(-1) * phi.unsqueeze(-2)
+
+    def update(self, node, a, r, f):
+        """Condition on the values ``f`` ``[..., d]`` drawn for ``node`` (after :meth:`predict` of ``node``)."""
+        pnode, gt, readout = self._pending
+        if pnode != node:
+            raise RuntimeError(f"update({node!r}) must follow predict({node!r})")
+        self._pending = None
+        fac = self.factor
+        vec = self.dims[node] == 1
+        resid = f - a @ self.means[node].T                       # F̂ - G_w m_w   [..., d]
+        if vec:
+            site = gt * (resid / r.unsqueeze(-1))                # G_wᵀ (F̂ - G m) / r   [..., P]
+        else:
+            site = (gt @ (resid / r.unsqueeze(-1)).unsqueeze(-1)).squeeze(-1)
+        self.c[node] = site if node not in self.c else self.c[node] + site
+        path = fac.path(node)
+        if readout is not None:
+            self._update_chain(r, readout)
+        else:
+            inv_sqrt_r = r.clamp_min(torch.finfo(r.dtype).tiny).rsqrt().unsqueeze(-1)
+            columns = [gt] if vec else gt.unbind(-1)             # a d-dimensional site: d rank-one updates
+            for col in columns:
+                self._update_rank_one(path, {node: col * inv_sqrt_r})
+        # ψ_j = T_j (c_j - Σ_k K_jk ψ_k) changes only on the path
+        for j in path:
+            acc = self.c.get(j)
+            for k in fac.earlier[j]:
+                if k in self.psi:
+                    term = _apply(self.K[(j, k)], self.psi[k], True)
+                    acc = -term if acc is None else acc - term
+            if acc is not None:
+                self.psi[j] = _apply(self.T[j], acc, True)
+
+
+# Products of the square-root state. Per-case blocks are small (P ~ 20), where a broadcast multiply-and-sum runs
+# forward and backward about 3x faster than a batched matrix-vector product (bmm) on CPU; a shared, unbatched matrix
+# is applied to all cases at once by one matrix product. ``vec``: ``x`` is a vector ``[..., Q]`` (``d = 1``), else
+# a matrix ``[..., Q, d]``.
+def _apply(A, x, vec):
+    """``A x`` for ``A`` ``[..., P, Q]``."""
+    if not vec:
+        return A @ x
+    if A.dim() == 2:
+        return x @ A.transpose(-1, -2)
+    return (A * x.unsqueeze(-2)).sum(-1)
+
+
+def _total(parts):
+    """The sum of a list of same-shaped tensors (one stacked reduction instead of a chain of additions)."""
+    return parts[0] if len(parts) == 1 else torch.stack(torch.broadcast_tensors(*parts)).sum(0)
+
+
+def _apply_t(A, x):
+    """``Aᵀ x`` for ``A`` ``[..., P, Q]`` and a vector ``x`` ``[..., P]``."""
+    if A.dim() == 2:
+        return x @ A
+    return (A * x.unsqueeze(-1)).sum(-2)
+
+
+def _inner(x, y, vec):
+    """``xᵀ y``: ``[...]`` for vectors, ``[..., d, d']`` for matrices."""
+    return (x * y).sum(-1) if vec else x.transpose(-1, -2) @ y
+
+
+def _outer(x, y, vec):
+    """``x yᵀ`` for vectors ``x`` ``[..., P]``, ``y`` ``[..., Q]``; ``x y`` for matrices ``[..., P, d]``, ``[..., d, Q]``."""
+    return x.unsqueeze(-1) * y.unsqueeze(-2) if vec else x @ y

@@ -248,7 +248,8 @@ class SparseChordalPosterior(InducingPosterior):
     * KL: ``log|Λ|`` from the diagonal of ``L``, ``tr Σ`` from the diagonal blocks of the selected inverse
       (Takahashi recursion), Eq. 92;
     * samples: ``m + L⁻ᵀ ε`` by block back-substitution in reverse elimination order;
-    * ancestral sampling: Algorithm 2 (:class:`~pyro_dag.ops.chordal.SparseConditioningState`).
+    * ancestral sampling: Algorithm 2 (:class:`~pyro_dag.ops.chordal.SparseConditioningState`, or in square-root
+      form :class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`; :attr:`conditioning`).
 
     :param list blocks: layout in elimination order. :param torch.Tensor loc: ``[P]``.
     :param dict factor_blocks: ``{(v, w): L_vw}`` on the diagonal and the edges of ``H`` (``v`` after ``w``).
@@ -315,7 +316,19 @@ class SparseChordalPosterior(InducingPosterior):
             leps = leps + Lwk @ eps[self.block_of[k].slice]
         return lam, leps
 
-    def ancestral_state(self):
-        from ...ops.chordal import SparseConditioningState
+    #: The state of :meth:`ancestral_state`: ``"factor"`` (default;
+    #: :class:`~pyro_dag.ops.chordal.SparseConditioningState`,
+    #: block Cholesky updates) or ``"square_root"`` (:class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`,
+    #: matrix-vector products only: fewer seconds on large trees). Both compute Algorithm 2's moments and agree to
+    #: rounding; where cases sit on inducing inputs (``r`` at the jitter floor) rounding is amplified in both, and the
+    #: gradients of the elimination-tree roots' parameters can differ by about 1e-7 relative.
+    conditioning = "factor"
 
-        return SparseConditioningState(self.factor, self.mean_blocks(), {b.node: b.dim for b in self.blocks})
+    def ancestral_state(self):
+        from ...ops.chordal import SparseConditioningState, SparseSquareRootConditioningState
+
+        if self.conditioning not in ("square_root", "factor"):
+            raise ValueError(f"SparseChordalPosterior.conditioning must be 'square_root' or 'factor', got "
+                             f"{self.conditioning!r}")
+        cls = SparseSquareRootConditioningState if self.conditioning == "square_root" else SparseConditioningState
+        return cls(self.factor, self.mean_blocks(), {b.node: b.dim for b in self.blocks})

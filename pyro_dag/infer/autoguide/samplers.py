@@ -10,7 +10,8 @@ conditions on the drawn values ``f``.
 
 * :class:`MeanFieldState` -- DAG-VI, nothing to condition on (Algorithm 3);
 * :class:`DenseAncestralState` -- exact Gaussian conditioning with a dense covariance (Algorithm 1); the sparse
-  backend's Algorithm 2 is :class:`~pyro_dag.ops.chordal.SparseConditioningState`;
+  backend's Algorithm 2 is :class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState` (or, in factor form,
+  :class:`~pyro_dag.ops.chordal.SparseConditioningState`);
 * :class:`JointSampleState` -- one joint draw of ``V`` per (sample, case) pair, Rao-Blackwellised at the sinks
   (the ``"joint"`` sampler of :class:`~pyro_dag.infer.DAGELBO`).
 """
