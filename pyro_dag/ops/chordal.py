@@ -24,6 +24,7 @@ block and touches only the blocks of ``L``; nothing of size ``P × P`` is formed
 import torch
 
 from ..graph import elimination_tree
+from ..utils import broadcast_shapes
 
 __all__ = ["ChordalFactor", "SparseConditioningState", "SparseSquareRootConditioningState"]
 
@@ -399,6 +400,8 @@ class SparseSquareRootConditioningState:
         ``ρ`` rather than ``σ = 1/ρ``, nothing of size ``1/r`` is formed: ``r`` is often at the jitter floor.)"""
         path, z, phis, parts = readout
         rho = r.clamp_min(torch.finfo(r.dtype).tiny)
+        if len(path) > 1 and len({self.T[j].shape[-1] for j in path}) == 1:
+            return self._update_chain_stacked(rho, path, z, phis, parts)
         for t, j in enumerate(path):
             phi = phis[j]
             rho_next = rho + parts[t]
@@ -410,6 +413,28 @@ class SparseSquareRootConditioningState:
                 nxt = path[t + 1]
                 self.K[(nxt, j)] = self.K[(nxt, j)] + z[nxt].unsqueeze(-1) * bphi.unsqueeze(-2)
             rho = rho_next
+
+    def _update_chain_stacked(self, rho, path, z, phis, parts):
+        """:meth:`_update_chain` for a path whose blocks have one size: the columns' updates are independent given
+        the readout (``ρ`` is a cumulative sum), so they run as one batched update of the stacked blocks."""
+        T = [self.T[j] for j in path]
+        K = [self.K[(path[t + 1], path[t])] for t in range(len(path) - 1)]
+        batch = broadcast_shapes(rho.shape, *[p.shape for p in parts], *[t.shape[:-2] for t in T + K],
+                                 *[phis[j].shape[:-1] for j in path])
+        P = T[0].shape[-1]
+        T = torch.stack([t.expand(batch + (P, P)) for t in T])                   # [L, ..., P, P]
+        phi = torch.stack([phis[j].expand(batch + (P,)) for j in path])          # [L, ..., P]
+        q = torch.stack([p.expand(batch) for p in parts])                          # [L, ...]
+        rho_next = rho.expand(batch) + q.cumsum(0)
+        rho = torch.cat([rho.expand((1,) + batch), rho_next[:-1]])
+        bphi = (rho_next + (rho * rho_next).sqrt()).reciprocal().unsqueeze(-1) * phi
+        Tt_phi = (T * phi.unsqueeze(-1)).sum(-2)                                  # T_jᵀ φ_j
+        for j, Tj in zip(path, (T - bphi.unsqueeze(-1) * Tt_phi.unsqueeze(-2)).unbind(0)):
+            self.T[j] = Tj
+        K = torch.stack([k.expand(batch + (P, P)) for k in K])
+        znext = torch.stack([z[j].expand(batch + (P,)) for j in path[1:]])
+        for t, Kt in enumerate((K + znext.unsqueeze(-1) * bphi[:-1].unsqueeze(-2)).unbind(0)):
+            self.K[(path[t + 1], path[t])] = Kt
 
     def _update_rank_one(self, path, w):
         """Potter's update along ``path`` for one rank-one site, ``w = {node: column of G_wᵀ / √r}`` ``[..., P]``."""
