@@ -167,6 +167,16 @@ def table():
                                f"{'met' if a['rmse'] <= v else 'not met'}")
             lines.append(f"Targets, {key[1]}: " + "; ".join(verdict) + ".")
             lines.append("")
+            svi = dict(zip(rows[key]["seeds"], (x["rmse"] for x in rows[key]["all"])))
+            per_seed = "RMSE all per seed: DAG-SVI " + ", ".join(f"{svi[s]:.3f} (s{s})" for s in sorted(svi))
+            if vi:
+                dvi = dict(zip(rows[vi[0]]["seeds"], (x["rmse"] for x in rows[vi[0]]["all"])))
+                per_seed += "; DAG-VI " + ", ".join(f"{dvi[s]:.3f} (s{s})" for s in sorted(dvi))
+                both = sorted(set(svi) & set(dvi))
+                if len(both) > 1:      # paired over the shared splits: the split-to-split spread cancels
+                    per_seed += f"; DAG-SVI − DAG-VI, paired over seeds {','.join(map(str, both))}: " + \
+                        _fmt([svi[s] - dvi[s] for s in both])
+            lines += [per_seed + ".", ""]
     lines += diagnose()
     note = os.path.join(RUNS, "NOTE.md")
     if os.path.exists(note):
