@@ -29,19 +29,21 @@ from pyro_dag.datasets import collider
 from pyro_dag.experiments.collider import collider_model
 from pyro_dag.infer import DAGELBO
 from pyro_dag.infer.autoguide import AutoStructuredGuide
+from pyro_dag.infer.autoguide.gaussians import SparseChordalPosterior
 
 
 def gradient_samples(elbo, model, guide, inputs, data, n, timed=False):
+    """``n`` gradient draws ``[n, P]``; with ``timed`` also the wall-clock and CPU seconds per draw."""
     params = list(guide.parameters())
     out = []
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     for _ in range(n):
         loss = elbo.differentiable_loss(model, guide, inputs, data)
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         out.append(torch.cat([torch.zeros(p.numel(), dtype=p.dtype) if g is None else g.reshape(-1)
                               for g, p in zip(grads, params)]))
-    seconds = (time.perf_counter() - t) / n
-    return (torch.stack(out), seconds) if timed else torch.stack(out)
+    seconds, cpu = (time.perf_counter() - t) / n, (time.process_time() - c) / n
+    return (torch.stack(out), seconds, cpu) if timed else torch.stack(out)
 
 
 def structured_rows(repeats):
@@ -73,12 +75,19 @@ def structured_rows(repeats):
             done = stage
             row = {"problem": name, "train_steps": stage}
             for key, elbo in [("conditional", DAGELBO(num_particles=4)),
+                              ("conditional_sqrt", DAGELBO(num_particles=4)),
                               ("antithetic", DAGELBO(num_particles=4, antithetic=True)),
                               ("joint", DAGELBO(num_particles=4, sampler="joint")),
                               ("trace_elbo", Trace_ELBO(num_particles=4, vectorize_particles=True))]:
-                grads, seconds = gradient_samples(elbo, model, guide, inputs, data, repeats, timed=True)
+                # the conditional sampler's square-root form: the same estimator (same draws to rounding)
+                SparseChordalPosterior.conditioning = "square_root" if key == "conditional_sqrt" else "factor"
+                try:
+                    grads, seconds, cpu = gradient_samples(elbo, model, guide, inputs, data, repeats, timed=True)
+                finally:
+                    SparseChordalPosterior.conditioning = "factor"
                 row[f"var_{key}"] = grads.var(0).sum().item()
                 row[f"seconds_{key}"] = seconds
+                row[f"cpu_seconds_{key}"] = cpu
             rows.append(row)
             print(row, flush=True)
     return rows
@@ -142,20 +151,33 @@ def report(args, rows, structured):
         lines.append(f"| {r['stage']} | {r['total_grad_var_dagelbo']:.3g} | "
                      f"{'-' if anti is None else format(anti, '.3g')} | {r['total_grad_var_trace_elbo']:.3g} | "
                      f"{r['ratio_trace_over_dagelbo']:.1f}× |")
-    lines += ["", "DAG-SVI (chordal guide, sparse backend): total gradient variance and seconds per gradient of "
-                  "DAGELBO's samplers and Trace_ELBO (4 samples each). *work* = variance × seconds relative to "
-                  "the conditional sampler (lower is better).", "",
-              "| problem | trained steps | conditional | conditional, antithetic pairs | joint | Trace_ELBO | "
-              "joint / cond. variance | joint work | Trace_ELBO work |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "DAG-SVI (chordal guide, sparse backend): total gradient variance and CPU seconds per gradient "
+                  "(`time.process_time`; wall-clock in `results/gradient_variance.json`) of DAGELBO's samplers and "
+                  "Trace_ELBO (4 samples each). The conditional sampler is run in both forms of its sparse state "
+                  "(*factor*, the default, and *square root*, `SparseChordalPosterior.conditioning = "
+                  "\"square_root\"`: the same estimator, so the same variance up to Monte Carlo error). *work* = "
+                  "variance × CPU seconds relative to the conditional sampler in factor form (lower is better); "
+                  "*joint work vs sq. root* relative to the square-root form. Ran under load (other tenants on 2 "
+                  "cores): compare within a row.", "",
+              "| problem | trained steps | conditional (factor) | conditional (square root) | conditional, antithetic "
+              "pairs | joint | Trace_ELBO | joint / cond. variance | joint work | joint work vs sq. root | "
+              "Trace_ELBO work |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def sec(r, k):
+        return r.get(f"cpu_seconds_{k}", r[f"seconds_{k}"])
+
+    def cell(r, k):
+        return f"{r[f'var_{k}']:.3g} ({sec(r, k) * 1e3:.0f} ms)" if f"var_{k}" in r else "-"
+
     for r in structured:
-        work = {k: r[f"var_{k}"] * r[f"seconds_{k}"] for k in ("conditional", "joint", "trace_elbo")}
-        anti = (f"{r['var_antithetic']:.3g} ({r['seconds_antithetic'] * 1e3:.0f} ms)" if "var_antithetic" in r
-                else "-")
-        lines.append(f"| {r['problem']} | {r['train_steps']} | {r['var_conditional']:.3g} "
-                     f"({r['seconds_conditional'] * 1e3:.0f} ms) | {anti} | {r['var_joint']:.3g} "
-                     f"({r['seconds_joint'] * 1e3:.0f} ms) | {r['var_trace_elbo']:.3g} "
-                     f"({r['seconds_trace_elbo'] * 1e3:.0f} ms) | {r['var_joint'] / r['var_conditional']:.2f} | "
-                     f"{work['joint'] / work['conditional']:.2f} | {work['trace_elbo'] / work['conditional']:.2f} |")
+        work = {k: r[f"var_{k}"] * sec(r, k) for k in ("conditional", "conditional_sqrt", "joint", "trace_elbo")
+                if f"var_{k}" in r}
+        vs_sqrt = f"{work['joint'] / work['conditional_sqrt']:.2f}" if "conditional_sqrt" in work else "-"
+        lines.append(f"| {r['problem']} | {r['train_steps']} | {cell(r, 'conditional')} | "
+                     f"{cell(r, 'conditional_sqrt')} | {cell(r, 'antithetic')} | {cell(r, 'joint')} | "
+                     f"{cell(r, 'trace_elbo')} | {r['var_joint'] / r['var_conditional']:.2f} | "
+                     f"{work['joint'] / work['conditional']:.2f} | {vs_sqrt} | "
+                     f"{work['trace_elbo'] / work['conditional']:.2f} |")
     write_readme_section("gradient-variance", "\n".join(lines))
 
 

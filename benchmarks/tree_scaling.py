@@ -322,10 +322,13 @@ def default_sampler_note(summary):
     path = os.path.join(RESULTS, "gradient_variance.json")
     if os.path.exists(path):
         rows = json.load(open(path)).get("structured", [])
-        works = [(r["problem"], r["train_steps"], r["var_joint"] * r["seconds_joint"] /
-                  (r["var_conditional"] * r["seconds_conditional"])) for r in rows]
-        works_sqrt = [r["var_joint"] * r["seconds_joint"] / (r["var_conditional_sqrt"] * r["seconds_conditional_sqrt"])
-                      for r in rows if "seconds_conditional_sqrt" in r]
+        def sec(r, k):
+            return r.get(f"cpu_seconds_{k}", r[f"seconds_{k}"])
+
+        works = [(r["problem"], r["train_steps"], r["var_joint"] * sec(r, "joint") /
+                  (r["var_conditional"] * sec(r, "conditional"))) for r in rows]
+        works_sqrt = [r["var_joint"] * sec(r, "joint") / (r["var_conditional_sqrt"] * sec(r, "conditional_sqrt"))
+                      for r in rows if "var_conditional_sqrt" in r]
         if works:
             worse = sum(w > 1 for _, _, w in works)
             joint = summary["joint"]
