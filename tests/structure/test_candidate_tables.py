@@ -131,7 +131,7 @@ def test_required_edge_outside_the_candidates_has_probability_zero(data5):
 
 
 def test_pairwise_candidates_and_the_prior_switch(data5):
-    ct = candidate_tables(data5, likelihood="bge", num_candidates=2)
+    ct = candidate_tables(data5, likelihood="bge", num_candidates=2, selection="pairwise")
     Xs = (data5 - data5.mean(0)) / data5.std(0)
     log_f = local_scores(BGeSEM(5), Xs)
     for i in range(5):
@@ -139,7 +139,7 @@ def test_pairwise_candidates_and_the_prior_switch(data5):
         assert ct.candidates[i] == sorted(sorted(gain, key=lambda k: -gain[k])[:2])
     fair = ct.with_prior("fair")
     assert fair.candidates == ct.candidates and fair.graph_prior == "fair"
-    direct = candidate_tables(data5, likelihood="bge", num_candidates=2, graph_prior="fair")
+    direct = candidate_tables(data5, likelihood="bge", num_candidates=2, selection="pairwise", graph_prior="fair")
     np.testing.assert_allclose(fair._g.arr, direct._g.arr)
     # the fair prior: every parent-set size has prior mass 1/p
     sizes = np.array([bin(m).count("1") for m in range(16)])
