@@ -63,7 +63,15 @@ def parse():
     ap.add_argument("--deadline", default=None, help="HH:MM (UTC): start no graph after this time")
     ap.add_argument("--readme-only", action="store_true", help="rewrite the README section from the JSON files")
     ap.add_argument("--note", default=None, help="text put under the tables (what ran)")
-    ap.add_argument("--candidates", type=int, default=12, help="candidate parents per node (d > 20)")
+    ap.add_argument("--candidates", type=int, default=16, help="candidate parents per node (d > 20)")
+    ap.add_argument("--selection", default="greedy", choices=["greedy", "pairwise"],
+                    help="candidate selection (d > 20; candidate_tables(selection=...))")
+    ap.add_argument("--candidate-recall", action="store_true",
+                    help="d > 20: only measure the true-parent recall and cost of the candidate selections vs K")
+    ap.add_argument("--dibs", action="store_true",
+                    help="d = 16: add the DiBS row (MarginalDiBS + BGe, dibs-lib) to the graphs already in the JSON")
+    ap.add_argument("--dibs-steps", type=int, default=1000)
+    ap.add_argument("--dibs-particles", type=int, default=20)
     return ap.parse_args()
 
 
@@ -257,9 +265,12 @@ def run_d32(g, args):
     X, Xt, A, W = er_data(d, seed=1000 + g)
     rec = {"graph": g, "num_edges": int(A.sum()), "time_s": {}, "auroc": {}, "cond": {}, "coverage": {}}
     t = time.perf_counter()
-    ct = candidate_tables(X, likelihood="bge", num_candidates=args.candidates)
+    c = time.process_time()
+    ct = candidate_tables(X, likelihood="bge", num_candidates=args.candidates, selection=args.selection)
     ct_fair = ct.with_prior("fair")
     rec["time_s"]["tables"] = time.perf_counter() - t
+    rec["cpu_s"] = {"tables": time.process_time() - c}
+    rec["selection"] = args.selection
     rec["candidate_recall"] = float(sum(A[k, i] for i in range(d) for k in ct.candidates[i]) / A.sum())
     t = time.perf_counter()
     orders = order_mcmc(ct, args.num_orders, seed=g)
@@ -285,6 +296,77 @@ def run_d32(g, args):
     return rec
 
 
+def add_dibs(rec, g, args):
+    """Add DiBS (Lorch et al. 2021; MarginalDiBS + BGe, ``dibs-lib``, the settings of the ER benchmark) to a finished
+    d = 16 graph: its particles with their mixture weights, resampled to ``--k`` DAGs (so that every sample-based
+    metric is the Monte Carlo version of the weighted one), as a sample-based row on the same evidence sets."""
+    import numpy as np
+    import torch
+
+    from pyro_dag.metrics import auroc
+    from pyro_dag.structure.data import standardize_columns
+
+    d = args.d
+    X, Xt, A, W = er_data(d, seed=1000 + g)
+    Xs = standardize_columns(torch.as_tensor(X))                 # the data the library's posteriors score
+    t, c = time.perf_counter(), time.process_time()
+    out = sc.run_dibs(Xs.numpy(), "linear", g, n_particles=args.dibs_particles, steps=args.dibs_steps)
+    rec["time_s"]["dibs"] = time.perf_counter() - t
+    rec.setdefault("cpu_s", {})["dibs"] = time.process_time() - c
+    G = np.asarray(out["samples"])
+    w = out["weights"] if out["weights"] is not None else np.full(len(G), 1.0 / len(G))
+    pick = np.random.default_rng(g).choice(len(G), size=args.k, p=w)
+    S = torch.as_tensor(G[pick], dtype=torch.float64)
+    rec["dibs_info"] = dict(out["info"], distinct_graphs=int(len({a.tobytes() for a in G})),
+                            max_weight=float(np.max(w)))
+    samples = {"dibs_samples": S, "dibs_samples:data": Xs}
+    uncond = {"dibs_samples": S.mean(0).numpy()}
+    rec["auroc"]["dibs_samples"] = float(auroc(uncond["dibs_samples"], A))
+    cond, cov, qt = cond_auroc_all({}, ["dibs_samples"], A, d, args, g, uncond, samples)
+    rec["cond"]["dibs_samples"], rec["coverage"]["dibs_samples"] = cond["dibs_samples"], cov["dibs_samples"]
+    rec["time_s"].setdefault("queries", {}).update(qt)
+    pm = paper_metrics({}, samples, A, W, X, Xt, d, g, True)
+    for k, v in pm.items():
+        rec["paper_metrics"].setdefault(k, {}).update(v)
+    return rec
+
+
+SELECTIONS = (("pairwise", {"selection": "pairwise"}),
+              ("greedy, plain", {"selection": "greedy", "reverse_top": None}),
+              ("greedy + reverse tier", {"selection": "greedy"}))
+
+
+def candidate_recall(args, Ks=(8, 12, 16, 20)):
+    """Recall of the true parents (fraction of true edges ``k -> i`` with ``k ∈ C_i``) and CPU seconds of each
+    candidate selection against ``K`` on the d = 32 graphs, and the probability that a random evidence set of
+    ``n`` true edges lies inside the candidate sets (the ceiling of any candidate-restricted method's coverage)."""
+    import numpy as np
+
+    from pyro_dag.structure.candidates import select_candidates
+
+    rows = []
+    for g in range(args.graphs):
+        X, _, A, _ = er_data(args.d, seed=1000 + g)
+        true = np.argwhere(A > 0)
+        for K in Ks:
+            for name, kw in SELECTIONS:
+                c = time.process_time()
+                C = select_candidates(X, K, **kw)
+                cpu = time.process_time() - c
+                inside = np.array([k in C[i] for k, i in true])
+                rng = np.random.default_rng(g)
+                ceil = {n: float(np.mean([inside[rng.choice(len(true), size=n, replace=False)].all()
+                                          for _ in range(2000)])) for n in args.evidence}
+                rows.append({"graph": g, "K": K, "selection": name, "recall": float(inside.mean()),
+                             "cpu_s": cpu, "evidence_inside": ceil})
+                print(json.dumps(rows[-1]), flush=True)
+    path = os.path.join(sc.RESULTS, f"structure_trust_d{args.d}_candidates.json")
+    with open(path, "w") as f:
+        json.dump({"settings": {"d": args.d, "graphs": args.graphs, "Ks": list(Ks)}, "rows": rows,
+                   "environment": sc.environment(), "load_average": os.getloadavg()}, f, indent=1)
+    print("wrote", path, flush=True)
+
+
 CORE = ("d", "repeats", "evidence", "fit_steps", "k", "num_orders", "expansion")
 
 
@@ -294,6 +376,8 @@ def main():
     if args.quick:
         args.d, args.graphs, args.repeats, args.fit_steps, args.evidence = 8, 1, 3, 200, [2, 4]
         args.expansion = [8, 4, 2]
+    if args.candidate_recall:
+        return candidate_recall(args)
     name = result_name(args)
     path = os.path.join(sc.RESULTS, f"{name}.json")
     if args.readme_only:
@@ -307,7 +391,8 @@ def main():
     if args.resume and os.path.exists(path):
         with open(path) as f:
             old = json.load(f)
-        if any(old["settings"].get(k) != getattr(args, k) for k in CORE):
+        core = CORE + (("candidates", "selection") if args.d > 20 else ())
+        if any(old["settings"].get(k) != getattr(args, k) for k in core):
             raise SystemExit(f"--resume: {path} was written with other settings: {old['settings']}")
         runs = old["runs"]
         for r in runs:                            # JSON keys are strings
@@ -317,17 +402,30 @@ def main():
     payload = None
     for g in (args.only if args.only else range(args.graphs)):
         r = by_graph.get(g)
-        if r is not None and r.get("v2"):
+        if args.dibs:
+            if r is None or not r.get("v2") or "dibs_samples" in r["cond"]:
+                continue
+        elif r is not None and r.get("v2"):
             continue
         if args.deadline is not None and time.strftime("%H:%M", time.gmtime()) >= args.deadline:
             print(f"deadline {args.deadline} UTC reached: graph {g} and later not started", flush=True)
             break
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
+        if args.dibs:
+            rec = add_dibs(r, g, args)
+            rec["load_average_dibs"] = os.getloadavg()
+            by_graph[g] = rec
+            runs = [by_graph[k] for k in sorted(by_graph)]
+            print(json.dumps({"graph": g, "dibs_cpu_s": rec["cpu_s"]["dibs"], "auroc": rec["auroc"]["dibs_samples"],
+                              "info": rec["dibs_info"]}), flush=True)
+            payload = save(args, runs)
+            continue
         if args.d > 20:
             rec = run_d32(g, args)
         else:
             rec = run_d16(g, args, old=r)
         rec["time_s"]["total_v2"] = time.perf_counter() - t0
+        rec.setdefault("cpu_s", {})["total"] = time.process_time() - c0
         rec["load_average"] = os.getloadavg()
         by_graph[g] = rec
         runs = [by_graph[k] for k in sorted(by_graph)]
@@ -387,7 +485,8 @@ LABEL = {"exact": "exact DP (ceiling), edge prior", "exact_fair": "exact DP (cei
          "spn_greedy_fair": "circuit, greedy exact splits, fair prior",
          "spn_exact_fair": "circuit on exact order samples, fair prior",
          "fit_samples": "`fit` samples (1000), sample-based",
-         "spn_mcmc": "circuit on order-MCMC orders", "mcmc_samples": "order-MCMC DAG samples (1000), sample-based"}
+         "spn_mcmc": "circuit on order-MCMC orders", "mcmc_samples": "order-MCMC DAG samples (1000), sample-based",
+         "dibs_samples": "DiBS (20 particles, mixture weights), sample-based"}
 
 
 def _table2(payload, with_paper=True):
@@ -420,6 +519,83 @@ def _fig2(payload):
     return "\n".join(lines)
 
 
+def _d32_text(path, old_path, cand_path):
+    """The README's d = 32 block: the candidate selection's recall against K, the run on the greedy candidates and
+    the earlier run on 12 pairwise candidates beside it."""
+    import numpy as np
+
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        p32 = json.load(f)
+    r32, s32 = p32["runs"], p32["settings"]
+    ns = s32["evidence"]
+    recall = ""
+    if os.path.exists(cand_path):
+        with open(cand_path) as f:
+            cr = json.load(f)
+        rows = cr["rows"]
+        names = list(dict.fromkeys(r["selection"] for r in rows))
+        lines = ["| selection | K | recall of the true parents | P(evidence inside the sets), " +
+                 " / ".join(f"{n}" for n in ns) + " true edges | CPU s per graph |", "|---|---|---|---|---|"]
+        for name in names:
+            for K in cr["settings"]["Ks"]:
+                rs = [r for r in rows if r["selection"] == name and r["K"] == K]
+                ins = " / ".join(f"{np.mean([r['evidence_inside'][str(n)] for r in rs]):.2f}" for n in ns)
+                lines.append(f"| {name} | {K} | {np.mean([r['recall'] for r in rs]):.3f} | {ins} | "
+                             f"{np.mean([r['cpu_s'] for r in rs]):.2f} |")
+        recall = ("Candidate selection against K on the same graphs (`--candidate-recall`; mean over "
+                  f"{cr['settings']['graphs']} graphs; 'P(evidence inside)' = chance that n random true edges all "
+                  "have their parent among the candidates, the ceiling of every candidate-restricted method's "
+                  "coverage):\n\n" + "\n".join(lines) + "\n\n")
+    old = ""
+    if os.path.exists(old_path):
+        with open(old_path) as f:
+            po = json.load(f)
+        so = po["summary"]
+        lines = []
+        for m, row in so.items():
+            cells = " | ".join(f"{row[str(n)]['mean']:.3f}" for n in ns)
+            cov = "/".join(f"{row[str(n)]['coverage']:.2f}" for n in ns)
+            lines.append(f"| {LABEL.get(m, m)} (K = 12 pairwise) | {row['graphs']} | {cells} | {cov} | "
+                         f"{row['auroc']:.3f} |")
+        rec_old = np.mean([r["candidate_recall"] for r in po["runs"]])
+        old = (f"The earlier run on 12 pairwise candidates per node (recall {rec_old:.2f}; same graphs and "
+               "evidence sets, results/structure_trust_d32_pairwise12.json):\n\n| method | graphs | " +
+               " | ".join(f"{n} evidence edges" for n in ns) + " | coverage | unconditional AUROC |\n|" +
+               "---|" * (len(ns) + 4) + "\n" + "\n".join(lines) + "\n\n")
+    cpu = [r["cpu_s"]["total"] for r in r32 if "total" in r.get("cpu_s", {})]
+    loads = [r["load_average"][0] for r in r32]
+    sel = r32[0].get("selection", "pairwise")
+    how = ("the greedy selection of Viinikka et al. 2020 (`candidate_tables(selection='greedy')`: parent sets up to "
+           "4 scored in the search, the reverse-direction tier of the first 8)" if sel == "greedy"
+           else "the single-parent BGe score gain")
+    return f"""### d = 32 (candidate parent sets)
+
+{len(r32)} graph(s), {s32['repeats']} evidence sets per size; K = {tuple(s32['expansion'])} (the paper's d = 32
+setting); candidate sets of {s32['candidates']} parents per node by {how} (recall of the true parents:
+{np.mean([r['candidate_recall'] for r in r32]):.2f}; the paper: 16 by Gadget's greedy heuristic); edge prior unless
+marked; splits at the root from 1000 order-MCMC orders (`order_mcmc`, 20 steps per kept order), exact greedy
+splits in the sub-problems of ≤ 20 variables. No exact DP at this size. Effects from 1000 circuit samples, E-SHD
+from 200.
+
+{_table2(p32, with_paper=False)}
+
+{_fig2(p32)}
+
+{old}{recall}Seconds per graph (mean wall-clock; load average {min(loads):.1f}-{max(loads):.1f} on the 2 cores): tables
+{np.mean([r['time_s']['tables'] for r in r32]):.0f}, order MCMC {np.mean([r['time_s']['order_mcmc'] for r in r32]):.0f},
+greedy circuit build {np.mean([r['time_s']['spn_greedy_build'] for r in r32]):.0f}, one conditional query on it
+{np.mean([r['time_s']['queries']['spn_greedy'] for r in r32]) / (len(ns) * s32['repeats']):.2f}; whole graph (tables,
+oracle, three circuits, all queries and metrics) {np.mean([r['time_s']['total_v2'] for r in r32]):.0f} s wall,
+{np.mean(cpu) if cpu else float('nan'):.0f} CPU s (process_time). Target "d = 32 runs in ≤ 30 minutes": a graph with
+everything above takes {np.mean(cpu) / 60 if cpu else float('nan'):.1f} CPU minutes, the whole {len(r32)}-graph run
+{np.sum(cpu) / 60 if cpu else float('nan'):.1f}.
+Reproduce: `python benchmarks/structure_trust.py --d 32 --expansion 32 8 2 6 2 --candidates {s32['candidates']}
+--graphs {len(r32)} --repeats {s32['repeats']}` and `... --d 32 --graphs {len(r32)} --candidate-recall`.
+"""
+
+
 def write_readme(payload):
     import numpy as np
 
@@ -442,33 +618,9 @@ def write_readme(payload):
     e2e_exact = t_tab + mean_t("spn_exact_build", v2) + q_per("spn_exact", v2) * len(s["evidence"]) * s["repeats"]
     e2e_fit = mean_t("fit", full) + t_tab + mean_t("spn_fit_build", full) + \
         q_per("spn_fit", full) * len(s["evidence"]) * s["repeats"]
-    d32_path = os.path.join(sc.RESULTS, "structure_trust_d32.json")
-    d32 = ""
-    if os.path.exists(d32_path):
-        with open(d32_path) as f:
-            p32 = json.load(f)
-        r32 = p32["runs"]
-        s32 = p32["settings"]
-        d32 = f"""### d = 32 (candidate parent sets)
-
-{len(r32)} graph(s), {s32['repeats']} evidence sets per size; K = {tuple(s32['expansion'])} (the paper's d = 32
-setting), candidate sets of {s32['candidates']} parents per node by the single-parent BGe score gain (recall of the true
-parents: {np.mean([r['candidate_recall'] for r in r32]):.2f}; the paper: 16, Gadget's greedy heuristic), edge prior unless
-marked; splits at the root from 1000 order-MCMC orders (`order_mcmc`, 20 steps per kept order), exact greedy
-splits in the sub-problems of ≤ 20 variables. No exact DP at this size. Effects from 1000 circuit samples, E-SHD
-from 200.
-
-{_table2(p32, with_paper=False)}
-
-{_fig2(p32)}
-
-Seconds per graph (mean): tables {np.mean([r['time_s']['tables'] for r in r32]):.0f}, order MCMC
-{np.mean([r['time_s']['order_mcmc'] for r in r32]):.0f}, greedy circuit build
-{np.mean([r['time_s']['spn_greedy_build'] for r in r32]):.0f}, one conditional query on it
-{np.mean([r['time_s']['queries']['spn_greedy'] for r in r32]) / (len(s32['evidence']) * s32['repeats']):.2f};
-whole graph (tables, oracle, three circuits, all queries and metrics) {np.mean([r['time_s']['total_v2'] for r in r32]):.0f}.
-Reproduce: `python benchmarks/structure_trust.py --d 32 --expansion 32 8 2 6 2 --candidates {s32['candidates']} --graphs {len(r32)}`.
-"""
+    d32 = _d32_text(os.path.join(sc.RESULTS, "structure_trust_d32.json"),
+                    os.path.join(sc.RESULTS, "structure_trust_d32_pairwise12.json"),
+                    os.path.join(sc.RESULTS, "structure_trust_d32_candidates.json"))
     text = f"""## Conditional edge queries (TRUST setting): `benchmarks/structure_trust.py`
 
 Wang, Wicker & Kwiatkowska 2022 (*Tractable Uncertainty for Structure Learning*, ICML), Table 2 and Fig. 2: ER DAGs,
