@@ -39,15 +39,20 @@ def fit_svi(model, df, num_steps=4000, lr=0.02, num_samples=200, seed=0, subsamp
     return samples, time.perf_counter() - t
 
 
-def fit_nuts(model, df, warmup=300, num_samples=300, max_tree_depth=7, seed=0, jitter=0.0):
+def fit_nuts(model, df, warmup=300, num_samples=300, max_tree_depth=7, seed=0, jitter=0.0, init_values=None):
     """NUTS (JIT-compiled potential) from :meth:`~pyro_dag.sem.LatentSEM.init_loc_fn`; ``jitter`` perturbs the
-    starting point (for several chains). Returns ``(samples, seconds, mcmc)``."""
+    starting point (for several chains); ``init_values`` ``{site name: tensor}`` replaces the start of the sites it
+    names (taken as given, not jittered), so that two models can start their shared sites at the same values.
+    Returns ``(samples, seconds, mcmc)``."""
     pyro.set_rng_seed(seed)
     model(df)  # fit the standardisation
     base = model.init_loc_fn
     gen = torch.Generator().manual_seed(seed)
+    init_values = init_values or {}
 
     def init(site):
+        if site["name"] in init_values:
+            return init_values[site["name"]].clone()
         v = base(site)
         if jitter and not site["name"].endswith(".xbar"):
             return v + jitter * torch.randn(v.shape, generator=gen, dtype=v.dtype) * (v.abs() + 0.1) \
