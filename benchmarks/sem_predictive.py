@@ -99,11 +99,11 @@ def main():
     for name in ([] if args.render_only else args.problems):
         data = problem(name, args.n_abalone)
         results.setdefault(name, {})
-        for f in args.folds:
-            results[name][f] = dict(results[name].get(f, {}), **run_fold(data, f, args))
         protocol[name] = {"steps": args.steps, "exogenous": args.exogenous, "n_abalone": args.n_abalone,
                           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        write_json("sem_predictive", {"args": vars(args), "protocol": protocol, "results": results})
+        for f in args.folds:  # saved after every fold, so that a run cut short keeps the folds it finished
+            results[name][f] = dict(results[name].get(f, {}), **run_fold(data, f, args))
+            write_json("sem_predictive", {"args": vars(args), "protocol": protocol, "results": results})
     labels = {"gp": "GPSEM-LV", "linear": "linear SEM", "quadratic": "quadratic SEM", "gplvm": "GPLVM"}
     rows = ["| problem | folds | SVI steps | " + " | ".join(labels[m] for m in METHODS) + " |",
             "|---|---|---|" + "---|" * len(METHODS)]
