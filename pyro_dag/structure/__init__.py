@@ -29,13 +29,14 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
 * the order circuit of Wang, Wicker & Kwiatkowska 2022 (:mod:`.order_spn`): :func:`order_spn` -> :class:`OrderSPN`,
   exact conditional, MAP, sampling and causal-effect queries; linear causal effects (:mod:`.causal`):
   :func:`bge_mean_weights`, :func:`total_effects`; candidate parent sets for circuits beyond ``p = 20``
-  (:mod:`.candidates`): :func:`candidate_tables` -> :class:`CandidateTables`, :func:`order_mcmc`.
+  (:mod:`.candidates`): :func:`candidate_tables` -> :class:`CandidateTables`, :func:`select_candidates`,
+  :func:`order_mcmc`.
 """
 from pyro_dag.graph import is_acyclic
 
 from .adjacency import fill_offdiag, offdiag
 from .autoguide import AutoEdgeFlowGuide, EdgeOffsetNet
-from .candidates import CandidateTables, candidate_tables, order_mcmc
+from .candidates import CandidateTables, candidate_tables, order_mcmc, select_candidates
 from .causal import bge_mean_weights, total_effects
 from .config import FitConfig, StructureConfig
 from .constraints import dag
@@ -98,6 +99,7 @@ __all__ = [
     "order_mcmc",
     "order_spn",
     "parse_evidence",
+    "select_candidates",
     "soft_order_mask",
     "soft_order_mask_jacobian",
     "sparsity_prior",

@@ -264,7 +264,6 @@ def _parent_set_scorer(X, mech):
     (node indices, ``-1`` pads; no set may hold ``j``). BGe: the family formula of
     :class:`~pyro_dag.structure.BGeSEM` on the gathered blocks of its ``R`` (no ``[p, p]`` matrix per set);
     the linear likelihood: its node evidence of the sets as global masks."""
-    p = X.shape[1]
     if isinstance(mech, BGeSEM):
         R, t = mech._R(X)
         R = R.numpy()
