@@ -80,11 +80,12 @@ def structured_rows(repeats):
                               ("joint", DAGELBO(num_particles=4, sampler="joint")),
                               ("trace_elbo", Trace_ELBO(num_particles=4, vectorize_particles=True))]:
                 # the conditional sampler's square-root form: the same estimator (same draws to rounding)
+                saved = SparseChordalPosterior.conditioning
                 SparseChordalPosterior.conditioning = "square_root" if key == "conditional_sqrt" else "factor"
                 try:
                     grads, seconds, cpu = gradient_samples(elbo, model, guide, inputs, data, repeats, timed=True)
                 finally:
-                    SparseChordalPosterior.conditioning = "factor"
+                    SparseChordalPosterior.conditioning = saved
                 row[f"var_{key}"] = grads.var(0).sum().item()
                 row[f"seconds_{key}"] = seconds
                 row[f"cpu_seconds_{key}"] = cpu
@@ -154,10 +155,10 @@ def report(args, rows, structured):
     lines += ["", "DAG-SVI (chordal guide, sparse backend): total gradient variance and CPU seconds per gradient "
                   "(`time.process_time`; wall-clock in `results/gradient_variance.json`) of DAGELBO's samplers and "
                   "Trace_ELBO (4 samples each). The conditional sampler is run in both forms of its sparse state "
-                  "(*factor*, the default, and *square root*, `SparseChordalPosterior.conditioning = "
-                  "\"square_root\"`: the same estimator, so the same variance up to Monte Carlo error). *work* = "
-                  "variance × CPU seconds relative to the conditional sampler in factor form (lower is better); "
-                  "*joint work vs sq. root* relative to the square-root form. Ran under load (other tenants on 2 "
+                  "(*square root*, the default, and *factor*, the previous default, "
+                  "`SparseChordalPosterior.conditioning = \"factor\"`: the same estimator, so the same variance up "
+                  "to Monte Carlo error; the antithetic pairs run in factor form). *work* = variance × CPU seconds relative to the conditional sampler in "
+                  "factor form (lower is better); *joint work vs sq. root* relative to the default square-root form. Ran under load (other tenants on 2 "
                   "cores): compare within a row.", "",
               "| problem | trained steps | conditional (factor) | conditional (square root) | conditional, antithetic "
               "pairs | joint | Trace_ELBO | joint / cond. variance | joint work | joint work vs sq. root | "

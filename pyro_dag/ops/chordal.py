@@ -19,7 +19,7 @@ block and touches only the blocks of ``L``; nothing of size ``P × P`` is formed
 * :class:`SparseSquareRootConditioningState` -- the same Algorithm 2 (the same moments, to rounding) with the
   factor held in square-root inverse form and updated by Potter's square-root update, so that every per-case
   operation along the path is a matrix-vector product (``O(M²)`` per case and block instead of the ``O(M³)``
-  Cholesky factorisations and triangular solves of a block update).
+  Cholesky factorisations and triangular solves of a block update); the sparse backend's default.
 """
 import torch
 

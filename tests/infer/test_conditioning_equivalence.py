@@ -1,5 +1,5 @@
-"""The sparse backend's conditional sampler in square-root form (SparseSquareRootConditioningState, opt-in through
-SparseChordalPosterior.conditioning) against the factor-update form (SparseConditioningState, the default) and
+"""The sparse backend's conditional sampler in square-root form (SparseSquareRootConditioningState, the default)
+against the factor-update form it replaced (SparseConditioningState, SparseChordalPosterior.conditioning="factor") and
 against dense Gaussian conditioning (Algorithm 1): the same moments, the same draws given the same noise, the same
 ELBO and the same gradients, to 1e-10 in float64."""
 import networkx as nx
@@ -145,6 +145,11 @@ def test_same_draws_elbo_and_gradients_as_factor_form(name, monkeypatch):
     for w in model.topo_nodes:
         for t, t_f in zip(draws[w], draws_f[w]):
             assert torch.allclose(t, t_f, rtol=1e-10, atol=1e-10)
+
+
+def test_square_root_form_is_the_default():
+    model, inputs, data, guide = _sparse_guide("chain")
+    assert isinstance(guide.inducing_posterior().ancestral_state(), SparseSquareRootConditioningState)
 
 
 def test_unknown_conditioning_form_is_refused(monkeypatch):

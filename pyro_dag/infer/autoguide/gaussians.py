@@ -248,8 +248,9 @@ class SparseChordalPosterior(InducingPosterior):
     * KL: ``log|Λ|`` from the diagonal of ``L``, ``tr Σ`` from the diagonal blocks of the selected inverse
       (Takahashi recursion), Eq. 92;
     * samples: ``m + L⁻ᵀ ε`` by block back-substitution in reverse elimination order;
-    * ancestral sampling: Algorithm 2 (:class:`~pyro_dag.ops.chordal.SparseConditioningState`, or in square-root
-      form :class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`; :attr:`conditioning`).
+    * ancestral sampling: Algorithm 2 in square-root form
+      (:class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`; the factor form
+      :class:`~pyro_dag.ops.chordal.SparseConditioningState` through :attr:`conditioning`).
 
     :param list blocks: layout in elimination order. :param torch.Tensor loc: ``[P]``.
     :param dict factor_blocks: ``{(v, w): L_vw}`` on the diagonal and the edges of ``H`` (``v`` after ``w``).
@@ -316,13 +317,13 @@ class SparseChordalPosterior(InducingPosterior):
             leps = leps + Lwk @ eps[self.block_of[k].slice]
         return lam, leps
 
-    #: The state of :meth:`ancestral_state`: ``"factor"`` (default;
-    #: :class:`~pyro_dag.ops.chordal.SparseConditioningState`,
-    #: block Cholesky updates) or ``"square_root"`` (:class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`,
-    #: matrix-vector products only: fewer seconds on large trees). Both compute Algorithm 2's moments and agree to
-    #: rounding; where cases sit on inducing inputs (``r`` at the jitter floor) rounding is amplified in both, and the
-    #: gradients of the elimination-tree roots' parameters can differ by about 1e-7 relative.
-    conditioning = "factor"
+    #: The state of :meth:`ancestral_state`: ``"square_root"`` (default;
+    #: :class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`, Potter's square-root update, matrix-vector
+    #: products only) or ``"factor"`` (:class:`~pyro_dag.ops.chordal.SparseConditioningState`, block Cholesky
+    #: updates, ``O(M³)`` per case and block). Both compute Algorithm 2's moments and agree to rounding (1e-10 where
+    #: the cases' conditional variances ``r`` are well above the jitter floor; where cases sit on inducing inputs
+    #: rounding is amplified in both, by as much as in the dense backend's Algorithm 1).
+    conditioning = "square_root"
 
     def ancestral_state(self):
         from ...ops.chordal import SparseConditioningState, SparseSquareRootConditioningState
