@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..dgp import DAGDGP
+from ..gp.conditional import NotPositiveDefiniteError
 from ..gp.likelihoods import Gaussian
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
 from .data import multifidelity_data
@@ -92,15 +93,20 @@ def _collapsed_bound(model, w, parent_values, y):
     return bound, a, tau2
 
 
-def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03):
-    """Node-wise pretraining against the collapsed bound (exact in ``q(V_w)``, Titsias 2009): Adam on each node's
-    kernel hyperparameters and noise (inducing inputs held), then the optimal ``q(V_w) = N(Σ Aᵀ y / τ², Σ)``,
-    ``Σ = (I + AᵀA / τ²)⁻¹``, written into ``guide``'s block of the node. The parents' observed values are the
-    inputs
-    (the cases where the node and all its parents were run).
+def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03, optimizer="adam"):
+    """Node-wise pretraining against the collapsed bound (exact in ``q(V_w)``, Titsias 2009): the node's kernel
+    hyperparameters and noise are optimised (inducing inputs held), then the optimal
+    ``q(V_w) = N(Σ Aᵀ y / τ², Σ)``, ``Σ = (I + AᵀA / τ²)⁻¹``, is written into ``guide``'s block of the node. The
+    parents' observed values are the inputs (the cases where the node and all its parents were run).
 
-    :returns: ``{node: [loss per step]}``.
+    :param str optimizer: ``"adam"`` (``num_steps`` steps of size ``lr``) or ``"lbfgs"`` (at most ``num_steps``
+        L-BFGS iterations with a strong-Wolfe line search, as GPy and emukit optimise the exact marginal
+        likelihood; the bound is deterministic, so a quasi-Newton method converges where Adam is still moving; a
+        failed Cholesky in the line search ends the run at the best parameters seen).
+    :returns: ``{node: [loss per step]}`` (per objective evaluation for L-BFGS).
     """
+    if optimizer not in ("adam", "lbfgs"):
+        raise ValueError(f"pretrain_collapsed: optimizer must be 'adam' or 'lbfgs', got {optimizer!r}")
     X, _, obs = model.checked_arguments(inputs, data)
     rows, params = {}, []
     for w in nodes:
@@ -112,17 +118,22 @@ def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03):
         rows[w] = ({p: (X[p] if p in X else obs[p][0])[keep] for p in model.parents[w]}, y[keep, 0])
         params += [q for mod in (model.kernels[w], model.likelihoods[w]) for q in mod.parameters() if q.requires_grad]
     losses = {w: [] for w in nodes}
-    if num_steps and params:
+    def objective():
+        total = 0.0
+        for w in nodes:
+            b = -_collapsed_bound(model, w, *rows[w])[0]
+            losses[w].append(float(b.detach()))
+            total = total + b
+        return total
+
+    if num_steps and params and optimizer == "adam":
         optim = torch.optim.Adam(params, lr=lr)
         for _ in range(num_steps):
             optim.zero_grad()
-            total = 0.0
-            for w in nodes:
-                b = -_collapsed_bound(model, w, *rows[w])[0]
-                losses[w].append(float(b.detach()))
-                total = total + b
-            total.backward()
+            objective().backward()
             optim.step()
+    elif num_steps and params:
+        _lbfgs(params, objective, num_steps)
     with torch.no_grad():
         family = guide.family
         for w in nodes:
@@ -139,6 +150,36 @@ def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03):
         if guide.structure != "mean_field":
             family.zero_offdiagonal()
     return losses
+
+
+class _NonFiniteBound(RuntimeError):
+    pass
+
+
+def _lbfgs(params, objective, max_iter):
+    """Minimise ``objective()`` over ``params`` with L-BFGS (strong-Wolfe line search); ends at the best parameters
+    seen, also when an evaluation fails (a Cholesky error or a non-finite bound at an extreme trial point)."""
+    best = [float("inf"), [q.detach().clone() for q in params]]
+    optim = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, max_eval=max_iter * 5 // 4, history_size=50,
+                              tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+
+    def closure():
+        optim.zero_grad()
+        loss = objective()
+        if not torch.isfinite(loss):
+            raise _NonFiniteBound
+        if float(loss) < best[0]:
+            best[0], best[1] = float(loss), [q.detach().clone() for q in params]
+        loss.backward()
+        return loss
+
+    try:
+        optim.step(closure)
+    except (_NonFiniteBound, torch.linalg.LinAlgError, NotPositiveDefiniteError):
+        pass
+    with torch.no_grad():
+        for q, b in zip(params, best[1]):
+            q.copy_(b)
 
 
 @torch.no_grad()
@@ -176,6 +217,11 @@ class MultiFidelityEmulator:
         (the same inputs with the lower-fidelity coordinates drawn from ``N(0, 1)``, the standardised scale, and
         learned).
     :param float noise: initial noise variance in standardised units (default 1e-3).
+    :param bool learn_noise: learn every fidelity's noise variance (default); ``False`` holds it at ``noise``. For
+        deterministic simulators hold a small nugget, as emukit's examples do (e.g. ``noise=1e-6,
+        learn_noise=False``): a learned noise absorbs part of the high fidelity's signal (measured with exact GPs
+        and this kernel on Currin, 200 / 25 runs, seed 0: high-fidelity RMSE 0.067 with the noise learned,
+        0.036 with it fixed at 1e-6).
     :param int seed: seed of the inducing-input initialisation and of the training draws.
     :param connect_input: as in :func:`~pyro_dag.emulation.multifidelity_data`.
     :param str input_name: the root's name (default ``"x"``).
@@ -191,8 +237,8 @@ class MultiFidelityEmulator:
     """
 
     def __init__(self, fidelities, parents=None, *, kernel="multifidelity", structure="chordal", num_inducing=100,
-                 max_inducing_refined=200, inducing_init="predmean", noise=1e-3, seed=0, connect_input=None,
-                 input_name="x", bounds=None):
+                 max_inducing_refined=200, inducing_init="predmean", noise=1e-3, learn_noise=True, seed=0,
+                 connect_input=None, input_name="x", bounds=None):
         if kernel not in ("multifidelity", "nargp"):
             raise ValueError(f"kernel must be 'multifidelity' or 'nargp', got {kernel!r}")
         if structure not in ("chordal", "mean_field"):
@@ -201,7 +247,9 @@ class MultiFidelityEmulator:
             raise ValueError(f"inducing_init must be one of {INDUCING_INITS}, got {inducing_init!r}")
         self.mf = multifidelity_data(fidelities, parents, input_name=input_name, connect_input=connect_input)
         self.kernel_name, self.structure, self.inducing_init = kernel, structure, inducing_init
-        self.noise, self.seed = float(noise), int(seed)
+        if not noise > 0:
+            raise ValueError(f"noise must be a positive variance (standardised units), got {noise!r}")
+        self.noise, self.learn_noise, self.seed = float(noise), bool(learn_noise), int(seed)
         mf = self.mf
         if bounds is None:
             lo, hi = mf.X.min(0), mf.X.max(0)
@@ -309,8 +357,23 @@ class MultiFidelityEmulator:
         self.model = DAGDGP(mf.graph, kernels=self._kernels(), num_inducing=self.num_inducing,
                             likelihoods={f: Gaussian(self.noise) for f in mf.fidelities}, inducing_inputs=inducing,
                             learn_inducing=learn, seed=self.seed).double()
+        if not self.learn_noise:                 # a buffer, not a parameter: no optimiser sees it
+            for f in mf.fidelities:
+                lik = self.model.likelihoods[f]
+                value = lik.variance.detach().clone()
+                del lik.variance
+                lik.register_buffer("variance", value)
         self.model.setup(self.model_inputs(), data)
         return self.model
+
+    def _pretrainable(self, f):
+        """Whether refined fidelity ``f`` is pretrained on its own: at least half of its runs (and at least 3) were
+        also run at every fidelity it refines (always so for nested designs)."""
+        mf = self.mf
+        shared = mf.observed(f).copy()
+        for p in mf.parents[f]:
+            shared &= mf.observed(p)
+        return int(shared.sum()) >= max(3, (int(mf.observed(f).sum()) + 1) // 2)
 
     def _set_refined_inducing(self, guide, fidelities):
         """``predmean`` / ``free`` initialisation of the lower-fidelity coordinates of the refined fidelities'
@@ -340,13 +403,14 @@ class MultiFidelityEmulator:
 
     # ------------------------------------------------------------------ fitting
     def fit(self, num_steps=1000, pretrain_steps=500, warm_start=None, lr=0.001, pretrain_lr=0.03, num_particles=4,
-            likelihood_lr_multiplier=0.1, progress=False, num_threads=1):
+            likelihood_lr_multiplier=0.1, progress=False, num_threads=1, pretrain_optimizer="adam"):
         """Fit the emulator (Perlino et al. 2026, App. G.5, in a shorter budget).
 
         1. node-wise pretraining (``pretrain_steps``) of the fidelities that refine nothing;
         2. the ``predmean`` / ``free`` initialisation of the refined fidelities' inducing inputs, then node-wise
            pretraining of the refined fidelities on their runs where the lower fidelities were also run (nested
-           designs; skipped otherwise);
+           designs, or designs where at least half of the fidelity's runs are shared with all its parents, as the
+           folds of the pooled protocol leave them; skipped otherwise);
         3. joint training with :func:`pyro_dag.infer.train` (``recipe="adam"``, full batch, the likelihood's learning
            rate × ``likelihood_lr_multiplier``): DAG-VI for ``num_steps``; DAG-SVI for ``warm_start`` mean-field
            steps (default ``num_steps // 6``, as the paper's 2000 of 12 000) and then ``num_steps - warm_start``
@@ -381,12 +445,13 @@ class MultiFidelityEmulator:
             hist = self.history
             mf_guide(inputs, data)
             hist["pretrain_low"] = pretrain_collapsed(self.model, mf_guide, inputs, data, base, pretrain_steps,
-                                                      lr=pretrain_lr)
+                                                      lr=pretrain_lr, optimizer=pretrain_optimizer)
             for f in self.refined:                       # topological order: its parents are pretrained
                 self._set_refined_inducing(mf_guide, [f])
-                if self.mf.nested(f):
+                if self._pretrainable(f):
                     hist[f"pretrain_{f}"] = pretrain_collapsed(self.model, mf_guide, inputs, data, [f],
-                                                               pretrain_steps, lr=pretrain_lr)[f]
+                                                               pretrain_steps, lr=pretrain_lr,
+                                                               optimizer=pretrain_optimizer)[f]
             common = dict(recipe="adam", lr=lr, num_particles=num_particles,
                           likelihood_lr_multiplier=likelihood_lr_multiplier, progress=progress,
                           num_threads=num_threads)

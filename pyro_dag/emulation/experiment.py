@@ -4,9 +4,13 @@ test problems, for ``pyro-dag fit multifidelity``.
 * ``"published"``: the published-split analogue (for the graphical problem 200 / 200 / 25 training runs and 75
   high-fidelity test points; the chains use the sizes of :data:`CHAIN_SIZES`);
 * ``"hf-scarce"``: 5-fold cross-validation over the high-fidelity runs (the low fidelities keep all theirs), fold
-  metrics averaged.
+  metrics averaged;
+* ``"pooled"``: the pooled joint protocol (Tables 5-6: 200 / 200 / 100 runs, 10 folds over the runs of every
+  fidelity, :func:`pooled_folds`), scored on the held-out runs of all fidelities together with the weighted energy
+  score (:func:`weighted_energy_score`) and on the high fidelity's held-out runs with RMSE and CRPS.
 """
 import json
+import math
 import os
 import time
 import warnings
@@ -18,13 +22,96 @@ from ..datasets.multifidelity import FUNCTIONS, chain_problem, graphical_problem
 from ..metrics import crps_gaussian
 from .emulator import MultiFidelityEmulator
 
-__all__ = ["CHAIN_SIZES", "PROBLEMS", "PROTOCOLS", "make_problem", "run_protocol"]
+__all__ = ["CHAIN_SIZES", "PROBLEMS", "PROTOCOLS", "make_problem", "run_protocol", "pooled_folds",
+           "weighted_energy_score", "joint_draws", "POOLED_SIZES"]
 
 #: Training runs per fidelity (lowest first) of the chains.
 CHAIN_SIZES = {"forrester": [50, 14], "borehole": [200, 25], "currin": [200, 25], "park": [200, 25],
                "branin": [200, 100, 25], "hartmann3": [200, 100, 25]}
 PROBLEMS = sorted(FUNCTIONS) + ["graphical"]
-PROTOCOLS = ("published", "hf-scarce")
+PROTOCOLS = ("published", "hf-scarce", "pooled")
+#: Runs per fidelity of the graphical problem in the pooled protocol (Perlino et al. 2026, Tables 5-6).
+POOLED_SIZES = (200, 100)
+
+
+def pooled_folds(train, num_folds=10, seed=0):
+    """Folds of the pooled joint protocol (Perlino et al. 2026, arXiv:2607.09645, Sec. 7, Tables 5-6): the runs of
+    every fidelity are split into ``num_folds`` parts, each fidelity separately (so every fold holds out about
+    ``n_f / num_folds`` runs of each fidelity ``f``); fold ``k`` trains on the other parts.
+
+    :param dict train: ``{fidelity: (X [n_f, d], y [n_f, 1])}``. :param int seed: the permutation's seed.
+    :returns: a list of ``num_folds`` pairs ``(train_k, held_k)`` of dicts like ``train``.
+    """
+    if num_folds < 2:
+        raise ValueError(f"pooled_folds: num_folds must be at least 2, got {num_folds}")
+    rng = np.random.default_rng(seed)
+    parts = {}
+    for f, (X, y) in train.items():
+        if len(y) < num_folds:
+            raise ValueError(f"pooled_folds: fidelity {f!r} has {len(y)} runs, fewer than num_folds={num_folds}")
+        parts[f] = np.array_split(rng.permutation(len(y)), num_folds)
+    folds = []
+    for k in range(num_folds):
+        tr, held = {}, {}
+        for f, (X, y) in train.items():
+            out = np.sort(parts[f][k])
+            keep = np.setdiff1d(np.arange(len(y)), out)
+            tr[f], held[f] = (X[keep], y[keep]), (X[out], y[out])
+        folds.append((tr, held))
+    return folds
+
+
+def weighted_energy_score(samples, held, train):
+    """Weighted energy score of a joint predictive of the held-out runs of every fidelity (Perlino et al. 2026,
+    App. G.5): ``ES_W = E||X - y||_W - ½ E||X - X'||_W`` over the concatenated held-out vector, with
+    ``||z||²_W = Σ_f ||z_f||² / (n_f σ²_f)``, ``n_f`` the fidelity's held-out runs and ``σ_f`` the standard deviation
+    of its training runs in the fold.
+
+    :param dict samples: ``{fidelity: [S, n_f]}`` joint draws (the same draw index across fidelities is one joint
+        draw). :param dict held: ``{fidelity: (X, y [n_f, 1])}``. :param dict train: the fold's training runs.
+    :returns: a float (lower is better).
+    """
+    from ..metrics import energy_score
+
+    names = list(held)
+    S = {f: np.asarray(samples[f], dtype=np.float64) for f in names}
+    num = {f: S[f].shape[0] for f in names}
+    if len(set(num.values())) != 1:
+        raise ValueError(f"weighted_energy_score: every fidelity needs the same number of joint draws, got {num}")
+    for f in names:
+        if S[f].shape[1] != len(held[f][1]):
+            raise ValueError(f"weighted_energy_score: fidelity {f!r} has draws for {S[f].shape[1]} runs but "
+                             f"{len(held[f][1])} held-out runs")
+    w = np.concatenate([np.full(len(held[f][1]), 1.0 / (len(held[f][1]) * float(np.var(train[f][1]))))
+                        for f in names])
+    draws = torch.as_tensor(np.concatenate([S[f] for f in names], 1))
+    y = torch.as_tensor(np.concatenate([np.asarray(held[f][1], dtype=np.float64).reshape(-1) for f in names]))
+    return float(energy_score(draws, y, torch.as_tensor(w)))
+
+
+def joint_draws(em, held, num_samples=500, seed=0):
+    """Joint predictive of an emulator at the held-out runs of every fidelity: one
+    :meth:`~pyro_dag.emulation.MultiFidelityEmulator.predict` call at all their inputs, so that draw ``s`` of every
+    fidelity comes from the same ``q(U)`` draw.
+
+    :returns: ``(draws, moments)``: ``{fidelity: [S, n_f]}`` draws of new runs (observation noise included) and
+        ``{fidelity: (mean [n_f], variance [n_f])}``.
+    """
+    names = list(held)
+    X = np.concatenate([held[f][0] for f in names])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pred = em.predict(X, names, num_samples=num_samples, seed=seed)
+    gen = np.random.default_rng(seed)
+    draws, moments, start = {}, {}, 0
+    for f in names:
+        rows = slice(start, start + len(held[f][1]))
+        start = rows.stop
+        s = pred[f].samples[:, rows]
+        noise = float(em.model.likelihoods[f].variance.detach().reshape(-1)[0]) * em.y_scale[f] ** 2
+        draws[f] = s + math.sqrt(noise) * gen.standard_normal(s.shape)
+        moments[f] = (pred[f].mean[rows], pred[f].variance[rows])
+    return draws, moments
 
 
 def make_problem(name, seed=0):
