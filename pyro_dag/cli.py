@@ -127,8 +127,9 @@ def _add_fit_parser(sub):
                           "multifidelity (simulator hierarchies, see --problem); omit it with --csv")
     fit.add_argument("--problem", default="graphical",
                      help="multifidelity: graphical (default), forrester, borehole, branin, currin, park, hartmann3")
-    fit.add_argument("--protocol", choices=["published", "hf-scarce"], default="published",
-                     help="multifidelity: the published split (default) or 5-fold CV over the high-fidelity runs")
+    fit.add_argument("--protocol", choices=["published", "hf-scarce", "pooled"], default="published",
+                     help="multifidelity: the published split (default), 5-fold CV over the high-fidelity runs, or "
+                          "the pooled joint 10-fold protocol (weighted energy score)")
     fit.add_argument("--steps", type=positive_int, default=None,
                      help="optimisation steps in all (default 3000 for collider, the recipe's for sachs, 2000 for "
                           "--csv)")

@@ -138,25 +138,44 @@ def _fit(problem, train, structure, steps, pretrain_steps, seed, progress):
 
 
 def run_protocol(problem, protocol="published", structure="chordal", steps=1000, pretrain_steps=500, seed=0,
-                 out=None, progress=False):
+                 out=None, progress=False, folds=None):
     """Run ``protocol`` on ``problem`` with a :class:`~pyro_dag.emulation.MultiFidelityEmulator`; write
     ``multifidelity_{problem}_{protocol}.json`` and a figure to ``out`` (if given).
 
+    :param folds: ``"pooled"`` only: the folds (of 10) to run (default: all 10). The pooled protocol is defined
+        for the graphical problem (200 / 200 / 100 runs); on a chain it pools the chain's runs of
+        :data:`CHAIN_SIZES` in the same way.
     :returns: ``{"metrics": {...}, "paths": [...]}``; metrics are the high fidelity's RMSE, N-RMSE, CRPS (Gaussian,
-        from the predictive mean and variance) and seconds per fit.
+        from the predictive mean and variance) and seconds per fit, and for ``"pooled"`` the weighted energy score
+        ``energy_score`` of all fidelities' held-out runs; averages over folds where there are folds.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    p = make_problem(problem, seed)
+    if protocol == "pooled" and problem == "graphical":
+        p = graphical_problem(POOLED_SIZES[0], POOLED_SIZES[1], 75, seed=seed)
+    else:
+        p = make_problem(problem, seed)
     target = p.target
+    fold_ids = folds
     folds = []
-    if protocol == "published":
+    if protocol == "pooled":
+        splits = pooled_folds(p.train, 10, seed=seed)
+        fold_ids = list(range(10)) if fold_ids is None else list(fold_ids)
+        for k in fold_ids:
+            train, held = splits[k]
+            em, sec = _fit(p, train, structure, steps, pretrain_steps, seed + k, progress)
+            draws, moments = joint_draws(em, held, num_samples=500, seed=seed + k)
+            mean, var = moments[target]
+            folds.append(dict(_scores(mean, var, held[target][1][:, 0], train[target][1]), seconds=sec,
+                              energy_score=weighted_energy_score(draws, held, train)))
+        metrics = {k: float(np.mean([f[k] for f in folds])) for k in folds[0]}
+    elif protocol == "published":
         em, sec = _fit(p, p.train, structure, steps, pretrain_steps, seed, progress)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pred = em.predict(p.test[0], [target])[target]
         metrics = dict(_scores(pred.mean, pred.variance, p.test[1][:, 0], p.train[target][1]), seconds=sec)
-    else:
+    else:                                         # hf-scarce
         XH, yH = p.train[target]
         rng = np.random.default_rng(100 + seed)
         for k, test in enumerate(np.array_split(rng.permutation(len(yH)), 5)):
@@ -227,8 +246,9 @@ def run_multifidelity_cli(parser, args):
                            seed=args.seed, out=args.out, progress=not args.no_progress)
     m = out["metrics"]
     label = "DAG-SVI" if args.guide == "chordal" else "DAG-VI"
+    es = f"  weighted ES {m['energy_score']:.4g}" if "energy_score" in m else ""
     print(f"multifidelity {args.problem} | {args.protocol} | {label}, {steps} steps | high fidelity RMSE "
-          f"{m['rmse']:.4g}  N-RMSE {m['nrmse']:.3f}  CRPS {m['crps']:.4g}  ({m['seconds']:.0f} s per fit)")
+          f"{m['rmse']:.4g}  N-RMSE {m['nrmse']:.3f}  CRPS {m['crps']:.4g}{es}  ({m['seconds']:.0f} s per fit)")
     if "shapley_mean_share" in out["result"]:
         r = out["result"]
         print(f"  Shapley shares of {r['shapley_players']}: mean {np.round(r['shapley_mean_share'], 3).tolist()}, "

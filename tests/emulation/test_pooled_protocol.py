@@ -130,3 +130,15 @@ def test_lbfgs_pretraining_reaches_a_higher_bound_than_adam_in_the_same_steps():
     assert finals["lbfgs"] < finals["adam"]
     with pytest.raises(ValueError, match="optimizer must be 'adam' or 'lbfgs'"):
         pretrain_collapsed(None, None, None, None, [], 1, optimizer="sgd")
+
+
+def test_run_protocol_pooled_one_fold(tmp_path):
+    from pyro_dag.emulation.experiment import run_protocol
+
+    pyro.clear_param_store()
+    out = run_protocol("forrester", "pooled", structure="mean_field", steps=2, pretrain_steps=10, folds=[0],
+                       out=str(tmp_path))
+    m = out["metrics"]
+    assert set(m) == {"rmse", "nrmse", "crps", "seconds", "energy_score"}
+    assert len(out["result"]["folds"]) == 1 and np.isfinite(m["energy_score"]) and m["energy_score"] > 0
+    assert (tmp_path / "multifidelity_forrester_pooled.json").exists()
