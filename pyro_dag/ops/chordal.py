@@ -316,14 +316,16 @@ class SparseSquareRootConditioningState:
     ``Ỹᵀ Ỹ = Σ_j φ_jᵀ φ_j`` and ``Ỹᵀ y = Σ_j φ_jᵀ ψ_j`` with ``ψ_j = T_j (c_j - Σ_k K_jk ψ_k)`` (``ψ_j = Q_jᵀ y_j``).
 
     A rank-one site ``w`` (a column of ``G_wᵀ / √r_w``) updates column ``j`` as Potter's square-root measurement
-    update (Potter 1963; Bierman 1977, *Factorization Methods for Discrete Sequential Estimation*, §V.3): with
+    update of a Kalman filter (Potter & Stern 1963; Bierman 1977, *Factorization Methods for Discrete Sequential
+    Estimation*): with
     ``φ = T_j w_j``, ``q = φᵀφ``, ``c = (1 + q)^{-1/2}`` and ``β = 1 / ((1 + q)(1 + c))``,
     ``T_j ← T_j - β φ (T_jᵀ φ)ᵀ`` (so ``T_jᵀ T_j`` becomes ``(L̃_jj L̃_jjᵀ + w_j w_jᵀ)⁻¹``),
     ``K_ij ← K_ij + c (w_i - c/(1 + c) K_ij φ) φᵀ`` and the update left for the rows below is
     ``w_i ← c (w_i - K_ij φ)`` (the ``W̃_i`` of :meth:`SparseConditioningState._update_column`). Every per-case
-    operation is a matrix-vector or an outer product, ``O(M²)`` per block, and no cancellation worse than
-    ``ε √(1 + q)`` occurs (the square-root form; an explicit inverse downdated by Sherman-Morrison loses
-    ``ε (1 + q)``, eight digits for a case on an inducing input, where ``r`` sits at the jitter floor). The only
+    operation is a matrix-vector or an outer product, ``O(M²)`` per block. Square-root form matters: an explicit
+    inverse ``E_j`` downdated by Sherman-Morrison cancels to relative accuracy ``ε (1 + q)`` in the observed
+    direction, eight digits for a case on an inducing input (``r`` at the jitter floor), the factor ``T_j`` to
+    ``ε √(1 + q)``. The only
     factorisations left are ``L_jj⁻¹`` of the shared (unbatched) factor, once per pass and batched over all blocks
     of one shape. A ``d``-dimensional site is ``d`` rank-one updates in turn. Same ``predict`` / ``update``
     protocol and the same moments, to rounding, as :class:`SparseConditioningState`.
