@@ -313,8 +313,14 @@ def add_dibs(rec, g, args):
     out = sc.run_dibs(Xs.numpy(), "linear", g, n_particles=args.dibs_particles, steps=args.dibs_steps)
     rec["time_s"]["dibs"] = time.perf_counter() - t
     rec.setdefault("cpu_s", {})["dibs"] = time.process_time() - c
+    from pyro_dag.metrics import is_dag
+
     G = np.asarray(out["samples"])
     w = out["weights"] if out["weights"] is not None else np.full(len(G), 1.0 / len(G))
+    acyc = np.asarray(is_dag(G))
+    if not acyc.any():
+        raise RuntimeError(f"graph {g}: every DiBS particle is cyclic ({out['info']}); run more --dibs-steps")
+    G, w = G[acyc], w[acyc] / w[acyc].sum()
     pick = np.random.default_rng(g).choice(len(G), size=args.k, p=w)
     S = torch.as_tensor(G[pick], dtype=torch.float64)
     rec["dibs_info"] = dict(out["info"], distinct_graphs=int(len({a.tobytes() for a in G})),
@@ -537,7 +543,7 @@ def _d32_text(path, old_path, cand_path):
         rows = cr["rows"]
         names = list(dict.fromkeys(r["selection"] for r in rows))
         lines = ["| selection | K | recall of the true parents | P(evidence inside the sets), " +
-                 " / ".join(f"{n}" for n in ns) + " true edges | CPU s per graph |", "|---|---|---|---|---|"]
+                 " / ".join(f"{n}" for n in ns) + " true edges | selection CPU s per graph |", "|---|---|---|---|---|"]
         for name in names:
             for K in cr["settings"]["Ks"]:
                 rs = [r for r in rows if r["selection"] == name and r["K"] == K]
