@@ -499,8 +499,8 @@ def main(argv=None):
                 continue
             with open(path) as f:
                 for n, r in json.load(f)["results"].items():
-                    if r["summary"]:
-                        merged[n] = r["summary"]
+                    if r["summary"]:               # methods of one problem may come from several files
+                        merged.setdefault(n, {}).update(r["summary"])
         text = table(merged, f"Multi-fidelity emulation: {args.protocol}", note)
         if args.readme_note:
             text += "\n\n" + args.readme_note
