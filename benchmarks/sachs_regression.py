@@ -8,6 +8,7 @@ there into ``results/sachs_regression.json`` and the README section ``sachs-regr
     python benchmarks/sachs_regression.py --tasks extrapolation --seeds 0 --methods dag_svi dag_vi --recipe paper
     python benchmarks/sachs_regression.py --methods gp_sem linear_sem --seeds 0 1 2 3 4
     python benchmarks/sachs_regression.py --table
+    python benchmarks/sachs_regression.py --diagnose     # the cheap extrapolation diagnosis alone (no fits)
 """
 import argparse
 import glob
