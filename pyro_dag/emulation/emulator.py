@@ -425,6 +425,8 @@ class MultiFidelityEmulator:
         fidelities' names: call ``pyro.clear_param_store()`` before building a second emulator with the same
         fidelity names in one process.
 
+        :param str pretrain_optimizer: ``"adam"`` (default; ``pretrain_steps`` steps at ``pretrain_lr``) or
+            ``"lbfgs"`` (at most ``pretrain_steps`` L-BFGS iterations; see :func:`pretrain_collapsed`).
         :returns: ``self`` (the losses are in ``.history``).
         """
         import pyro

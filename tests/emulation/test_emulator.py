@@ -98,3 +98,23 @@ def test_shapley_through_the_emulator():
     em.fit(num_steps=20, pretrain_steps=50)
     res = em.shapley(p.test[0], num_samples=32)
     assert res.players == ["L1", "L2"] and res.mean_share.shape == (8, 2)
+
+
+def test_fixed_noise_is_held():
+    """learn_noise=False: every fidelity's noise stays at ``noise`` (a buffer no optimiser sees) through pretraining
+    and joint training, while the kernels still learn."""
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [20, 6], num_test=5, seed=2)
+    em = MultiFidelityEmulator(p.train, p.parents, structure="mean_field", num_inducing=20, noise=1e-5,
+                               learn_noise=False)
+    em.build()
+    before = {n: q.detach().clone() for n, q in em.model.kernels.named_parameters()}
+    noise = {f: em.model.likelihoods[f].variance.clone() for f in ("f1", "f2")}
+    em.fit(num_steps=5, pretrain_steps=20)
+    for f in ("f1", "f2"):
+        assert torch.equal(em.model.likelihoods[f].variance, noise[f])
+        assert float(noise[f]) == pytest.approx(1e-5, rel=1e-5)
+    assert not any("likelihoods" in n for n, _ in em.model.named_parameters())
+    assert any(not torch.equal(before[n], q) for n, q in em.model.kernels.named_parameters())
+    with pytest.raises(ValueError, match="noise must be a positive variance"):
+        MultiFidelityEmulator(p.train, p.parents, noise=0.0)
