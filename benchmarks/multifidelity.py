@@ -216,7 +216,8 @@ def table(problem_summaries, title, note):
             b = "**" if s[k][0] == best[k] else ""
             return f"{b}{fmt.format(s[k][0])} ± {s[k][1]:.2g}{b}"
 
-        for m, s in summ.items():
+        # the rows of a non-default configuration after the defaults' rows
+        for m, s in sorted(summ.items(), key=lambda kv: "noise fixed" in kv[0]):
             if "rmse" not in s:
                 lines.append(f"| {prob} | {m} |" + (" |" if with_es else "") + f" failed: {s['errors'][0][:60]} | | | | | 0 |")
                 continue
