@@ -204,11 +204,13 @@ def table(problem_summaries, title, note):
     """Markdown table: mean ± std over the runs; bold the best; CPU seconds (process time) where recorded; the
     weighted energy score column where any method has one (pooled protocol)."""
     with_es = any("energy_score" in s for summ in problem_summaries.values() for s in summ.values())
-    head = "| problem | method |" + (" ES_W |" if with_es else "") + " RMSE | N-RMSE | CRPS | s / fit | CPU s / fit | runs |"
+    head = ("| problem | method |" + (" ES_W |" if with_es else "")
+            + " RMSE | N-RMSE | CRPS | s / fit | CPU s / fit | runs |")
     lines = [f"### {title}", "", note, "", head, "|---" * (head.count("|") - 1) + "|"]
     for prob, summ in problem_summaries.items():
         ok = {m: s for m, s in summ.items() if "rmse" in s}
-        best = {k: min((s[k][0] for s in ok.values() if k in s), default=None) for k in ("rmse", "crps", "energy_score")}
+        best = {k: min((s[k][0] for s in ok.values() if k in s), default=None)
+                for k in ("rmse", "crps", "energy_score")}
 
         def cell(s, k, fmt="{:.4g}"):
             if k not in s:
@@ -219,11 +221,13 @@ def table(problem_summaries, title, note):
         # the rows of a non-default configuration after the defaults' rows
         for m, s in sorted(summ.items(), key=lambda kv: "noise fixed" in kv[0]):
             if "rmse" not in s:
-                lines.append(f"| {prob} | {m} |" + (" |" if with_es else "") + f" failed: {s['errors'][0][:60]} | | | | | 0 |")
+                lines.append(f"| {prob} | {m} |" + (" |" if with_es else "")
+                             + f" failed: {s['errors'][0][:60]} | | | | | 0 |")
                 continue
             cpu = f"{s['cpu_seconds'][0]:.1f}" if "cpu_seconds" in s else "—"
             lines.append(f"| {prob} | {m} |" + (f" {cell(s, 'energy_score')} |" if with_es else "")
-                         + f" {cell(s, 'rmse')} | {s['nrmse'][0]:.3f} | {cell(s, 'crps')} | {s['seconds'][0]:.1f} | {cpu} |"
+                         + f" {cell(s, 'rmse')} | {s['nrmse'][0]:.3f} | {cell(s, 'crps')} |"
+                         f" {s['seconds'][0]:.1f} | {cpu} |"
                          f" {s['rmse'][2]} |")
     return "\n".join(lines)
 
