@@ -168,8 +168,9 @@ def _lbfgs(params, objective, max_iter):
         loss = objective()
         if not torch.isfinite(loss):
             raise _NonFiniteBound
-        if float(loss) < best[0]:
-            best[0], best[1] = float(loss), [q.detach().clone() for q in params]
+        value = float(loss.detach())
+        if value < best[0]:
+            best[0], best[1] = value, [q.detach().clone() for q in params]
         loss.backward()
         return loss
 
