@@ -83,7 +83,7 @@ def main():
     p.add_argument("--problems", nargs="+", default=["housing", "abalone"])
     p.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--steps", type=int, default=3000)
-    p.add_argument("--n-abalone", type=int, default=1000)
+    p.add_argument("--n-abalone", type=int, default=500)
     p.add_argument("--exogenous", default="gaussian", choices=["gaussian", "mixture"])
     p.add_argument("--methods", nargs="+", default=METHODS)
     p.add_argument("--keep", action="store_true")
