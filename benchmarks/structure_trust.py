@@ -573,14 +573,14 @@ def _d32_text(path, old_path, cand_path):
     cpu = [r["cpu_s"]["total"] for r in r32 if "total" in r.get("cpu_s", {})]
     loads = [r["load_average"][0] for r in r32]
     sel = r32[0].get("selection", "pairwise")
-    how = ("the greedy selection of Viinikka et al. 2020 (`candidate_tables(selection='greedy')`: parent sets up to "
+    how = ("the greedy selection of Viinikka et al. 2020 (`candidate_tables(selection='greedy')`: parent sets\nup to "
            "4 scored in the search, the reverse-direction tier of the first 8)" if sel == "greedy"
            else "the single-parent BGe score gain")
     return f"""### d = 32 (candidate parent sets)
 
 {len(r32)} graph(s), {s32['repeats']} evidence sets per size; K = {tuple(s32['expansion'])} (the paper's d = 32
 setting); candidate sets of {s32['candidates']} parents per node by {how} (recall of the true parents:
-{np.mean([r['candidate_recall'] for r in r32]):.2f}; the paper: 16 by Gadget's greedy heuristic); edge prior unless
+{np.mean([r['candidate_recall'] for r in r32]):.2f}; the paper: 16 candidates by Gadget's greedy heuristic); edge prior unless
 marked; splits at the root from 1000 order-MCMC orders (`order_mcmc`, 20 steps per kept order), exact greedy
 splits in the sub-problems of ≤ 20 variables. No exact DP at this size. Effects from 1000 circuit samples, E-SHD
 from 200.
