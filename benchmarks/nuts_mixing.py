@@ -257,6 +257,8 @@ def write_readme(name, res):
              f"{res['warmup']} --draws {res['draws']} --num-inducing {res['num_inducing']} --max-tree-depth "
              f"{res['max_tree_depth']}" + (" --full-mass" if res.get("full_mass") else "")
              + (" --fix-latent-variance" if res.get("fix_latent_variance") else "")
+             + (" --no-priors" if res.get("priors") is None else "")
+             + (" --compare" if res.get("comparison") else "")
              + "` (one core, chains one after the other, NUTS from a MAP start, non-centred node values; "
              + ("dense" if res.get("full_mass") else "diagonal") + " mass matrix"
              + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "") + "):", "",
