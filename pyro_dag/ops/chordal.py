@@ -59,6 +59,7 @@ class ChordalFactor:
         self.earlier = {v: sorted(n, key=self.pos.__getitem__) for v, n in earlier.items()}  # row pattern
         self.parent = elimination_tree(self.order, self.later)
         self._paths = {}
+        self._diag_inv = None
 
     @classmethod
     def structure_of(cls, other, blocks):
@@ -84,7 +85,7 @@ class ChordalFactor:
 
     def diagonal_inverses(self):
         """``{v: L_vv⁻¹}``: one batched triangular solve per block shape (computed once per factor and kept)."""
-        if getattr(self, "_diag_inv", None) is None:
+        if self._diag_inv is None:
             groups = {}
             for v in self.order:
                 groups.setdefault(tuple(self.diag(v).shape), []).append(v)
@@ -194,11 +195,7 @@ class SparseConditioningState:
 
     def _gt(self, node, a):
         """``G_wᵀ = I_d ⊗ a`` as ``[..., P_w, d]`` for ``a`` of shape ``[..., M]``."""
-        d = self.dims[node]
-        if d == 1:
-            return a.unsqueeze(-1)
-        eye = torch.eye(d, dtype=a.dtype, device=a.device)
-        return (eye.unsqueeze(-2) * a.unsqueeze(-2).unsqueeze(-1)).reshape(a.shape[:-1] + (d * a.shape[-1], d))
+        return _site_rhs(a, self.dims[node])
 
     def _forward_path(self, node, rhs):
         """``L̃⁻¹ g`` for ``g`` nonzero only at ``node``: nonzero only on the path; returns ``{v: block}``."""
@@ -347,7 +344,7 @@ class SparseSquareRootConditioningState:
 
     def _rhs(self, node, a):
         """``G_wᵀ``: for ``d = 1`` the vector ``a`` ``[..., M]`` itself, else ``I_d ⊗ a`` ``[..., P, d]``."""
-        return a if self.dims[node] == 1 else SparseConditioningState._gt(self, node, a)
+        return a if self.dims[node] == 1 else _site_rhs(a, self.dims[node])
 
     def predict(self, node, a, r):
         """``(loc [..., d], cov [..., d, d])`` of node ``node`` given the drawn values (Eqs. 89-91).
@@ -430,7 +427,7 @@ class SparseSquareRootConditioningState:
         rho_next = rho.expand(batch) + q.cumsum(0)
         rho = torch.cat([rho.expand((1,) + batch), rho_next[:-1]])
         bphi = (rho_next + (rho * rho_next).sqrt()).reciprocal().unsqueeze(-1) * phi
-        Tt_phi = (T * phi.unsqueeze(-1)).sum(-2)                                  # T_jᵀ φ_j
+        Tt_phi = _apply_t(T, phi)                                                 # T_jᵀ φ_j
         for j, Tj in zip(path, (T - bphi.unsqueeze(-1) * Tt_phi.unsqueeze(-2)).unbind(0)):
             self.T[j] = Tj
         K = torch.stack([k.expand(batch + (P, P)) for k in K])
@@ -525,6 +522,9 @@ def _inner(x, y, vec):
     return (x * y).sum(-1) if vec else x.transpose(-1, -2) @ y
 
 
-def _outer(x, y, vec):
-    """``x yᵀ`` for vectors ``x`` ``[..., P]``, ``y`` ``[..., Q]``; ``x y`` for matrices ``[..., P, d]``, ``[..., d, Q]``."""
-    return x.unsqueeze(-1) * y.unsqueeze(-2) if vec else x @ y
+def _site_rhs(a, d):
+    """``G_wᵀ = I_d ⊗ a`` as ``[..., d M, d]`` for ``a`` of shape ``[..., M]``."""
+    if d == 1:
+        return a.unsqueeze(-1)
+    eye = torch.eye(d, dtype=a.dtype, device=a.device)
+    return (eye.unsqueeze(-2) * a.unsqueeze(-2).unsqueeze(-1)).reshape(a.shape[:-1] + (d * a.shape[-1], d))
