@@ -40,6 +40,8 @@ __all__ = ["CandidateTables", "candidate_tables", "fair_prior_log", "order_mcmc"
 GRAPH_PRIORS = ("edge", "fair")
 SELECTIONS = ("greedy", "pairwise")
 MAX_CANDIDATES = 20
+GREEDY_MAX_SIZE = 4          # largest parent set the greedy selection scores (select_candidates' max_size)
+REVERSE_TOP = 8              # select_candidates' reverse_top
 MAX_EFFECT_CANDIDATES = 14
 
 
@@ -333,7 +335,7 @@ def _greedy_node(score, p, i, K, num_last, max_size, include=()):
 
 
 def select_candidates(data, num_candidates=16, *, likelihood="bge", selection="greedy", num_last=None,
-                      max_size=4, reverse_top=8, include=None, config=None, **settings):
+                      max_size=GREEDY_MAX_SIZE, reverse_top=REVERSE_TOP, include=None, config=None, **settings):
     """Candidate parent sets ``C_i`` for :func:`candidate_tables` (Viinikka et al. 2020, *Towards Scalable
     Bayesian Learning of Causal DAGs*, NeurIPS, §4.1; Wang, Wicker & Kwiatkowska 2022, App. F).
 
@@ -392,6 +394,16 @@ def _forced(include, p, names):
     return out
 
 
+def _top_k(S, forced, K):
+    """Per node ``i`` the ``K`` nodes ``k`` with the highest score ``S[k, i]`` (``[p, p]``), the forced ones first
+    and never ``i`` itself, as sorted lists."""
+    S = np.array(S, dtype=np.float64)
+    np.fill_diagonal(S, -np.inf)
+    for i, f in enumerate(forced):
+        S[f, i] = np.inf
+    return [sorted(np.argsort(-S[:, i], kind="stable")[:K].tolist()) for i in range(S.shape[1])]
+
+
 def _select(X, mech, num_candidates, selection, num_last, max_size, forced, reverse_top):
     """Candidate sets of every node (see :func:`select_candidates`)."""
     if selection not in SELECTIONS:
@@ -408,11 +420,7 @@ def _select(X, mech, num_candidates, selection, num_last, max_size, forced, reve
         return [[k for k in range(p) if k != i] for i in range(p)]
     if selection == "pairwise":
         single = _scores_for_masks(mech, X, np.concatenate([[0], 1 << np.arange(p, dtype=np.int64)]))
-        S = single[:, 1:].T - single[:, :1].T                                # [k, i]
-        np.fill_diagonal(S, -np.inf)
-        for i, f in enumerate(forced):
-            S[f, i] = np.inf
-        return [sorted(np.argsort(-S[:, i], kind="stable")[:K].tolist()) for i in range(p)]
+        return _top_k(single[:, 1:].T - single[:, :1].T, forced, K)          # [k, i]
     num_last = min(6, K) if num_last is None else int(num_last)
     if not 0 <= num_last <= K:
         raise ValueError(f"num_last must be in 0..num_candidates ({K}); got {num_last}")
@@ -495,14 +503,10 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
             S = np.asarray(torch.as_tensor(candidate_scores, dtype=torch.float64))
             if S.shape != (p, p):
                 raise ValueError(f"candidate_scores must be [{p}, {p}]; got {S.shape}")
-            S = S.copy()
-            np.fill_diagonal(S, -np.inf)
-            for i, f in enumerate(forced):
-                S[f, i] = np.inf
-            sets = [sorted(np.argsort(-S[:, i], kind="stable")[:K].tolist()) for i in range(p)]
+            sets = _top_k(S, forced, K)
         else:
-            size = 4 if max_parents is None else min(4, int(max_parents))
-            sets = _select(X, mech, num_candidates, selection, None, size, forced, 8)
+            size = GREEDY_MAX_SIZE if max_parents is None else min(GREEDY_MAX_SIZE, int(max_parents))
+            sets = _select(X, mech, num_candidates, selection, None, size, forced, REVERSE_TOP)
         K = max(len(c) for c in sets)
         if K > MAX_CANDIDATES:
             raise ValueError(f"at most {MAX_CANDIDATES} candidates per node (2^K tables); got {K}")
