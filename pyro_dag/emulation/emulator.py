@@ -21,6 +21,7 @@ from ..dgp import DAGDGP
 from ..gp.conditional import NotPositiveDefiniteError
 from ..gp.likelihoods import Gaussian
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
+from ..utils import freeze
 from .data import multifidelity_data
 
 __all__ = ["MultiFidelityEmulator", "FidelityPrediction", "initial_lengthscale", "INDUCING_INITS"]
@@ -360,10 +361,7 @@ class MultiFidelityEmulator:
                             learn_inducing=learn, seed=self.seed).double()
         if not self.learn_noise:                 # a buffer, not a parameter: no optimiser sees it
             for f in mf.fidelities:
-                lik = self.model.likelihoods[f]
-                value = lik.variance.detach().clone()
-                del lik.variance
-                lik.register_buffer("variance", value)
+                freeze(self.model.likelihoods[f], {"variance"})
         self.model.setup(self.model_inputs(), data)
         return self.model
 
