@@ -14,7 +14,11 @@ here as functions of the graph and the kernels:
   Prop. 5), which makes it separating whatever its latent parents do;
 * :func:`product_fusion_contraction_check` -- the sufficient contraction condition ``d τ² k̄ / λ² < 1`` of
   product (SE) fusion (Prop. 4, Cor. 4);
+* :func:`branching_threshold_probability`, :func:`branching_survival_bound` -- the one-step threshold
+  probability ``p_t`` and the Galton-Watson survival bound of ``b``-ary branching (Prop. 6, Cor. 5);
 * :func:`gaussian_refresh` -- the posterior contrast of an observed internal node, Eq. (9) (Cor. 6);
+* :func:`gaussian_exceedance`, :func:`route_retention_factor`, :func:`theorem2_bound` -- the exact source
+  strength ``q_j``, the additive-route factor ``ρ_γ(ε)`` (Def. 6, Prop. 7) and the bound of Theorem 2, Eq. (8);
 * :func:`check_prior_collapse` -- warns (:class:`PriorCollapseWarning`) when a deep DAG has a long stretch of
   slices without a root-retaining node, recommending :class:`~pyro_dag.kernels.InputConnected`.
 """
@@ -24,10 +28,11 @@ from collections import namedtuple
 import networkx as nx
 import torch
 
-__all__ = ["PriorCollapseWarning", "antichain_decomposition", "check_prior_collapse", "contrast_covariance",
+__all__ = ["PriorCollapseWarning", "antichain_decomposition", "branching_survival_bound",
+           "branching_threshold_probability", "check_prior_collapse", "contrast_covariance", "gaussian_exceedance",
            "gaussian_refresh", "is_root_retaining", "p_eps", "product_fusion_contraction_check",
-           "product_fusion_recursion",
-           "separation_constant", "theorem1_bound"]
+           "product_fusion_recursion", "route_retention_factor",
+           "separation_constant", "theorem1_bound", "theorem2_bound"]
 
 
 class PriorCollapseWarning(UserWarning):
@@ -214,3 +219,147 @@ def gaussian_refresh(gamma, noise_var, d_y, eps=None):
     q = 1 - torch.distributions.Normal(0.0, 1.0).cdf((eps - mean.abs()) / var.sqrt())
     return mean, var, q
 
+
+
+def _as_float(x):
+    """A floating tensor: a floating tensor keeps its dtype, anything else gets torch's default dtype."""
+    x = torch.as_tensor(x)
+    return x if x.is_floating_point() else x.to(torch.get_default_dtype())
+
+
+def gaussian_exceedance(mean, var, eps):
+    """``P(|Δ| > ε)`` for a scalar ``Δ ~ N(mean, var)``: ``Φ((mean - ε)/√var) + Φ((-mean - ε)/√var)``.
+
+    With the filtered law of :func:`gaussian_refresh` this is the exact source strength ``q_j`` of Theorem 2 of
+    Perlino et al. 2026 (Eq. (8)); Cor. 6 bounds it from below by ``1 - Φ((ε - |m|)/√v)`` (the one-sided tail
+    that :func:`gaussian_refresh` returns as ``q``). ``var = 0`` gives the indicator ``|mean| > ε``.
+
+    :param mean: ``[...]`` mean(s). :param var: ``[...]`` variance(s), ``>= 0``. :param float eps: ``ε > 0``.
+    :returns: ``[...]`` tensor of probabilities.
+    """
+    mean, var = torch.broadcast_tensors(_as_float(mean), _as_float(var))
+    if bool((var < 0).any()):
+        raise ValueError(f"gaussian_exceedance: var must be >= 0 (a variance), got {var}")
+    if eps <= 0:
+        raise ValueError(f"gaussian_exceedance: eps must be > 0, got {eps}")
+    normal = torch.distributions.Normal(0.0, 1.0)
+    sd = var.clamp_min(1e-300).sqrt()
+    tails = normal.cdf((mean - eps) / sd) + normal.cdf((-mean - eps) / sd)
+    return torch.where(var > 0, tails, (mean.abs() > eps).to(tails.dtype))
+
+
+def route_retention_factor(eps, variances, lengthscales):
+    """Retention factor ``ρ_γ(ε) = ∏_r β_r(ε)`` of an additive SE route (Perlino et al. 2026, Def. 6, Prop. 7).
+
+    Route node ``v_r`` has an additive component ``ς_r² k̄_r`` on its route parent ``v_{r-1}``; for an SE
+    correlation ``k̄_r(u, u') = exp(-|u - u'|²/(2λ_r²))``, ``r̄_r(ε) = sup_{|u-u'|>ε} k̄_r = exp(-ε²/(2λ_r²))``
+    and ``β_r(ε) = 2Φ(-ε / √(2ς_r²(1 - r̄_r(ε))))``: the probability that an ``ε``-contrast at ``v_{r-1}`` is
+    passed on to ``v_r`` is at least ``β_r`` whatever the other (admissible) parents do. A route of length 0
+    (the source is the target) has ``ρ = 1``.
+
+    :param float eps: ``ε > 0``.
+    :param variances: ``[L]`` route-component variances ``ς_r²`` (a scalar with ``lengthscales`` scalar too
+        is one step; use sequences for a route).
+    :param lengthscales: ``[L]`` SE length-scales ``λ_r`` (broadcast against ``variances``).
+    :returns: a 0-d tensor ``ρ_γ(ε)``.
+    """
+    variances, lengthscales = (_as_float(x) for x in (variances, lengthscales))
+    variances, lengthscales = torch.broadcast_tensors(variances.reshape(-1), lengthscales.reshape(-1))
+    if eps <= 0:
+        raise ValueError(f"route_retention_factor: eps must be > 0, got {eps}")
+    if bool((variances <= 0).any()) or bool((lengthscales <= 0).any()):
+        raise ValueError("route_retention_factor: every route variance and length-scale must be > 0; got "
+                         f"variances={variances.tolist()}, lengthscales={lengthscales.tolist()}")
+    r_bar = torch.exp(-eps ** 2 / (2 * lengthscales ** 2))
+    beta = 2 * torch.distributions.Normal(0.0, 1.0).cdf(-eps / (2 * variances * (1 - r_bar)).sqrt())
+    return beta.prod()
+
+
+def theorem2_bound(q, rho):
+    """Theorem 2 of Perlino et al. 2026, Eq. (8), for given source strengths: ``1 - ∏_j (1 - ρ_j q_j)``.
+
+    ``s`` observed sources ``u_j`` with posterior probabilities ``q_j`` of an ``ε``-contrast reach ``s`` targets
+    through interior-disjoint admissible routes, each ``ε``-retaining with factor ``ρ_j`` (e.g.
+    :func:`route_retention_factor`); the forward-predictive probability that the target antichain carries an
+    ``ε``-contrast is at least the expectation of this quantity over the filtering law (here it is evaluated
+    at given ``q_j``; when they are deterministic, as in Cor. 6 with fixed parent states, it is the bound).
+
+    :param q: ``[..., s]`` source strengths in ``[0, 1]`` (e.g. :func:`gaussian_exceedance` of the
+        :func:`gaussian_refresh` law). :param rho: ``[..., s]`` route factors in ``[0, 1]`` (broadcast).
+    :returns: ``[...]`` tensor.
+    """
+    q, rho = (_as_float(x) for x in (q, rho))
+    for name, x in (("q", q), ("rho", rho)):
+        if bool(((x < 0) | (x > 1)).any()):
+            raise ValueError(f"theorem2_bound: {name} must lie in [0, 1] (a probability), got {x}")
+    q, rho = torch.broadcast_tensors(q.reshape(q.shape or (1,)), rho.reshape(rho.shape or (1,)))
+    return 1 - (1 - rho * q).prod(-1)
+
+
+def branching_threshold_probability(t, variance, lengthscale, d=1):
+    """One-step threshold probability ``p_t`` of a designated branching edge (Perlino et al. 2026, App. C.3).
+
+    For an SE module on the parent state (``κ(r) = exp(-r/(2λ²))``, Assumption 1), a child whose designated
+    parent has ``||Δ_w|| ≥ t`` has contrast variance at least ``σ_t² = 2τ²(1 - κ(t²))``, hence
+    ``P(||Δ_v|| ≥ t) ≥ p_t = P(χ²_d ≥ t²/σ_t²)``; for ``d = 1``, ``p_t = 2Φ(-t/σ_t)`` (Cor. 5).
+
+    :param float t: threshold ``t > 0``. :param float variance: ``τ² > 0``.
+    :param float lengthscale: ``λ > 0``. :param int d: output dimension.
+    :returns: a 0-d tensor ``p_t``.
+    """
+    if t <= 0 or variance <= 0 or lengthscale <= 0 or d < 1:
+        raise ValueError("branching_threshold_probability needs t > 0, variance > 0, lengthscale > 0 and d >= 1; "
+                         f"got t={t}, variance={variance}, lengthscale={lengthscale}, d={d}")
+    t = torch.as_tensor(t, dtype=torch.get_default_dtype())
+    sigma2 = 2 * variance * (1 - torch.exp(-t ** 2 / (2 * lengthscale ** 2)))
+    # P(χ²_d ≥ x) = Q(d/2, x/2), the regularised upper incomplete gamma function
+    return torch.special.gammaincc(torch.as_tensor(d / 2, dtype=t.dtype), t ** 2 / sigma2 / 2)
+
+
+def branching_survival_bound(p_t, b, depth=None, seed_prob=1.0, tol=1e-14, max_iter=100_000):
+    """Prop. 6 of Perlino et al. 2026 (App. C.3): a lower bound on ``P(M_ℓ ≥ t for ℓ = 0, ..., depth)``.
+
+    Along a designated ``b``-ary branching subgraph, the children of a node with ``||Δ|| ≥ t`` exceed ``t``
+    independently with probability at least ``p_t`` (:func:`branching_threshold_probability`); thinning to
+    exactly ``p_t`` embeds a Galton-Watson process with ``Bin(b, p_t)`` offspring, generating function
+    ``g(s) = (1 - p_t + p_t s)^b``, started from ``Z_0 = 1{||Δ_{w0}|| ≥ t}``. Its survival to generation ``L``
+    has probability ``1 - g^{∘L}(0)``, so
+
+    ``P(M_ℓ ≥ t, ℓ = 0..L) ≥ P(||Δ_{w0}|| ≥ t) · (1 - g^{∘L}(0))``;
+
+    with ``depth=None`` the limit ``L → ∞``, ``P(||Δ_{w0}|| ≥ t) · (1 - ξ_t)`` with ``ξ_t`` the smallest fixed
+    point of ``g`` in ``[0, 1]``: positive exactly when ``b p_t > 1`` (supercritical; Prop. 6), zero otherwise.
+
+    :param p_t: one-step threshold probability in ``[0, 1]``. :param int b: branching factor ``>= 1``.
+    :param depth: ``L >= 0`` (generations after the seed), or ``None`` for all depths.
+    :param seed_prob: ``P(||Δ_{w0}|| ≥ t)`` (1 gives the Galton-Watson survival alone).
+    :returns: a 0-d tensor.
+    """
+    p_t = _as_float(p_t)
+    if b < 1 or int(b) != b:
+        raise ValueError(f"branching_survival_bound: b must be an integer >= 1, got {b}")
+    if not 0 <= float(p_t) <= 1 or not 0 <= float(seed_prob) <= 1:
+        raise ValueError(f"branching_survival_bound: p_t and seed_prob must lie in [0, 1], got {float(p_t)}, "
+                         f"{float(seed_prob)}")
+    if depth is not None and (depth < 0 or int(depth) != depth):
+        raise ValueError(f"branching_survival_bound: depth must be an integer >= 0 or None, got {depth}")
+
+    def g(s):
+        return (1 - p_t + p_t * s) ** b
+
+    s = torch.zeros_like(p_t)  # P(Z_l = 0 | Z_0 = 1), l = 0
+    if depth is not None:
+        for _ in range(int(depth)):
+            s = g(s)
+    elif b == 1 and float(p_t) == 1:  # one child that always exceeds t: the line never dies
+        pass
+    elif b * float(p_t) <= 1:  # (sub)critical, not degenerate: extinction is certain (Athreya and Ney 1972)
+        s = torch.ones_like(p_t)
+    else:  # g^{∘n}(0) increases to ξ_t geometrically (rate g'(ξ_t) < 1)
+        for _ in range(max_iter):
+            s_new = g(s)
+            if float(s_new - s) < tol:
+                s = s_new
+                break
+            s = s_new
+    return seed_prob * (1 - s)
