@@ -23,6 +23,7 @@ from torch import nn
 
 from . import graph as dag
 from .gp.conditional import NonFiniteGramError, cholesky_with_jitter, whitened_conditional
+from .gp.collapsed import CollapsedGaussianLeaf
 from .gp.inducing import init_inducing_inputs
 from .gp.likelihoods import Gaussian, get_likelihood
 from .infer.checks import NonFiniteLossError
@@ -172,7 +173,14 @@ class DAGDGP(PyroModule):
     :param float jitter: relative jitter of ``K(Z, Z)`` (default 1e-8 in float64, 1e-5 in float32).
     :param sample_f: ``True`` (or ``"non_centred"``) makes the node values sample sites through their
         standardised noise ``"{w}.eps"`` (see above), ``"centred"`` through ``"{w}.f"``; Gaussian-likelihood leaves
-        are then collapsed, ``y ~ N(μ, r + τ²)``. Use it for MCMC (``MCMC(NUTS(model))``).
+        are then collapsed (see ``collapse``). Use it for MCMC (``MCMC(NUTS(model))``).
+    :param collapse: what ``sample_f`` mode integrates out of a Gaussian-likelihood leaf (a node without
+        children): ``"values"`` (default) its node values, ``y ~ N(μ(U), r + τ²)`` per case; ``"inducing"``
+        also its inducing outputs, ``y_j ~ N(0, A Aᵀ + diag(r + τ_j²))`` jointly over the cases where it is
+        observed (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`; full batch only), so that NUTS samples
+        only the hidden nodes and the hyperparameters; :meth:`draw_collapsed_inducing` then draws the leaves'
+        ``"{w}.u"`` exactly given each draw (:func:`~pyro_dag.diagnostics.to_inference_data` does it itself);
+        ``None``: nothing (the leaves' values are sample sites like any other node's).
     :param priors: ``None`` (default: kernel and likelihood hyperparameters are learnable ``PyroParam`` s) or
         ``"weakly_informative"`` (or a dict, see :func:`pyro_dag.priors.set_hyperpriors`): LogNormal
         hyperpriors on the kernel variances and length-scales and the observed nodes' noise, applied at set-up,
@@ -209,7 +217,7 @@ class DAGDGP(PyroModule):
 
     def __init__(self, graph, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
                  inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None,
-                 priors=None, name=None):
+                 priors=None, name=None, collapse="values"):
         if name is not None and (not isinstance(name, str) or not name):
             raise DAGInputError(f"name must be a non-empty string (a prefix of the model's parameter names), got "
                                 f"{name!r}")
@@ -274,6 +282,12 @@ class DAGDGP(PyroModule):
             raise DAGInputError(f"sample_f must be False, True, 'non_centred' or 'centred', got {sample_f!r}")
         self.sample_f = bool(sample_f)
         self.centred = sample_f == "centred"
+        if collapse not in ("values", "inducing", None):
+            raise DAGInputError(f"collapse must be 'values', 'inducing' or None, got {collapse!r}")
+        if collapse == "inducing" and not self.sample_f:
+            raise DAGInputError("collapse='inducing' integrates a Gaussian leaf's inducing outputs out of the model "
+                                "for MCMC; it needs sample_f=True (DAGDGP(..., sample_f=True, collapse='inducing'))")
+        self.collapse = collapse
         if priors is not None and not isinstance(priors, dict) and priors != "weakly_informative":
             raise DAGInputError(f"priors must be None, 'weakly_informative' or a dict of LogNormal (loc, scale) "
                                 f"(see pyro_dag.priors.set_hyperpriors), got {priors!r}")
@@ -664,6 +678,11 @@ class DAGDGP(PyroModule):
         """
         X, n, obs = self.checked_arguments(inputs, data, mask)
         self._check_subsample(subsample_size, subsample, n)
+        size = len(subsample) if subsample is not None else subsample_size
+        if size is not None and size < n and self._collapsed_inducing(obs, data is None):
+            raise DAGInputError(f"collapse='inducing' integrates the inducing outputs of nodes "
+                                f"{self._collapsed_inducing(obs, False)} out of all their cases jointly, so the model "
+                                "cannot be minibatched; run it full batch (no subsample_size) or use collapse='values'")
         if self.is_setup:  # (else the set-up checks, once its kernels have their parameters)
             self._check_param_store()  # before a read of a parameter ties it to the store's tensor
         else:
@@ -780,12 +799,23 @@ class DAGDGP(PyroModule):
 
     def _collapsed(self, w):
         """Gaussian-likelihood leaves are integrated out analytically in ``sample_f`` mode."""
-        return (self.sample_f and self.graph.out_degree(w) == 0 and isinstance(self.likelihoods[w], Gaussian))
+        return (self.sample_f and self.collapse is not None and self.graph.out_degree(w) == 0
+                and isinstance(self.likelihoods[w], Gaussian))
+
+    def _collapsed_inducing(self, obs, generate):
+        """The observed Gaussian-likelihood leaves whose inducing outputs ``collapse="inducing"`` integrates out
+        (none when generating: a draw of new observations needs their inducing outputs)."""
+        if self.collapse != "inducing" or generate:
+            return []
+        return [w for w in self.gp_nodes if w in obs and self._collapsed(w)]
 
     def _forward_generative(self, X, obs, plate, generate, cache):
         latent = self._sample_latent_inputs(plate)
+        collapsed = self._collapsed_inducing(obs, generate)
         us = {}
         for w in self.topo_nodes:
+            if w in collapsed:  # V_w integrated out: see CollapsedGaussianLeaf
+                continue
             shape = (self.output_dims[w], self.num_inducing[w])
             prior = dist.Normal(torch.zeros(shape, dtype=self.dtype, device=self.device), 1.0).to_event(2)
             u = pyro.sample(f"{w}.u", prior, infer=self._site_meta(w, "inducing"))
@@ -793,15 +823,19 @@ class DAGDGP(PyroModule):
             # of the batch shape); drop it so that u's batch dims line up with the cases' batch dims.
             us[w] = u.squeeze(-3) if u.dim() > 2 and u.shape[-3] == 1 else u
         observed = self._observation_nodes(obs, generate)
+        marginals = {}
         with plate as idx:
             values = {r: X[r][idx] for r in self.root_nodes}
             values.update(latent)
             for w in self.topo_nodes:
                 a, r = self.node_conditional(w, values, cache)
+                lik = self.likelihoods[w]
+                if w in collapsed:
+                    marginals[w] = (a, r)
+                    continue
                 u = us[w]
                 loc = a @ u.transpose(-1, -2)
                 scale = r.sqrt().unsqueeze(-1)
-                lik = self.likelihoods[w]
                 if self._collapsed(w):
                     f = None
                     y_dist = dist.Normal(loc, (r.unsqueeze(-1) + lik.variance).sqrt())
@@ -828,6 +862,13 @@ class DAGDGP(PyroModule):
                         y, m = obs[w]
                         pyro.sample(f"{w}.y", y_dist.mask(m[idx]).to_event(1), obs=y[idx],
                                     infer=self._site_meta(w, "observation"))
+        # The collapsed leaves' cases are jointly Gaussian (not independent given the parents), so their site sits
+        # outside the data plate, every case in one event.
+        for w, (a, r) in marginals.items():
+            y, m = obs[w]
+            lik = self.likelihoods[w]
+            pyro.sample(f"{w}.y", CollapsedGaussianLeaf(a, r, lik.variance, self.output_dims[w], mask=m),
+                        obs=torch.where(m, y, torch.zeros_like(y)), infer=self._site_meta(w, "observation"))
         return values
 
     def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False,
@@ -1001,6 +1042,41 @@ class DAGDGP(PyroModule):
                 if h in out.nodes:
                     out.fill(h, 0, 0, n, hs[h], loc.expand(hs[h].shape), scale.pow(2).expand(hs[h].shape))
         return out.result(chunks)
+
+    def draw_collapsed_inducing(self, samples, inputs, data=None, mask=None):
+        """Complete posterior draws of a ``collapse="inducing"`` model with its leaves' inducing outputs.
+
+        NUTS on ``DAGDGP(..., sample_f=True, collapse="inducing")`` samples every site except the whitened
+        inducing outputs ``"{w}.u"`` of the observed Gaussian-likelihood leaves, which the model integrates out
+        (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`). Given a draw of the rest, ``V_w | y`` is Gaussian;
+        this draws it exactly, once per draw, so that the completed draws are draws of the full posterior
+        (Rao-Blackwellisation of the leaves; Perlino et al. 2026, arXiv:2607.09645, Eq. (80)). Use the result
+        wherever the full model's draws are needed, e.g. ``Predictive(model, posterior_samples=...)`` (which runs
+        the model without data, so with every ``"{w}.u"`` site) or :func:`pyro_dag.diagnostics.to_inference_data`
+        (which calls this itself).
+
+        :param dict samples: ``{site: [S, ...]}`` posterior draws, e.g. ``mcmc.get_samples()``.
+        :param dict inputs: the inputs of the run. :param dict data: its data. :param dict mask: its mask.
+        :returns: a new dict, ``samples`` plus ``"{w}.u"`` ``[S, d_w, M_w]`` for each collapsed leaf ``w``.
+        """
+        X, n, obs = self.checked_arguments(inputs, data, mask)
+        leaves = self._collapsed_inducing(obs, generate=data is None)
+        if not leaves:
+            return dict(samples)
+        num = {int(v.shape[0]) for v in samples.values()}
+        if len(num) != 1:
+            raise DAGInputError(f"samples must hold the same number of draws at every site, got sizes {sorted(num)}")
+        draws = {w: [] for w in leaves}
+        with torch.no_grad():
+            for s in range(num.pop()):
+                with pyro.poutine.trace() as tr, pyro.poutine.condition(data={k: v[s] for k, v in samples.items()}):
+                    self(inputs, data, mask)
+                for w in leaves:
+                    site = tr.trace.nodes[f"{w}.y"]
+                    draws[w].append(site["fn"].sample_inducing(site["value"]))
+        out = dict(samples)
+        out.update({f"{w}.u": torch.stack(v) for w, v in draws.items()})
+        return out
 
     def _predict_batch_size(self, num_samples, batch_size):
         if batch_size is None:

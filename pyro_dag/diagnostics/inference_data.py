@@ -108,13 +108,16 @@ class MCMCStats:
 
 @contextlib.contextmanager
 def _collapsed_leaves(model, collapse):
-    """Temporarily evaluate the model with ``sample_f=True`` (collapsed Gaussian leaves)."""
-    old = model.sample_f
-    model.sample_f = bool(collapse) or old
+    """Temporarily evaluate the model with ``sample_f=True`` and its Gaussian leaves' values (only) collapsed:
+    the pointwise log-likelihood ``log N(y_i; μ_i(U), r_i + τ²)`` given the leaves' inducing outputs, which
+    :meth:`~pyro_dag.DAGDGP.draw_collapsed_inducing` has drawn for a ``collapse="inducing"`` run."""
+    old = model.sample_f, model.collapse
+    model.sample_f = bool(collapse) or old[0]
+    model.collapse = "values" if collapse else old[1]
     try:
         yield
     finally:
-        model.sample_f = old
+        model.sample_f, model.collapse = old
 
 
 def _site_draws(trace):
@@ -251,6 +254,9 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
         raise TypeError(f"to_inference_data needs a DAGDGP model, got {type(model).__name__}; for other Pyro "
                         "models use arviz.from_pyro")
     X, n, obs = model.checked_arguments(inputs, data, mask)
+    if chains is not None:
+        # a collapse="inducing" run has no draws of its leaves' inducing outputs: draw them exactly given each draw
+        chains = [model.draw_collapsed_inducing(c, inputs, data, mask) for c in chains]
     record = list(model.gp_nodes if nodes is None else nodes)
     unknown = [w for w in record if w not in model.gp_nodes]
     if unknown:
