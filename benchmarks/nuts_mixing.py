@@ -39,7 +39,7 @@ from pyro_dag.gp.likelihoods import Gaussian  # noqa: E402
 NOISE = 0.05
 
 
-def collider_problem(n1=7, n2=6, seed=0):
+def collider_problem(n1=7, n2=6, seed=0, observe_hidden=False):
     gen = torch.Generator().manual_seed(seed)
     x1 = torch.linspace(-1, 1, n1, dtype=torch.float64)
     x2 = torch.linspace(-1, 1, n2, dtype=torch.float64) + (2.0 / (n2 - 1)) / 3
@@ -51,26 +51,42 @@ def collider_problem(n1=7, n2=6, seed=0):
     y = _gp_draw(uniq, 0.6, gen)[inv] + NOISE * torch.randn(s.shape, dtype=torch.float64, generator=gen)
     graph = nx.DiGraph([("x1", "w1"), ("x2", "w2"), ("w1", "w3"), ("w2", "w3")])
     inputs = {"x1": X1.reshape(-1, 1), "x2": X2.reshape(-1, 1)}
-    return graph, inputs, {"w3": y.reshape(-1, 1)}, {"w1": W1.reshape(-1, 1), "w2": W2.reshape(-1, 1)}
+    truth = {"w1": W1.reshape(-1, 1), "w2": W2.reshape(-1, 1)}
+    data = {"w3": y.reshape(-1, 1)}
+    if observe_hidden:  # the parents measured too, with the same noise
+        data.update({w: v + NOISE * torch.randn(v.shape, dtype=torch.float64, generator=gen) for w, v in truth.items()})
+    return graph, inputs, data, truth
 
 
-def collider_model(graph, num_inducing, priors, sample_f=True):
+def collider_model(graph, num_inducing, priors, sample_f=True, collapse="values", observe_hidden=False):
     kern = {"w1": kernels.RBF(lengthscale=0.4), "w2": kernels.RBF(lengthscale=0.4),
             "w3": kernels.SumInput(kernels.RBF(lengthscale=0.6))}
-    return DAGDGP(graph, kernels=kern, num_inducing=num_inducing, likelihoods={"w3": Gaussian(NOISE ** 2)},
-                  sample_f=sample_f, priors=priors).double()
+    liks = {w: Gaussian(NOISE ** 2) for w in (("w1", "w2", "w3") if observe_hidden else ("w3",))}
+    return DAGDGP(graph, kernels=kern, num_inducing=num_inducing, likelihoods=liks,
+                  sample_f=sample_f, priors=priors, collapse=collapse if sample_f else "values").double()
 
 
-def chain_problem(n=50, seed=0):
+def chain_problem(n=50, seed=0, observe_hidden=False):
     gen = torch.Generator().manual_seed(seed)
     x = torch.linspace(-1.5, 1.5, n, dtype=torch.float64).unsqueeze(-1)
     y = torch.sin(2 * x) + NOISE * torch.randn(n, 1, dtype=torch.float64, generator=gen)
-    return nx.DiGraph([("x", "a"), ("a", "b")]), {"x": x}, {"b": y}
+    data = {"b": y}
+    if observe_hidden:  # a = x measured with the same noise
+        data["a"] = x + NOISE * torch.randn(n, 1, dtype=torch.float64, generator=gen)
+    return nx.DiGraph([("x", "a"), ("a", "b")]), {"x": x}, data
 
 
-def chain_model(graph, num_inducing, priors, sample_f=True):
-    return DAGDGP(graph, num_inducing=num_inducing, likelihoods={"b": Gaussian(NOISE ** 2)}, sample_f=sample_f,
-                  priors=priors).double()
+def chain_model(graph, num_inducing, priors, sample_f=True, collapse="values", observe_hidden=False):
+    liks = {w: Gaussian(NOISE ** 2) for w in (("a", "b") if observe_hidden else ("b",))}
+    return DAGDGP(graph, num_inducing=num_inducing, likelihoods=liks, sample_f=sample_f,
+                  priors=priors, collapse=collapse).double()
+
+
+def parse_num_inducing(text):
+    """``"6"`` -> 6; ``"w1=7,w2=6"`` -> ``{"w1": 7, "w2": 6}``."""
+    if "=" not in text:
+        return int(text)
+    return {k: int(v) for k, v in (item.split("=") for item in text.split(","))}
 
 
 def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0, jit=False, map_steps=500,
@@ -145,27 +161,38 @@ def main():
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--draws", type=int, default=500)
-    p.add_argument("--num-inducing", type=int, default=6)
+    p.add_argument("--num-inducing", type=parse_num_inducing, default=6,
+                   help="M per node: an int, or node=M pairs, e.g. w1=7,w2=6,w3=8")
     p.add_argument("--max-tree-depth", type=int, default=7)
     p.add_argument("--no-priors", action="store_true", help="fixed hyperparameters (inducing outputs only)")
     p.add_argument("--full-mass", action="store_true", help="NUTS(full_mass=True): dense mass matrix adaptation")
+    p.add_argument("--dense-block", default=None,
+                   help="sites with one dense mass-matrix block, the rest diagonal, e.g. w1.u,w2.u "
+                        "(NUTS(full_mass=[(...)]))")
     p.add_argument("--fix-latent-variance", action="store_true",
                    help="no prior on the hidden nodes' kernel variances (fixed at 1: identifiability constraint)")
     p.add_argument("--target-accept", type=float, default=0.8)
+    p.add_argument("--collapse", choices=["values", "inducing"], default="values",
+                   help="DAGDGP(collapse=...): 'inducing' integrates the observed leaf's inducing outputs out too")
     p.add_argument("--jit", action="store_true", help="NUTS(jit_compile=True) (fails with hyperpriors here)")
     p.add_argument("--compare", action="store_true", help="also fit DAG-SVI and DAG-VI (collider)")
     p.add_argument("--svi-steps", type=int, default=3000)
+    p.add_argument("--observe-hidden", action="store_true",
+                   help="observe the intermediate nodes too (noise sd 0.05): every node measured, as on Sachs")
+    p.add_argument("--no-write", action="store_true", help="print only (no JSON, no README section)")
     args = p.parse_args()
     priors = None if args.no_priors else "weakly_informative"
     from pyro_dag.diagnostics import to_inference_data
 
     build_priors = None if args.fix_latent_variance else priors
     if args.model == "collider":
-        graph, inputs, data, truth = collider_problem()
-        model = collider_model(graph, args.num_inducing, build_priors)
+        graph, inputs, data, truth = collider_problem(observe_hidden=args.observe_hidden)
+        model = collider_model(graph, args.num_inducing, build_priors, collapse=args.collapse,
+                               observe_hidden=args.observe_hidden)
     else:
-        graph, inputs, data = chain_problem()
-        model = chain_model(graph, args.num_inducing, build_priors)
+        graph, inputs, data = chain_problem(observe_hidden=args.observe_hidden)
+        model = chain_model(graph, args.num_inducing, build_priors, collapse=args.collapse,
+                            observe_hidden=args.observe_hidden)
     model.setup(inputs, data)
     if args.fix_latent_variance and priors is not None:
         from pyro_dag.priors import set_hyperpriors
@@ -174,28 +201,36 @@ def main():
     print(f"{args.model}: n = {n}, M = {args.num_inducing}, priors = {priors}, {args.chains} chains x "
           f"{args.draws} draws after {args.warmup} warm-up", flush=True)
     runs, stats, times, cpu_times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws,
-                                             args.max_tree_depth, jit=args.jit, full_mass=args.full_mass,
+                                             args.max_tree_depth, jit=args.jit,
+                                             full_mass=[tuple(args.dense_block.split(","))] if args.dense_block
+                                             else args.full_mass,
                                              target_accept=args.target_accept)
     idata = to_inference_data(mcmc=runs, sample_stats=stats)
     summ, res = mixing_summary(idata)
     res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
                warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)),
                cpu_seconds_per_chain=cpu_times,
-               max_tree_depth=args.max_tree_depth, full_mass=args.full_mass,
-               fix_latent_variance=args.fix_latent_variance, target_accept=args.target_accept,
+               max_tree_depth=args.max_tree_depth, full_mass=args.full_mass, dense_block=args.dense_block,
+               fix_latent_variance=args.fix_latent_variance, target_accept=args.target_accept, collapse=args.collapse,
+               observe_hidden=args.observe_hidden,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
                                 and max(cpu_times) <= 600))
     print(summ.sort_values("ess_bulk").head(8).to_string())
     print({k: v for k, v in res.items() if k != "seconds_per_chain"})
+    if args.compare and args.observe_hidden:
+        raise SystemExit("--compare is the latent collider of the paper: drop --observe-hidden")
     if args.compare and args.model == "collider" and priors is not None:
         raise SystemExit("--compare needs --no-priors (the guides fit the fixed-hyperparameter model)")
     if args.compare and args.model == "collider":
         res["comparison"] = compare_with_guides(model, runs, inputs, data, args)
         print(res["comparison"])
     name = f"nuts_mixing_{args.model}" + ("_fixed" if priors is None else "") + (
-        "_dense" if args.full_mass else "") + ("_scale" if args.fix_latent_variance else "")
-    write_json(name, res)
-    write_readme(name, res)
+        "_dense" if args.full_mass else "") + ("_block" if args.dense_block else "") + (
+        "_scale" if args.fix_latent_variance else "") + (
+        "_collapsed" if args.collapse == "inducing" else "") + ("_observed" if args.observe_hidden else "")
+    if not args.no_write:
+        write_json(name, res)
+        write_readme(name, res)
 
 
 def posterior_moments(w1, w2):
@@ -251,17 +286,25 @@ def compare_with_guides(model, runs, inputs, data, args):
 
 def write_readme(name, res):
     ok = "met" if res["targets_met"] else "**not met**"
-    lines = [f"### NUTS mixing: {res['model']} (n = {res['n']}, M = {res['num_inducing']} per node, "
+    M = res["num_inducing"]
+    M = ",".join(f"{k}={v}" for k, v in M.items()) if isinstance(M, dict) else str(M)
+    lines = [f"### NUTS mixing: {res['model']} (n = {res['n']}, M = {M} per node, "
              f"priors = {res['priors']})", "",
              f"`python benchmarks/nuts_mixing.py --model {res['model']} --chains {res['chains']} --warmup "
-             f"{res['warmup']} --draws {res['draws']} --num-inducing {res['num_inducing']} --max-tree-depth "
+             f"{res['warmup']} --draws {res['draws']} --num-inducing {M} --max-tree-depth "
              f"{res['max_tree_depth']}" + (" --full-mass" if res.get("full_mass") else "")
+             + (f" --dense-block {res['dense_block']}" if res.get("dense_block") else "")
              + (" --fix-latent-variance" if res.get("fix_latent_variance") else "")
              + (" --no-priors" if res.get("priors") is None else "")
+             + (" --collapse inducing" if res.get("collapse") == "inducing" else "")
+             + (" --observe-hidden" if res.get("observe_hidden") else "")
              + (" --compare" if res.get("comparison") else "")
              + "` (one core, chains one after the other, NUTS from a MAP start, non-centred node values; "
-             + ("dense" if res.get("full_mass") else "diagonal") + " mass matrix"
-             + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "") + "):", "",
+             + ("dense" if res.get("full_mass") else f"dense over {res['dense_block']}, otherwise diagonal"
+                if res.get("dense_block") else "diagonal") + " mass matrix"
+             + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "")
+             + ("; the observed leaf's inducing outputs integrated out, drawn exactly given each draw"
+                if res.get("collapse") == "inducing" else "") + "):", "",
              "| max R-hat | min bulk ESS | min bulk ESS (hyper) | min tail ESS | R-hat / bulk ESS, identifiable | "
              "divergences | mean tree depth | step size | CPU s per chain (max) | wall s per chain (max) | target |",
              "|---|---|---|---|---|---|---|---|---|---|---|",

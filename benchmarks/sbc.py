@@ -31,10 +31,10 @@ from pyro_dag.diagnostics import sbc_uniformity_test, simulation_based_calibrati
 HYPER = ["kernels.a.base.variance", "kernels.a.base.lengthscale", "likelihoods.a.variance"]
 
 
-def make_model(n, M, sample_f):
+def make_model(n, M, sample_f, collapse="values"):
     x = torch.linspace(-1, 1, n, dtype=torch.float64).unsqueeze(-1)
     model = DAGDGP(nx.DiGraph([("x", "a")]), num_inducing=M, sample_f=sample_f, priors="weakly_informative",
-                   learn_inducing=False).double()
+                   learn_inducing=False, collapse=collapse if sample_f else "values").double()
     model.setup({"x": x}, {"a": torch.zeros(n, 1, dtype=torch.float64)})
     return model, {"x": x}
 
@@ -45,7 +45,10 @@ def nuts_posterior(model, warmup, draws, thin):
     def fn(inputs, data):
         mcmc = MCMC(NUTS(model, max_tree_depth=6), num_samples=draws, warmup_steps=warmup, disable_progbar=True)
         mcmc.run(inputs, data)
-        return {k: v[thin - 1::thin] for k, v in mcmc.get_samples().items() if k in ["a.u"] + HYPER}
+        post = {k: v[thin - 1::thin] for k, v in mcmc.get_samples().items()}
+        # collapse="inducing": a.u is integrated out of the run and drawn exactly given each (thinned) draw
+        post = model.draw_collapsed_inducing(post, inputs, data)
+        return {k: v for k, v in post.items() if k in ["a.u"] + HYPER}
 
     return fn
 
@@ -85,11 +88,13 @@ def main():
     p.add_argument("--draws", type=int, default=190, help="NUTS draws, thinned by --thin")
     p.add_argument("--thin", type=int, default=10)
     p.add_argument("--svi-steps", type=int, default=400)
+    p.add_argument("--collapse", choices=["values", "inducing"], default="inducing",
+                   help="NUTS on DAGDGP(collapse=...): 'inducing' samples the hyperparameters only, a.u exactly after")
     args = p.parse_args()
     results = {}
     for method in args.methods.split(","):
         pyro.clear_param_store()
-        model, inputs = make_model(args.n, args.num_inducing, sample_f=(method == "nuts"))
+        model, inputs = make_model(args.n, args.num_inducing, sample_f=(method == "nuts"), collapse=args.collapse)
         if method == "nuts":
             post = nuts_posterior(model, args.warmup, args.draws, args.thin)
         else:

@@ -3,7 +3,8 @@ import arviz as az
 from pyro_dag.diagnostics import MCMCStats
 
 pyro.clear_param_store()
-small = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=5, sample_f=True,  # non-centred node values
+small = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=5, sample_f=True,  # node values for MCMC
+               collapse="inducing",                                  # the leaf's u integrated out, drawn after
                priors="weakly_informative")                          # + hyperpriors that NUTS samples
 stats = MCMCStats()                                                  # divergences, step size, tree depth
 mcmc = MCMC(NUTS(small), num_samples=30, warmup_steps=30, hook_fn=stats, disable_progbar=True)

@@ -16,6 +16,7 @@ direction sits on the last coordinate, and coefficients of the size of the white
 when it sits on the first.
 """
 import torch
+from pyro.ops.integrator import register_exception_handler
 
 __all__ = ["NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter", "whitened_conditional",
            "default_jitter"]
@@ -27,6 +28,17 @@ class NotPositiveDefiniteError(RuntimeError):
 
 class NonFiniteGramError(NotPositiveDefiniteError):
     """A Gram matrix holds NaN or inf (so no jitter can make it positive definite); the message names the node."""
+
+
+def _is_gram_failure(exception):
+    return isinstance(exception, NotPositiveDefiniteError)
+
+
+# Under HMC/NUTS a leapfrog step can reach hyperparameters (e.g. exp of a large unconstrained length-scale) whose
+# Gram matrix cannot be factorised. Pyro counts a potential that fails with a registered numerical error as a
+# divergent step (NaN energy) and goes on, as it does for torch's own singular-matrix errors; without this the
+# error would stop the chain.
+register_exception_handler("pyro_dag_gram", _is_gram_failure, warn_on_overwrite=False)
 
 
 def default_jitter(dtype):

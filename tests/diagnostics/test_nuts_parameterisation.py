@@ -121,3 +121,25 @@ def test_fix_latent_variance_keeps_only_the_hidden_scale_fixed():
     prior_a = torch.distributions.LogNormal(torch.tensor(0.0, dtype=torch.float64), 1.0).log_prob(values[
         "kernels.a.base.variance"])
     torch.testing.assert_close(tr.log_prob_sum(), ftr.log_prob_sum() - prior_a)
+
+
+def test_a_gram_failure_inside_a_leapfrog_step_is_a_divergence_not_a_crash():
+    """Pyro's integrator turns a potential that fails with a registered numerical error into NaN energy (a
+    divergent step); the Gram-matrix errors of DAGDGP are registered, so a NUTS trajectory that reaches
+    hyperparameters with a non-finite Gram matrix does not stop the chain."""
+    from pyro.infer.mcmc.util import initialize_model
+    from pyro.ops.integrator import potential_grad
+
+    from pyro_dag.gp.conditional import NonFiniteGramError
+
+    pyro.clear_param_store()
+    model, inputs, data = chain(True, priors="weakly_informative")
+    params, potential, _, _ = initialize_model(model, model_args=(inputs, data))
+    grads, energy = potential_grad(potential, {k: v.clone() for k, v in params.items()})
+    assert torch.isfinite(energy)
+    bad = {k: v.clone() for k, v in params.items()}
+    bad["kernels.a.base.variance"] = torch.full_like(bad["kernels.a.base.variance"], float("nan"))
+    with pytest.raises(NonFiniteGramError):  # outside the integrator the error still names the node
+        potential(bad)
+    grads, energy = potential_grad(potential, bad)
+    assert torch.isnan(energy) and all(bool((g == 0).all()) for g in grads.values())
