@@ -47,7 +47,7 @@ def nuts_posterior(model, warmup, draws, thin):
         mcmc.run(inputs, data)
         post = {k: v[thin - 1::thin] for k, v in mcmc.get_samples().items()}
         # collapse="inducing": a.u is integrated out of the run and drawn exactly given each (thinned) draw
-        post = model.draw_collapsed_inducing(post, inputs, data)
+        post = model.full_model_draws(post, inputs, data)
         return {k: v for k, v in post.items() if k in ["a.u"] + HYPER}
 
     return fn

@@ -177,9 +177,12 @@ class DAGDGP(PyroModule):
     :param collapse: what ``sample_f`` mode integrates out of a Gaussian-likelihood leaf (a node without
         children): ``"values"`` (default) its node values, ``y ~ N(μ(U), r + τ²)`` per case; ``"inducing"``
         also its inducing outputs, ``y_j ~ N(0, A Aᵀ + diag(r + τ_j²))`` jointly over the cases where it is
-        observed (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`; full batch only), so that NUTS samples
-        only the hidden nodes and the hyperparameters; :meth:`draw_collapsed_inducing` then draws the leaves'
-        ``"{w}.u"`` exactly given each draw (:func:`~pyro_dag.diagnostics.to_inference_data` does it itself);
+        observed (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`; full batch only), and samples an observed
+        Gaussian node with children in posterior-whitened coordinates, ``"{w}.z"`` and ``"{w}.eps"``, standard
+        normal a posteriori but for the children's likelihood (``"{w}.u"``, ``"{w}.f"`` deterministic), so that
+        NUTS does not meet the stiff directions that its own observations put on ``U_w``;
+        :meth:`full_model_draws` converts the draws to the full model's sites, drawing the leaves' ``"{w}.u"``
+        exactly given each draw (:func:`~pyro_dag.diagnostics.to_inference_data` does it itself);
         ``None``: nothing (the leaves' values are sample sites like any other node's).
     :param priors: ``None`` (default: kernel and likelihood hyperparameters are learnable ``PyroParam`` s) or
         ``"weakly_informative"`` (or a dict, see :func:`pyro_dag.priors.set_hyperpriors`): LogNormal
@@ -803,17 +806,55 @@ class DAGDGP(PyroModule):
                 and isinstance(self.likelihoods[w], Gaussian))
 
     def _collapsed_inducing(self, obs, generate):
-        """The observed Gaussian-likelihood leaves whose inducing outputs ``collapse="inducing"`` integrates out
-        (none when generating: a draw of new observations needs their inducing outputs)."""
+        """The observed Gaussian-likelihood nodes that ``collapse="inducing"`` reparameterises: leaves with their
+        inducing outputs integrated out, nodes with children sampled in posterior-whitened coordinates (none when
+        generating: a draw of new observations needs the inducing outputs)."""
         if self.collapse != "inducing" or generate:
             return []
-        return [w for w in self.gp_nodes if w in obs and self._collapsed(w)]
+        return [w for w in self.gp_nodes if w in obs and isinstance(self.likelihoods[w], Gaussian)
+                and (self._collapsed(w) or not self.centred)]
+
+    def _posterior_whitened_values(self, w, a, r, z, observed):
+        """Node values ``[B, d]`` and inducing outputs ``[d, M]`` of an observed Gaussian node with children under
+        ``collapse="inducing"``, from its standardised sites ``z`` (``"{w}.z"``) and ``ε`` (``"{w}.eps"``).
+
+        ``p(U) p(F | U) p(y | F) = p(y) p(U | y) p(F | U, y)`` for the node's own observations ``y``, all Gaussian:
+        with ``U = m + L⁻ᵀ z`` (``U | y ~ N(m, (L Lᵀ)⁻¹)``) and ``F_b = E[F_b | U, y_b] + sd(F_b | U, y_b) · ε_b``
+        the density in ``(z, ε)`` is ``p(y) N(z; 0, I) N(ε; 0, I)``, so ``z`` and ``ε`` are a posteriori standard
+        normal but for the children's likelihood (the data-informed non-centring of Papaspiliopoulos, Roberts &
+        Sköld 2007, with the conjugate part exact); ``p(y)`` is the :class:`CollapsedGaussianLeaf` site."""
+        y, m = observed
+        tau2 = self.likelihoods[w].variance
+        y0 = torch.where(m, y, torch.zeros_like(y))
+        mean, L = CollapsedGaussianLeaf(a, r, tau2, self.output_dims[w], mask=m).inducing_posterior(y0)
+        u = mean + torch.linalg.solve_triangular(L.transpose(-1, -2), z.unsqueeze(-1), upper=True).squeeze(-1)
+        loc = a @ u.transpose(-1, -2)
+        var = r.unsqueeze(-1).expand_as(loc)
+        gain = torch.where(m, var / (var + tau2), torch.zeros_like(var))
+        eps = pyro.sample(f"{w}.eps", dist.Normal(torch.zeros_like(loc), 1.0).to_event(1),
+                          infer=self._site_meta(w, "value"))
+        f = loc + gain * (y0 - loc) + (var * (1 - gain)).clamp_min(0).sqrt() * eps
+        pyro.deterministic(f"{w}.f", f, event_dim=1)
+        # the same value's standardised residual under the prior conditional, ε' = (F - μ(U)) / √r (the "{w}.eps"
+        # of collapse="values"), written without dividing by √r (r goes down to the jitter)
+        eps_prior = torch.where(m, var.sqrt() / (var + tau2) * (y0 - loc) + (1 - gain).sqrt() * eps, eps)
+        pyro.deterministic(f"{w}.eps_prior", eps_prior, event_dim=1)
+        return f, u
 
     def _forward_generative(self, X, obs, plate, generate, cache):
         latent = self._sample_latent_inputs(plate)
         collapsed = self._collapsed_inducing(obs, generate)
+        whitened = [w for w in collapsed if self.graph.out_degree(w) > 0]
         us = {}
         for w in self.topo_nodes:
+            if w in whitened:
+                # posterior-whitened inducing outputs: U_w = m + L⁻ᵀ z with (m, L L ᵀ) the mean and precision of
+                # U_w | y_w, computed in the data plate below (they need the parents' values)
+                shape = (self.output_dims[w], self.num_inducing[w])
+                zero = torch.zeros(shape, dtype=self.dtype, device=self.device)
+                us[w] = pyro.sample(f"{w}.z", dist.Normal(zero, 1.0).to_event(2),
+                                    infer=self._site_meta(w, "inducing"))
+                continue
             if w in collapsed:  # V_w integrated out: see CollapsedGaussianLeaf
                 continue
             shape = (self.output_dims[w], self.num_inducing[w])
@@ -832,6 +873,9 @@ class DAGDGP(PyroModule):
                 lik = self.likelihoods[w]
                 if w in collapsed:
                     marginals[w] = (a, r)
+                    if w not in whitened:
+                        continue
+                    values[w], us[w] = self._posterior_whitened_values(w, a, r, us[w], obs[w])
                     continue
                 u = us[w]
                 loc = a @ u.transpose(-1, -2)
@@ -862,7 +906,9 @@ class DAGDGP(PyroModule):
                         y, m = obs[w]
                         pyro.sample(f"{w}.y", y_dist.mask(m[idx]).to_event(1), obs=y[idx],
                                     infer=self._site_meta(w, "observation"))
-        # The collapsed leaves' cases are jointly Gaussian (not independent given the parents), so their site sits
+        for w in whitened:
+            pyro.deterministic(f"{w}.u", us[w], event_dim=2)
+        # The collapsed nodes' cases are jointly Gaussian (not independent given the parents), so their site sits
         # outside the data plate, every case in one event.
         for w, (a, r) in marginals.items():
             y, m = obs[w]
@@ -1043,39 +1089,47 @@ class DAGDGP(PyroModule):
                     out.fill(h, 0, 0, n, hs[h], loc.expand(hs[h].shape), scale.pow(2).expand(hs[h].shape))
         return out.result(chunks)
 
-    def draw_collapsed_inducing(self, samples, inputs, data=None, mask=None):
-        """Complete posterior draws of a ``collapse="inducing"`` model with its leaves' inducing outputs.
+    def full_model_draws(self, samples, inputs, data=None, mask=None):
+        """Posterior draws of a ``collapse="inducing"`` run in the coordinates of the full model.
 
-        NUTS on ``DAGDGP(..., sample_f=True, collapse="inducing")`` samples every site except the whitened
-        inducing outputs ``"{w}.u"`` of the observed Gaussian-likelihood leaves, which the model integrates out
-        (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`). Given a draw of the rest, ``V_w | y`` is Gaussian;
-        this draws it exactly, once per draw, so that the completed draws are draws of the full posterior
-        (Rao-Blackwellisation of the leaves; Perlino et al. 2026, arXiv:2607.09645, Eq. (80)). Use the result
-        wherever the full model's draws are needed, e.g. ``Predictive(model, posterior_samples=...)`` (which runs
-        the model without data, so with every ``"{w}.u"`` site) or :func:`pyro_dag.diagnostics.to_inference_data`
-        (which calls this itself).
+        NUTS on ``DAGDGP(..., sample_f=True, collapse="inducing")`` samples reparameterised sites for the observed
+        Gaussian-likelihood nodes (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`): a leaf's whitened
+        inducing outputs ``"{w}.u"`` are integrated out, and a node with children is sampled through
+        posterior-whitened ``"{w}.z"`` and ``"{w}.eps"``. This returns, for every draw, the sites of the model
+        with ``collapse="values"``: a leaf's ``"{w}.u"`` drawn exactly from ``p(U_w | y, rest)``, once per draw
+        (Rao-Blackwellisation), and a node with children's ``"{w}.u"`` and prior-standardised ``"{w}.eps"``
+        computed from its draw (Perlino et al. 2026, arXiv:2607.09645, Eq. (80)). Use the result wherever the full
+        model's draws are needed, e.g. ``Predictive(model, posterior_samples=...)`` (which runs the model without
+        data, so with every ``"{w}.u"`` site) or :func:`pyro_dag.diagnostics.to_inference_data` (which calls
+        this itself).
 
         :param dict samples: ``{site: [S, ...]}`` posterior draws, e.g. ``mcmc.get_samples()``.
         :param dict inputs: the inputs of the run. :param dict data: its data. :param dict mask: its mask.
-        :returns: a new dict, ``samples`` plus ``"{w}.u"`` ``[S, d_w, M_w]`` for each collapsed leaf ``w``.
+        :returns: a new dict: ``samples`` with ``"{w}.u"`` ``[S, d_w, M_w]`` for each reparameterised node,
+            ``"{w}.eps"`` in the full model's coordinates and no ``"{w}.z"``.
         """
         X, n, obs = self.checked_arguments(inputs, data, mask)
-        leaves = self._collapsed_inducing(obs, generate=data is None)
-        if not leaves:
+        nodes = self._collapsed_inducing(obs, generate=data is None)
+        if not nodes:
             return dict(samples)
         num = {int(v.shape[0]) for v in samples.values()}
         if len(num) != 1:
             raise DAGInputError(f"samples must hold the same number of draws at every site, got sizes {sorted(num)}")
-        draws = {w: [] for w in leaves}
+        num = num.pop()
+        draws = {}
         with torch.no_grad():
-            for s in range(num.pop()):
+            for s in range(num):
                 with pyro.poutine.trace() as tr, pyro.poutine.condition(data={k: v[s] for k, v in samples.items()}):
                     self(inputs, data, mask)
-                for w in leaves:
-                    site = tr.trace.nodes[f"{w}.y"]
-                    draws[w].append(site["fn"].sample_inducing(site["value"]))
-        out = dict(samples)
-        out.update({f"{w}.u": torch.stack(v) for w, v in draws.items()})
+                for w in nodes:
+                    if self.graph.out_degree(w) == 0:
+                        site = tr.trace.nodes[f"{w}.y"]
+                        draws.setdefault(f"{w}.u", []).append(site["fn"].sample_inducing(site["value"]))
+                    else:
+                        draws.setdefault(f"{w}.u", []).append(tr.trace.nodes[f"{w}.u"]["value"])
+                        draws.setdefault(f"{w}.eps", []).append(tr.trace.nodes[f"{w}.eps_prior"]["value"])
+        out = {k: v for k, v in samples.items() if not (k.endswith(".z") and k[:-2] in nodes)}
+        out.update({k: torch.stack(v) for k, v in draws.items()})
         return out
 
     def _predict_batch_size(self, num_samples, batch_size):

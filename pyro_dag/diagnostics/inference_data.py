@@ -110,10 +110,10 @@ class MCMCStats:
 def _collapsed_leaves(model, collapse):
     """Temporarily evaluate the model with ``sample_f=True`` and its Gaussian leaves' values (only) collapsed:
     the pointwise log-likelihood ``log N(y_i; μ_i(U), r_i + τ²)`` given the leaves' inducing outputs, which
-    :meth:`~pyro_dag.DAGDGP.draw_collapsed_inducing` has drawn for a ``collapse="inducing"`` run."""
+    :meth:`~pyro_dag.DAGDGP.full_model_draws` has drawn for a ``collapse="inducing"`` run."""
     old = model.sample_f, model.collapse
     model.sample_f = bool(collapse) or old[0]
-    model.collapse = "values" if collapse else old[1]
+    model.collapse = "values" if collapse or old[1] == "inducing" else old[1]
     try:
         yield
     finally:
@@ -256,7 +256,7 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
     X, n, obs = model.checked_arguments(inputs, data, mask)
     if chains is not None:
         # a collapse="inducing" run has no draws of its leaves' inducing outputs: draw them exactly given each draw
-        chains = [model.draw_collapsed_inducing(c, inputs, data, mask) for c in chains]
+        chains = [model.full_model_draws(c, inputs, data, mask) for c in chains]
     record = list(model.gp_nodes if nodes is None else nodes)
     unknown = [w for w in record if w not in model.gp_nodes]
     if unknown:

@@ -132,13 +132,13 @@ def test_collapsed_model_is_the_monte_carlo_marginal_of_the_full_model():
     assert "b.u" not in tc.nodes and "b.u" in tr.nodes
 
 
-def test_draw_collapsed_inducing_is_the_exact_conditional():
+def test_full_model_draws_of_a_leaf_are_the_exact_conditional():
     torch.manual_seed(5)
     model, inputs, data = _chain("inducing")
     tr = poutine.trace(model).get_trace(inputs, data)
     S = 6000
     samples = {k: tr.nodes[k]["value"].expand((S,) + tr.nodes[k]["value"].shape).clone() for k in ["a.u", "a.eps"]}
-    out = model.draw_collapsed_inducing(samples, inputs, data)
+    out = model.full_model_draws(samples, inputs, data)
     assert out["b.u"].shape == (S, 1, 3) and set(out) == {"a.u", "a.eps", "b.u"}
     a, r = model.node_conditional("b", {"a": tr.nodes["a.f"]["value"]})
     D = torch.diag(r + 0.04)
@@ -176,8 +176,83 @@ def test_nuts_to_inference_data_and_predictive_on_a_collapsed_model():
     assert idata.posterior["b.u"].shape == (1, 30, 1, 3)
     assert idata.log_likelihood["b.y"].shape == (1, 30, 6)
     az.loo(idata, var_name="b.y")
-    completed = model.draw_collapsed_inducing(mcmc.get_samples(), inputs, data)
+    completed = model.full_model_draws(mcmc.get_samples(), inputs, data)
     pred = Predictive(model, posterior_samples=completed)(inputs)
     assert pred["b.y"].shape == (30, 6, 1)
     # the completed draws fit the data: the posterior-predictive mean is near y (prior draws of b.u would not be)
     assert float((pred["b.y"].mean(0) - data["b"]).abs().mean()) < 0.4
+
+
+# ----------------------------------------------------------------------------- observed nodes with children
+def _observed_chain(n=7):
+    pyro.clear_param_store()
+    g = torch.Generator().manual_seed(8)
+    x = torch.linspace(-1, 1, n).unsqueeze(-1)
+    a_obs = x + 0.1 * torch.randn(n, 1, generator=g)
+    a_obs[2] = float("nan")  # one case where the intermediate node is missing
+    y = torch.sin(2 * x) + 0.1 * torch.randn(n, 1, generator=g)
+    model = DAGDGP(nx.DiGraph([("x", "a"), ("a", "b")]), num_inducing=3, sample_f=True, collapse="inducing",
+                   likelihoods={"a": Gaussian(0.03), "b": Gaussian(0.04)}).double()
+    inputs, data = {"x": x}, {"a": a_obs, "b": y}
+    model.setup(inputs, data)
+    return model, inputs, data
+
+
+def test_posterior_whitening_is_the_full_joint_density_times_its_jacobian():
+    """p(U) p(F | U) p(y | F) = p(y) p(U | y) p(F | U, y): the density of (z, ε) under collapse="inducing" equals
+    the full model's density of (U, F, y_a) times |∂(U, F)/∂(z, ε)|, for any (z, ε)."""
+    torch.manual_seed(9)
+    model, inputs, data = _observed_chain()
+    tr = poutine.trace(model).get_trace(inputs, data)
+    assert tr.nodes["a.z"]["type"] == "sample" and "a.u" in tr.nodes and tr.nodes["a.u"]["infer"].get("_deterministic")
+    z, eps = tr.nodes["a.z"]["value"], tr.nodes["a.eps"]["value"]
+    u, f = tr.nodes["a.u"]["value"], tr.nodes["a.f"]["value"]
+    lhs = (tr.nodes["a.z"]["fn"].log_prob(z) + tr.nodes["a.eps"]["fn"].log_prob(eps).sum()
+           + tr.nodes["a.y"]["fn"].log_prob(tr.nodes["a.y"]["value"]))
+    a, r = model.node_conditional("a", {"x": inputs["x"]})
+    m = ~torch.isnan(data["a"])
+    tau2 = 0.03
+    full = (dist.Normal(0.0, 1.0).log_prob(u).sum() + dist.Normal(a @ u.T, r.sqrt().unsqueeze(-1)).log_prob(f).sum()
+            + dist.Normal(f[m], math.sqrt(tau2)).log_prob(data["a"][m]).sum())
+    _, L = CollapsedGaussianLeaf(a, r, tau2, 1, mask=m).inducing_posterior(torch.nan_to_num(data["a"]))
+    sd_post = torch.where(m, (r.unsqueeze(-1) * tau2 / (r.unsqueeze(-1) + tau2)).sqrt(), r.sqrt().unsqueeze(-1))
+    log_jac = -L.diagonal(dim1=-2, dim2=-1).log().sum() + sd_post.log().sum()
+    assert torch.allclose(lhs, full + log_jac, atol=1e-8)
+    # and the prior-standardised residual reproduces the value: F = μ(U) + √r ε'
+    eps_prior = tr.nodes["a.eps_prior"]["value"]
+    assert torch.allclose(a @ u.T + r.sqrt().unsqueeze(-1) * eps_prior, f, atol=1e-10)
+
+
+def test_full_model_draws_evaluate_the_same_values_in_the_full_model():
+    torch.manual_seed(10)
+    model, inputs, data = _observed_chain()
+    tr = poutine.trace(model).get_trace(inputs, data)
+    samples = {k: tr.nodes[k]["value"].unsqueeze(0) for k in ["a.z", "a.eps"]}
+    out = model.full_model_draws(samples, inputs, data)
+    assert set(out) == {"a.u", "a.eps", "b.u"}
+    model.collapse = "values"  # the same model and parameters, in the full model's coordinates
+    tf = poutine.trace(poutine.condition(model, data={k: v[0] for k, v in out.items()})).get_trace(inputs, data)
+    assert tf.nodes["a.u"]["type"] == "sample" and not tf.nodes["a.u"]["infer"].get("_deterministic")
+    assert torch.allclose(tf.nodes["a.f"]["value"], tr.nodes["a.f"]["value"], atol=1e-10)
+
+
+def test_nuts_on_an_observed_chain_goes_to_arviz_and_predictive():
+    pytest.importorskip("arviz")
+    import arviz as az
+    from pyro.infer import MCMC, NUTS, Predictive
+
+    from pyro_dag.diagnostics import to_inference_data
+
+    pyro.set_rng_seed(11)
+    model, inputs, data = _observed_chain()
+    mcmc = MCMC(NUTS(model, max_tree_depth=4), num_samples=20, warmup_steps=20, disable_progbar=True)
+    mcmc.run(inputs, data)
+    assert {"a.z", "a.eps"} <= set(mcmc.get_samples()) and "a.u" not in mcmc.get_samples()
+    idata = to_inference_data(mcmc=mcmc)
+    assert idata.posterior["a.u"].shape == (1, 20, 1, 3) and idata.posterior["b.u"].shape == (1, 20, 1, 3)
+    assert "a.z" not in idata.posterior
+    assert idata.log_likelihood["a.y"].shape == (1, 20, 6) and idata.log_likelihood["b.y"].shape == (1, 20, 7)
+    az.waic(idata, var_name="b.y")
+    pred = Predictive(model, posterior_samples=model.full_model_draws(mcmc.get_samples(), inputs, data))(inputs)
+    assert pred["a.y"].shape == (20, 7, 1)
+    assert float((pred["a.y"].mean(0) - inputs["x"]).abs().mean()) < 0.3
