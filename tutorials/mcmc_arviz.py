@@ -12,7 +12,8 @@ uncertainty (:func:`pyro_dag.plot.dag`).
 
 For NUTS the model is built with ``sample_f=True`` (node values are sample sites, non-centred:
 ``f = μ(U) + sd(U) · ε`` with ``ε ~ N(0, I)`` the site, so that NUTS does not meet the funnel of the centred
-parameterisation) and ``priors="weakly_informative"``.
+parameterisation), ``collapse="inducing"`` (the observed leaf's inducing outputs are integrated out, and
+:func:`pyro_dag.to_inference_data` draws them exactly given each NUTS draw) and ``priors="weakly_informative"``.
 
 Run it as a script (``python tutorials/mcmc_arviz.py``, a few minutes on one core). With ``PYRO_DAG_QUICK=1``
 (the short mode of the documentation build and the tests) the chains are short, so the diagnostics printed are
@@ -59,7 +60,7 @@ inputs, data = {"x": x}, {"b": y}
 # NUTS: one chain at a time (one core), the per-draw statistics recorded by ``MCMCStats``.
 pyro.clear_param_store()
 model = DAGDGP(graph, num_inducing=6, likelihoods={"b": Gaussian(0.05**2)}, sample_f=True,
-               priors="weakly_informative").double()
+               collapse="inducing", priors="weakly_informative").double()
 model.setup(inputs, data)
 stats, runs = MCMCStats(), []
 for chain in range(CHAINS):
