@@ -126,7 +126,10 @@ class DAGDGP(PyroModule):
       non-centred, ``f = μ(U, F_Pa) + sd(U, F_Pa) · ε`` with ``"{w}.eps"`` ``[B, d_w]``, prior ``N(0, I)``, the
       sample site and ``"{w}.f"`` deterministic (``sample_f="centred"``: ``"{w}.f"`` itself is the sample site,
       a funnel for NUTS when ``sd`` is small);
-    * ``"{w}.y"`` -- observations ``[B, d_w]`` in the ``"data"`` plate, masked where missing;
+    * ``"{w}.y"`` -- observations ``[B, d_w]`` in the ``"data"`` plate, masked where missing (with
+      ``collapse="inducing"``, an observed Gaussian node's ``"{w}.y"`` is one site ``[n, d_w]`` outside the plate,
+      its marginal over the inducing outputs, and a node with children samples ``"{w}.z"`` ``[d_w, M_w]``
+      instead of ``"{w}.u"``; see ``collapse``);
     * ``"{h}.x"`` -- for each latent input ``h`` (see ``latent_inputs``), its per-case values ``[B, d_h]`` in the
       ``"data"`` plate, prior ``N(0, I)`` (role ``"latent_input"`` in the metadata), sampled before the
       inducing sites.
@@ -848,7 +851,7 @@ class DAGDGP(PyroModule):
         us = {}
         for w in self.topo_nodes:
             if w in whitened:
-                # posterior-whitened inducing outputs: U_w = m + L⁻ᵀ z with (m, L L ᵀ) the mean and precision of
+                # posterior-whitened inducing outputs: U_w = m + L⁻ᵀ z with (m, L Lᵀ) the mean and precision of
                 # U_w | y_w, computed in the data plate below (they need the parents' values)
                 shape = (self.output_dims[w], self.num_inducing[w])
                 zero = torch.zeros(shape, dtype=self.dtype, device=self.device)
