@@ -298,6 +298,7 @@ def write_readme(name, res):
              + (" --no-priors" if res.get("priors") is None else "")
              + (" --collapse inducing" if res.get("collapse") == "inducing" else "")
              + (" --observe-hidden" if res.get("observe_hidden") else "")
+             + (f" --target-accept {res['target_accept']}" if res.get("target_accept", 0.8) != 0.8 else "")
              + (" --compare" if res.get("comparison") else "")
              + "` (one core, chains one after the other, NUTS from a MAP start, non-centred node values; "
              + ("dense" if res.get("full_mass") else f"dense over {res['dense_block']}, otherwise diagonal"
