@@ -818,8 +818,9 @@ class DAGDGP(PyroModule):
                 and (self._collapsed(w) or not self.centred)]
 
     def _posterior_whitened_values(self, w, a, r, z, observed):
-        """Node values ``[B, d]`` and inducing outputs ``[d, M]`` of an observed Gaussian node with children under
-        ``collapse="inducing"``, from its standardised sites ``z`` (``"{w}.z"``) and ``ε`` (``"{w}.eps"``).
+        """Node values ``[B, d]``, inducing outputs ``[d, M]`` and the marginal of ``y`` (a
+        :class:`CollapsedGaussianLeaf`) of an observed Gaussian node with children under ``collapse="inducing"``,
+        from its standardised sites ``z`` (``"{w}.z"``) and ``ε`` (``"{w}.eps"``).
 
         ``p(U) p(F | U) p(y | F) = p(y) p(U | y) p(F | U, y)`` for the node's own observations ``y``, all Gaussian:
         with ``U = m + L⁻ᵀ z`` (``U | y ~ N(m, (L Lᵀ)⁻¹)``) and ``F_b = E[F_b | U, y_b] + sd(F_b | U, y_b) · ε_b``
@@ -829,7 +830,8 @@ class DAGDGP(PyroModule):
         y, m = observed
         tau2 = self.likelihoods[w].variance
         y0 = torch.where(m, y, torch.zeros_like(y))
-        mean, L = CollapsedGaussianLeaf(a, r, tau2, self.output_dims[w], mask=m).inducing_posterior(y0)
+        marginal = CollapsedGaussianLeaf(a, r, tau2, self.output_dims[w], mask=m)
+        mean, L = marginal.inducing_posterior(y0)
         u = mean + torch.linalg.solve_triangular(L.transpose(-1, -2), z.unsqueeze(-1), upper=True).squeeze(-1)
         loc = a @ u.transpose(-1, -2)
         var = r.unsqueeze(-1).expand_as(loc)
@@ -842,7 +844,7 @@ class DAGDGP(PyroModule):
         # of collapse="values"), written without dividing by √r (r goes down to the jitter)
         eps_prior = torch.where(m, var.sqrt() / (var + tau2) * (y0 - loc) + (1 - gain).sqrt() * eps, eps)
         pyro.deterministic(f"{w}.eps_prior", eps_prior, event_dim=1)
-        return f, u
+        return f, u, marginal
 
     def _forward_generative(self, X, obs, plate, generate, cache):
         latent = self._sample_latent_inputs(plate)
@@ -875,10 +877,10 @@ class DAGDGP(PyroModule):
                 a, r = self.node_conditional(w, values, cache)
                 lik = self.likelihoods[w]
                 if w in collapsed:
-                    marginals[w] = (a, r)
-                    if w not in whitened:
-                        continue
-                    values[w], us[w] = self._posterior_whitened_values(w, a, r, us[w], obs[w])
+                    if w in whitened:  # its marginal's factor is shared with the posterior of U_w
+                        values[w], us[w], marginals[w] = self._posterior_whitened_values(w, a, r, us[w], obs[w])
+                    else:
+                        marginals[w] = CollapsedGaussianLeaf(a, r, lik.variance, self.output_dims[w], mask=obs[w][1])
                     continue
                 u = us[w]
                 loc = a @ u.transpose(-1, -2)
@@ -913,11 +915,10 @@ class DAGDGP(PyroModule):
             pyro.deterministic(f"{w}.u", us[w], event_dim=2)
         # The collapsed nodes' cases are jointly Gaussian (not independent given the parents), so their site sits
         # outside the data plate, every case in one event.
-        for w, (a, r) in marginals.items():
+        for w, marginal in marginals.items():
             y, m = obs[w]
-            lik = self.likelihoods[w]
-            pyro.sample(f"{w}.y", CollapsedGaussianLeaf(a, r, lik.variance, self.output_dims[w], mask=m),
-                        obs=torch.where(m, y, torch.zeros_like(y)), infer=self._site_meta(w, "observation"))
+            pyro.sample(f"{w}.y", marginal, obs=torch.where(m, y, torch.zeros_like(y)),
+                        infer=self._site_meta(w, "observation"))
         return values
 
     def marginal_pass(self, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False,

@@ -63,12 +63,22 @@ class CollapsedGaussianLeaf(TorchDistribution):
 
     def _precision_factor(self):
         """``w = mask / D`` ``[..., B, d]`` and the lower Cholesky factor of ``C_j = I + Aᵀ diag(w_j) A``
-        ``[..., d, M, M]``."""
+        ``[..., d, M, M]`` (computed once per instance: log_prob and the inducing posterior share it)."""
+        cached = self.__dict__.get("_factor")
+        if cached is not None:
+            return cached
         w = torch.where(self.mask, self.diag.reciprocal(), torch.zeros_like(self.diag))
         M = self.a.shape[-1]
-        C = torch.einsum("...bm,...bj,...bn->...jmn", self.a, w, self.a)
-        C = C + torch.eye(M, dtype=C.dtype, device=C.device)
-        return w, torch.linalg.cholesky(C)
+        # batched matmuls rather than einsum: NUTS evaluates this at every leapfrog step, and einsum's path search
+        # costs more than the product at these sizes
+        aw = self.a.unsqueeze(-3) * w.transpose(-1, -2).unsqueeze(-1)  # [..., d, B, M]
+        C = aw.transpose(-1, -2) @ self.a.unsqueeze(-3) + torch.eye(M, dtype=self.a.dtype, device=self.a.device)
+        self._factor = (w, torch.linalg.cholesky(C))
+        return self._factor
+
+    def _projected(self, w, y):
+        """``Aᵀ D_j⁻¹ y_j`` ``[..., d, M]``."""
+        return (w * y).transpose(-1, -2) @ self.a
 
     def _masked(self, y):
         return torch.where(self.mask, y, torch.zeros_like(y))
@@ -78,7 +88,7 @@ class CollapsedGaussianLeaf(TorchDistribution):
         determinant lemma."""
         y = self._masked(value)
         w, L = self._precision_factor()
-        b = torch.einsum("...bm,...bj->...jm", self.a, w * y)  # Aᵀ D⁻¹ y_j
+        b = self._projected(w, y)
         c = torch.linalg.solve_triangular(L, b.unsqueeze(-1), upper=False).squeeze(-1)
         quad = (w * y * y).sum((-1, -2)) - (c * c).sum((-1, -2))
         log_d = torch.where(self.mask, self.diag.log(), torch.zeros_like(self.diag)).sum((-1, -2))
@@ -100,7 +110,7 @@ class CollapsedGaussianLeaf(TorchDistribution):
         ``V | y`` (``cov = L⁻ᵀ L⁻¹``)."""
         y = self._masked(value)
         w, L = self._precision_factor()
-        b = torch.einsum("...bm,...bj->...jm", self.a, w * y)
+        b = self._projected(w, y)
         mean = torch.cholesky_solve(b.unsqueeze(-1), L, upper=False).squeeze(-1)
         return mean, L
 
