@@ -180,7 +180,7 @@ class DAGDGP(PyroModule):
     :param collapse: what ``sample_f`` mode integrates out of a Gaussian-likelihood leaf (a node without
         children): ``"values"`` (default) its node values, ``y ~ N(μ(U), r + τ²)`` per case; ``"inducing"``
         also its inducing outputs, ``y_j ~ N(0, A Aᵀ + diag(r + τ_j²))`` jointly over the cases where it is
-        observed (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`; full batch only), and samples an observed
+        observed (:class:`~pyro_dag.gp.CollapsedGaussianLeaf`; full batch only), and samples an observed
         Gaussian node with children in posterior-whitened coordinates, ``"{w}.z"`` and ``"{w}.eps"``, standard
         normal a posteriori but for the children's likelihood (``"{w}.u"``, ``"{w}.f"`` deterministic), so that
         NUTS does not meet the stiff directions that its own observations put on ``U_w``;
@@ -1097,7 +1097,7 @@ class DAGDGP(PyroModule):
         """Posterior draws of a ``collapse="inducing"`` run in the coordinates of the full model.
 
         NUTS on ``DAGDGP(..., sample_f=True, collapse="inducing")`` samples reparameterised sites for the observed
-        Gaussian-likelihood nodes (:class:`~pyro_dag.gp.collapsed.CollapsedGaussianLeaf`): a leaf's whitened
+        Gaussian-likelihood nodes (:class:`~pyro_dag.gp.CollapsedGaussianLeaf`): a leaf's whitened
         inducing outputs ``"{w}.u"`` are integrated out, and a node with children is sampled through
         posterior-whitened ``"{w}.z"`` and ``"{w}.eps"``. This returns, for every draw, the sites of the model
         with ``collapse="values"``: a leaf's ``"{w}.u"`` drawn exactly from ``p(U_w | y, rest)``, once per draw
