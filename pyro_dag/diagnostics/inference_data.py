@@ -255,7 +255,8 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
                         "models use arviz.from_pyro")
     X, n, obs = model.checked_arguments(inputs, data, mask)
     if chains is not None:
-        # a collapse="inducing" run has no draws of its leaves' inducing outputs: draw them exactly given each draw
+        # a collapse="inducing" run samples reparameterised sites for its observed Gaussian nodes: map them to the
+        # full model's (a leaf's inducing outputs drawn exactly given each draw)
         chains = [model.full_model_draws(c, inputs, data, mask) for c in chains]
     record = list(model.gp_nodes if nodes is None else nodes)
     unknown = [w for w in record if w not in model.gp_nodes]
