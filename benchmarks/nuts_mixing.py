@@ -17,6 +17,9 @@ Usage::
     python benchmarks/nuts_mixing.py --model collider --chains 4 --warmup 500 --draws 500
     python benchmarks/nuts_mixing.py --model chain --chains 4 --warmup 500 --draws 500
     python benchmarks/nuts_mixing.py --model collider --compare   # + DAG-SVI / DAG-VI against NUTS
+    # collapse="inducing" (observed Gaussian nodes reparameterised), every node observed, target acceptance 0.9:
+    python benchmarks/nuts_mixing.py --model chain --collapse inducing --observe-hidden --num-inducing a=10,b=8 \
+        --max-tree-depth 8 --target-accept 0.9
 """
 import argparse
 import os
