@@ -16,7 +16,6 @@ cross-validation and WAIC", Statistics and Computing 27).
 import contextlib
 
 import numpy as np
-import pyro
 import torch
 from pyro import poutine
 
