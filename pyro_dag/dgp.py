@@ -23,7 +23,7 @@ from torch import nn
 
 from . import graph as dag
 from .gp.conditional import NonFiniteGramError, cholesky_with_jitter, whitened_conditional
-from .gp.collapsed import CollapsedGaussianLeaf
+from .gp.collapsed import CollapsedGaussianLeaf, value_posterior
 from .gp.inducing import init_inducing_inputs
 from .gp.likelihoods import Gaussian, get_likelihood
 from .infer.checks import NonFiniteLossError
@@ -835,10 +835,10 @@ class DAGDGP(PyroModule):
         u = mean + torch.linalg.solve_triangular(L.transpose(-1, -2), z.unsqueeze(-1), upper=True).squeeze(-1)
         loc = a @ u.transpose(-1, -2)
         var = r.unsqueeze(-1).expand_as(loc)
-        gain = torch.where(m, var / (var + tau2), torch.zeros_like(var))
+        mean_f, var_f, gain = value_posterior(loc, var, y0, m, tau2)
         eps = pyro.sample(f"{w}.eps", dist.Normal(torch.zeros_like(loc), 1.0).to_event(1),
                           infer=self._site_meta(w, "value"))
-        f = loc + gain * (y0 - loc) + (var * (1 - gain)).clamp_min(0).sqrt() * eps
+        f = mean_f + var_f.clamp_min(0).sqrt() * eps
         pyro.deterministic(f"{w}.f", f, event_dim=1)
         # the same value's standardised residual under the prior conditional, ε' = (F - μ(U)) / √r (the "{w}.eps"
         # of collapse="values"), written without dividing by √r (r goes down to the jitter)

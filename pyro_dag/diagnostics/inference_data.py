@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from pyro import poutine
 
+from ..gp.collapsed import value_posterior
+
 __all__ = ["MCMCStats", "arviz_from_dict", "to_inference_data"]
 
 
@@ -142,9 +144,7 @@ def _evaluate(model, inputs, data, mask, draw, obs, record, exact_leaves):
             if exact_leaves and w in obs:
                 y, m = obs[w]
                 tau2 = model.likelihoods[w].variance
-                gain = torch.where(m, var / (var + tau2), torch.zeros_like(var))
-                loc = loc + gain * torch.where(m, y - loc, torch.zeros_like(loc))
-                var = var * (1 - gain)
+                loc, var, _ = value_posterior(loc, var, y, m, tau2)
             out[f"f:{w}"] = (loc + var.clamp_min(0).sqrt() * torch.randn_like(loc)).detach()
     for w in obs:
         site = tr.trace.nodes[f"{w}.y"]

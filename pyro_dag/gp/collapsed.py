@@ -21,7 +21,7 @@ import torch
 from pyro.distributions import TorchDistribution
 from torch.distributions import constraints
 
-__all__ = ["CollapsedGaussianLeaf"]
+__all__ = ["CollapsedGaussianLeaf", "value_posterior"]
 
 
 class CollapsedGaussianLeaf(TorchDistribution):
@@ -119,3 +119,19 @@ class CollapsedGaussianLeaf(TorchDistribution):
         mean, L = self.inducing_posterior(value)
         z = torch.randn_like(mean)
         return mean + torch.linalg.solve_triangular(L.transpose(-1, -2), z.unsqueeze(-1), upper=True).squeeze(-1)
+
+
+def value_posterior(loc, var, y, mask, noise_var):
+    """Per-case conditional of a Gaussian-likelihood node's values given its inducing outputs and its own
+    observations: ``F_b | U, y_b ~ N(loc_b + g_b (y_b - loc_b), (1 - g_b) var_b)`` with the gain
+    ``g_b = var_b / (var_b + τ²)`` where ``y_b`` is observed and 0 elsewhere (the prior conditional of
+    Perlino et al. 2026, arXiv:2607.09645, Eq. (80), updated by the node's likelihood).
+
+    :param torch.Tensor loc: ``[..., B, d]`` ``μ(U)``. :param torch.Tensor var: ``[..., B, d]`` ``r``.
+    :param torch.Tensor y: ``[B, d]`` observations (any value where missing). :param mask: bool ``[B, d]``.
+    :param noise_var: ``τ²``, a scalar or ``[d]``.
+    :returns: ``(mean, var, gain)``, each ``[..., B, d]``.
+    """
+    gain = torch.where(mask, var / (var + noise_var), torch.zeros_like(var))
+    mean = loc + gain * torch.where(mask, y - loc, torch.zeros_like(loc))
+    return mean, var * (1 - gain), gain
