@@ -230,7 +230,8 @@ def main():
     name = f"nuts_mixing_{args.model}" + ("_fixed" if priors is None else "") + (
         "_dense" if args.full_mass else "") + ("_block" if args.dense_block else "") + (
         "_scale" if args.fix_latent_variance else "") + (
-        "_collapsed" if args.collapse == "inducing" else "") + ("_observed" if args.observe_hidden else "")
+        "_collapsed" if args.collapse == "inducing" else "") + ("_observed" if args.observe_hidden else "") + (
+        f"_accept{args.target_accept:g}".replace(".", "") if args.target_accept != 0.8 else "")
     if not args.no_write:
         write_json(name, res)
         write_readme(name, res)
