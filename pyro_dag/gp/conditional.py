@@ -66,6 +66,12 @@ def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
     for _ in range(max_tries):
         L, info = torch.linalg.cholesky_ex(K + (eps * scale) * eye)
         if not bool((info > 0).any()):
+            if torch.jit.is_tracing():
+                # A trace (pyro_dag.infer.TracedNUTS) replays this rung with new values and drops the check
+                # on info, so the replayed factor must raise where this one would have moved up the ladder: a
+                # failure then makes the NUTS step divergent (Pyro's singular-matrix handler) instead of
+                # returning the partial factor of a matrix that is not positive definite.
+                return torch.linalg.cholesky(K + (eps * scale) * eye)
             return L
         eps *= 10
     if not bool(torch.isfinite(K).all()):
