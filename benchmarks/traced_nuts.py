@@ -1,0 +1,119 @@
+"""TracedNUTS against Pyro's NUTS on the models of ``nuts_mixing.py``: seconds per potential gradient and per short
+chain, side by side in one process (ratios; the machine's absolute speed varies between runs).
+
+For each model, (1) the potential energy and its gradient at the chain's initial point, eager
+(``NUTS(model).potential_fn``) and traced (``TracedNUTS(model).potential_fn``), timed in interleaved rounds
+(minimum over rounds of the mean over calls), with the largest difference of the two gradients; (2) one short chain
+of each from the same MAP start and seed: the traced potential is the eager one to rounding, so the two chains
+usually take the same trajectory (same number of gradients), and the ratio of their CPU seconds is the speed-up
+NUTS sees, its own Python bookkeeping included.
+
+Usage::
+
+    python benchmarks/traced_nuts.py              # the three models, 5 rounds x 100 gradients, chains 1 x (60 + 30)
+"""
+import argparse
+import os
+import sys
+import time
+
+import pyro
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import one_thread, write_json, write_readme_section  # noqa: E402
+from nuts_mixing import chain_model, chain_problem, collider_model, collider_problem, run_nuts  # noqa: E402
+
+MODELS = {
+    "chain (a, b)": lambda: _chain(observe_hidden=True),
+    "chain (b)": lambda: _chain(observe_hidden=False),
+    "collider (w1, w2, w3)": lambda: _collider(),
+}
+
+
+def _chain(observe_hidden):
+    graph, inputs, data = chain_problem(observe_hidden=observe_hidden)
+    model = chain_model(graph, {"a": 10, "b": 8}, "weakly_informative", collapse="inducing",
+                        observe_hidden=observe_hidden)
+    return model, inputs, data
+
+
+def _collider():
+    graph, inputs, data, _ = collider_problem(observe_hidden=True)
+    model = collider_model(graph, {"w1": 7, "w2": 6, "w3": 8}, "weakly_informative", collapse="inducing",
+                           observe_hidden=True)
+    return model, inputs, data
+
+
+def gradient_seconds(model, inputs, data, rounds, calls):
+    from pyro.infer import NUTS
+    from pyro.ops.integrator import potential_grad
+
+    from pyro_dag.infer import TracedNUTS
+
+    kernels = {}
+    for name, cls in (("eager", NUTS), ("traced", TracedNUTS)):
+        pyro.set_rng_seed(0)
+        kernels[name] = cls(model)
+        kernels[name].setup(0, inputs, data)
+    z = kernels["eager"].initial_params
+    best = {"eager": float("inf"), "traced": float("inf")}
+    grads = {}
+    for _ in range(rounds):
+        for name, kernel in kernels.items():
+            with torch.jit.optimized_execution(False):
+                t = time.process_time()
+                for _ in range(calls):
+                    grads[name], _ = potential_grad(kernel.potential_fn, z)
+                best[name] = min(best[name], (time.process_time() - t) / calls)
+    diff = max(float((grads["eager"][k] - grads["traced"][k]).abs().max()) for k in z)
+    return best, diff
+
+
+def main():
+    one_thread()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--calls", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=60)
+    p.add_argument("--draws", type=int, default=30)
+    args = p.parse_args()
+    rows = {}
+    for label, make in MODELS.items():
+        model, inputs, data = make()
+        model.setup(inputs, data)
+        sec, diff = gradient_seconds(model, inputs, data, args.rounds, args.calls)
+        chain = {}
+        for jit in (False, True):
+            model, inputs, data = make()  # a fresh model: both chains start from the same MAP
+            model.setup(inputs, data)
+            runs, stats, _, cpu = run_nuts(model, inputs, data, 1, args.warmup, args.draws, 8, jit=jit,
+                                           target_accept=0.9)
+            chain["traced" if jit else "eager"] = {
+                "cpu_s": cpu[0], "tree_depth_sum": int(sum(r["tree_depth"] for r in stats.records)),
+                "draws_sum": float(sum(v.double().sum() for v in runs[0].get_samples().values()))}
+        rows[label] = {"gradient_ms": {k: 1e3 * v for k, v in sec.items()}, "max_gradient_diff": diff,
+                       "chain": chain, "same_trajectory": chain["eager"]["draws_sum"] == chain["traced"]["draws_sum"]}
+        print(label, rows[label], flush=True)
+    res = {"rounds": args.rounds, "calls": args.calls, "warmup": args.warmup, "draws": args.draws, "models": rows}
+    write_json("traced_nuts", res)
+    lines = ["### TracedNUTS against Pyro's NUTS: CPU seconds per gradient and per chain", "",
+             f"`python benchmarks/traced_nuts.py` (one thread; potential and gradient at the initial point, the "
+             f"minimum over {args.rounds} interleaved rounds of the mean over {args.calls} calls; then one chain of "
+             f"each, 1 × ({args.warmup} + {args.draws}), target acceptance 0.9, from the same MAP start and seed; "
+             "models as in `nuts_mixing.py` with `collapse=\"inducing\"` and hyperpriors):", "",
+             "| model (observed) | ms per gradient, NUTS | TracedNUTS | ratio | max gradient difference | "
+             "CPU s per chain, NUTS | TracedNUTS | ratio | same trajectory |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for label, r in rows.items():
+        g, c = r["gradient_ms"], r["chain"]
+        lines.append(f"| {label} | {g['eager']:.2f} | {g['traced']:.2f} | {g['eager'] / g['traced']:.2f} | "
+                     f"{r['max_gradient_diff']:.1e} | {c['eager']['cpu_s']:.1f} | {c['traced']['cpu_s']:.1f} | "
+                     f"{c['eager']['cpu_s'] / c['traced']['cpu_s']:.2f} | {'yes' if r['same_trajectory'] else 'no'} |")
+    write_readme_section("traced_nuts", "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
