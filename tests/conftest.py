@@ -23,6 +23,17 @@ def pytest_addoption(parser):
     parser.addoption("--device", default=None, help="run device-parametrised tests only on this device")
 
 
+@pytest.fixture
+def float64_default():
+    """float64 as torch's default dtype inside one test, restored after it; use with
+    ``pytestmark = pytest.mark.usefixtures("float64_default")`` (a module-level ``set_default_dtype`` leaks into every
+    later test)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     chosen = request.config.getoption("--device")

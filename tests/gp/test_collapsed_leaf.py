@@ -15,13 +15,7 @@ from pyro_dag.gp.likelihoods import Gaussian
 
 
 
-@pytest.fixture(autouse=True)
-def float64_default():
-    """float64 inside this module's tests only (a module-level set_default_dtype leaks into every later test)."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def _leaf(batch=(), B=7, M=3, d=2, seed=0):

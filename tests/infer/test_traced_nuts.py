@@ -13,12 +13,7 @@ from pyro_dag.gp.likelihoods import Gaussian
 from pyro_dag.infer import TracedNUTS
 
 
-@pytest.fixture(autouse=True)
-def float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def latent_chain(collapse):
