@@ -70,6 +70,24 @@ def test_traced_potential_and_gradient_equal_the_eager_ones(problem):
             torch.testing.assert_close(grads_t[k], grads_e[k], rtol=1e-9, atol=1e-9)
 
 
+def test_traced_nuts_on_a_model_set_up_lazily_by_its_first_call():
+    """The README path: no model.setup(...) before MCMC; the set-up happens in Pyro's first (eager) trace of the
+    model, before the potential is traced, and the traced potential is that of the set-up model."""
+    model, inputs, data = latent_chain("inducing")
+    pyro.set_rng_seed(0)
+    traced = TracedNUTS(model)
+    traced.setup(0, inputs, data)
+    eager = NUTS(model)
+    eager.setup(0, inputs, data)
+    z = {k: v + 0.3 for k, v in traced.initial_params.items()}
+    grads_e, pe_e = potential_grad(eager.potential_fn, z)
+    with torch.jit.optimized_execution(False):
+        grads_t, pe_t = potential_grad(traced.potential_fn, z)
+    torch.testing.assert_close(pe_t, pe_e, rtol=1e-10, atol=1e-10)
+    for k in z:
+        torch.testing.assert_close(grads_t[k], grads_e[k], rtol=1e-9, atol=1e-9)
+
+
 def test_traced_cholesky_raises_where_the_eager_one_would_climb_the_jitter_ladder():
     K = torch.tensor([[2.0, 0.5], [0.5, 1.0]])
     traced = torch.jit.trace(lambda A: cholesky_with_jitter(A, node="w"), (K,), check_trace=False)
