@@ -16,5 +16,5 @@ from .lamp import LatentMAP, LinkedGPPredictor
 from .mcmc import TracedNUTS
 
 __all__ = ["DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
-           "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainResult", "autoguide", "current_estimator", "distributed",
-           "initial_scales", "lamp", "suspended", "train", "training"]
+           "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainResult", "autoguide", "current_estimator",
+           "distributed", "initial_scales", "lamp", "suspended", "train", "training"]

@@ -4,12 +4,13 @@ A ``DAGDGP(sample_f=True)`` potential is a few hundred small tensor operations (
 points per node), so Pyro's NUTS spends most of each gradient in Python: the effect-handler trace of the model,
 the distributions' construction and the per-op autograd bookkeeping. ``NUTS(model, jit_compile=True)`` removes the
 Python part by tracing the potential once with :func:`torch.jit.trace`, but on these models TorchScript's optimising
-graph executor fails (its symbolic differentiation of ``matmul`` raises a shape error, the profiling executor
-raises ``Unsupported value kind: Tensor``). :class:`TracedNUTS` runs the same trace with the graph executor's
-optimisation off (:func:`torch.jit.optimized_execution`), so the traced graph is interpreted in C++ and
-differentiated by ordinary autograd: the potential and its gradient are those of the eager model (tested to
-rounding), at a fraction of the cost per gradient (``benchmarks/nuts_mixing.py --jit``; numbers in
-``benchmarks/README.md``).
+graph executor fails (the default profiling executor raises ``Unsupported value kind: Tensor``; the legacy
+executor's symbolic differentiation of ``matmul`` raises a shape error). :class:`TracedNUTS` runs the same trace
+with the graph executor's optimisation off (:func:`torch.jit.optimized_execution`), so the traced graph is
+interpreted in C++ and differentiated by ordinary autograd: the potential and its gradient are those of the eager
+model (tested to 1e-10), at a fraction of the cost per gradient (``benchmarks/traced_nuts.py``; numbers in
+``benchmarks/README.md``). :func:`torch.jit.trace` is deprecated in recent torch (it warns once per chain) but
+still supported.
 
 The NUTS sampler is that of Hoffman & Gelman (2014), "The No-U-Turn Sampler", JMLR 15; its use on DAG deep GPs
 follows Perlino et al. (2026), "Deep Gaussian processes on directed acyclic graphs", arXiv:2607.09645.
@@ -25,7 +26,9 @@ class TracedNUTS(NUTS):
     optimisation.
 
     A drop-in replacement for ``NUTS(model, ...)``: the same keyword arguments (``jit_compile`` is always on and
-    TorchScript's tracer warnings are off by default), the same samples, step-size and mass-matrix adaptation.
+    TorchScript's tracer warnings are off by default), the same step-size and mass-matrix adaptation, and the same
+draws as far as the traced potential equals the eager one (bit for bit on the models of
+``benchmarks/traced_nuts.py``).
     Use it only on models whose structure and control flow do not depend on the sampled values (a ``DAGDGP``
     with fixed data, as in ``MCMC(TracedNUTS(model), ...).run(inputs, data)``):
 

@@ -24,7 +24,6 @@ What a block is depends on the model:
   auxiliary site ``"_{name}_latent"`` and one ``Delta`` site per latent site, in the model's order, broadcast
   under outer plates (vectorised particles, ``Predictive(parallel=True)``).
 """
-import math
 import uuid
 import warnings
 from contextlib import ExitStack

@@ -136,7 +136,7 @@ def pretrain_nodes(model, guide, inputs, data, num_steps, lr=0.01, mask=None, no
     if target.family is None:
         guide(inputs, data, mask)
     guide = target
-    posts, rows, params, groups = {}, {}, {}, []
+    posts, rows, params = {}, {}, {}
     for w in nodes:
         d, M = model.output_dims[w], model.num_inducing[w]
         posts[w] = _NodePosterior(d, M, _node_scale(guide, w), model.dtype, model.device)
