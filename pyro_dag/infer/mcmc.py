@@ -27,10 +27,9 @@ class TracedNUTS(NUTS):
 
     A drop-in replacement for ``NUTS(model, ...)``: the same keyword arguments (``jit_compile`` is always on and
     TorchScript's tracer warnings are off by default), the same step-size and mass-matrix adaptation, and the same
-draws as far as the traced potential equals the eager one (bit for bit on the models of
-``benchmarks/traced_nuts.py``).
-    Use it only on models whose structure and control flow do not depend on the sampled values (a ``DAGDGP``
-    with fixed data, as in ``MCMC(TracedNUTS(model), ...).run(inputs, data)``):
+    draws as far as the traced potential equals the eager one (bit for bit on the models of
+    ``benchmarks/traced_nuts.py``). Use it only on models whose structure and control flow do not depend on the
+    sampled values (a ``DAGDGP`` with fixed data, as in ``MCMC(TracedNUTS(model), ...).run(inputs, data)``):
 
     * the trace is taken at the first potential evaluation and replayed with new values of the sample sites,
       so a Python branch on a sampled value is frozen at the branch it took then;
