@@ -4,6 +4,6 @@ from .conditional import NonFiniteGramError, NotPositiveDefiniteError, cholesky_
 from .inducing import init_inducing_inputs, kmeans, sobol_normal
 from .likelihoods import Bernoulli, Gaussian, Likelihood, Poisson, StudentT, get_likelihood
 
-__all__ = ["CollapsedGaussianLeaf", "NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter", "whitened_conditional",
-           "init_inducing_inputs", "kmeans", "sobol_normal", "Likelihood", "Gaussian", "Bernoulli", "Poisson",
-           "StudentT", "get_likelihood"]
+__all__ = ["CollapsedGaussianLeaf", "NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter",
+           "whitened_conditional", "init_inducing_inputs", "kmeans", "sobol_normal", "Likelihood", "Gaussian",
+           "Bernoulli", "Poisson", "StudentT", "get_likelihood"]
