@@ -20,6 +20,8 @@ Usage::
     # collapse="inducing" (observed Gaussian nodes reparameterised), every node observed, target acceptance 0.9:
     python benchmarks/nuts_mixing.py --model chain --collapse inducing --observe-hidden --num-inducing a=10,b=8 \
         --max-tree-depth 8 --target-accept 0.9
+    # --jit: pyro_dag.infer.TracedNUTS (the eager draws bit for bit, cheaper); --compile: pyro_dag.infer.CompiledNUTS
+    # (the eager potential to about 1e-11, much cheaper; the compilation counted in the CPU time)
 """
 import argparse
 import os
@@ -92,12 +94,19 @@ def parse_num_inducing(text):
     return {k: int(v) for k, v in (item.split("=") for item in text.split(","))}
 
 
+def cpu_seconds():
+    """CPU seconds of this process and of the child processes it waited for (the C++ compiler that CompiledNUTS
+    runs): ``time.process_time()`` alone would leave the compiler out."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0, jit=False, map_steps=500,
-             full_mass=False, target_accept=0.8):
+             full_mass=False, target_accept=0.8, compile=False):
     from pyro.infer import MCMC, NUTS
 
     from pyro_dag.diagnostics import MCMCStats
-    from pyro_dag.infer import TracedNUTS
+    from pyro_dag.infer import CompiledNUTS, TracedNUTS
 
     from pyro.infer import SVI, Trace_ELBO
     from pyro.infer.autoguide import AutoDelta
@@ -114,21 +123,25 @@ def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0,
         svi.step(inputs, data)
     init = {k: v.detach() for k, v in delta.median(inputs, data).items()}
     pyro.clear_param_store()
-    stats, runs, times, cpu_times = MCMCStats(), [], [], []
+    stats, runs, times, cpu_times, compile_times = MCMCStats(), [], [], [], []
     for c in range(chains):
         pyro.set_rng_seed(seed + 1 + c)
-        kernel = (TracedNUTS if jit else NUTS)(model, max_tree_depth=max_tree_depth,
+        kernel = (CompiledNUTS if compile else TracedNUTS if jit else NUTS)(model, max_tree_depth=max_tree_depth,
                                                 init_strategy=init_to_value(values=init), full_mass=full_mass,
                                                 target_accept_prob=target_accept)
         mcmc = MCMC(kernel, num_samples=draws, warmup_steps=warmup, disable_progbar=True, hook_fn=stats)
-        t, cpu = time.perf_counter(), time.process_time()
+        t, cpu = time.perf_counter(), cpu_seconds()
         mcmc.run(inputs, data)
         times.append(time.perf_counter() - t)
-        cpu_times.append(time.process_time() - cpu)
+        cpu_times.append(cpu_seconds() - cpu)
         runs.append(mcmc)
         print(f"  chain {c}: {times[-1]:.0f} s wall, {cpu_times[-1]:.0f} s CPU, step size "
-              f"{mcmc.kernel.step_size:.3g}", flush=True)
-    return runs, stats, times, cpu_times
+              f"{mcmc.kernel.step_size:.3g}" + (f", compiled in {kernel.compile_seconds:.0f} s wall"
+                                                if compile else ""), flush=True)
+        if compile and not kernel.compiled:
+            raise SystemExit("the compiled potential failed its check against the eager one (see the warning)")
+        compile_times.append(kernel.compile_seconds if compile else None)
+    return runs, stats, times, cpu_times, compile_times
 
 
 def mixing_summary(idata):
@@ -180,6 +193,9 @@ def main():
                    help="DAGDGP(collapse=...): 'inducing' integrates the observed leaf's inducing outputs out too")
     p.add_argument("--jit", action="store_true",
                    help="pyro_dag.infer.TracedNUTS: the potential traced once per chain (same samples, cheaper gradients)")
+    p.add_argument("--compile", action="store_true",
+                   help="pyro_dag.infer.CompiledNUTS: the potential compiled by TorchInductor once per chain "
+                        "(compilation in this process, its time included)")
     p.add_argument("--compare", action="store_true", help="also fit DAG-SVI and DAG-VI (collider)")
     p.add_argument("--svi-steps", type=int, default=3000)
     p.add_argument("--observe-hidden", action="store_true",
@@ -205,11 +221,15 @@ def main():
     n = next(iter(inputs.values())).shape[0]
     print(f"{args.model}: n = {n}, M = {args.num_inducing}, priors = {priors}, {args.chains} chains x "
           f"{args.draws} draws after {args.warmup} warm-up", flush=True)
-    runs, stats, times, cpu_times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws,
+    if args.compile:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1  # compile in this process: its CPU time is counted below
+    runs, stats, times, cpu_times, compile_times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws,
                                              args.max_tree_depth, jit=args.jit,
                                              full_mass=[tuple(args.dense_block.split(","))] if args.dense_block
                                              else args.full_mass,
-                                             target_accept=args.target_accept)
+                                             target_accept=args.target_accept, compile=args.compile)
     idata = to_inference_data(mcmc=runs, sample_stats=stats)
     summ, res = mixing_summary(idata)
     res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
@@ -217,7 +237,8 @@ def main():
                cpu_seconds_per_chain=cpu_times,
                max_tree_depth=args.max_tree_depth, full_mass=args.full_mass, dense_block=args.dense_block,
                fix_latent_variance=args.fix_latent_variance, target_accept=args.target_accept, collapse=args.collapse,
-               observe_hidden=args.observe_hidden, jit=args.jit,
+               observe_hidden=args.observe_hidden, jit=args.jit, compile=args.compile,
+               compile_seconds_per_chain=compile_times,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
                                 and sum(cpu_times) <= 600))
     print(summ.sort_values("ess_bulk").head(8).to_string())
@@ -234,7 +255,7 @@ def main():
         "_scale" if args.fix_latent_variance else "") + (
         "_collapsed" if args.collapse == "inducing" else "") + ("_observed" if args.observe_hidden else "") + (
         f"_accept{args.target_accept:g}".replace(".", "") if args.target_accept != 0.8 else "") + (
-        "_traced" if args.jit else "")
+        "_traced" if args.jit else "") + ("_compiled" if args.compile else "")
     if not args.no_write:
         write_json(name, res)
         write_readme(name, res)
@@ -306,7 +327,7 @@ def write_readme(name, res):
              + (" --collapse inducing" if res.get("collapse") == "inducing" else "")
              + (" --observe-hidden" if res.get("observe_hidden") else "")
              + (f" --target-accept {res['target_accept']}" if res.get("target_accept", 0.8) != 0.8 else "")
-             + (" --jit" if res.get("jit") else "")
+             + (" --jit" if res.get("jit") else "") + (" --compile" if res.get("compile") else "")
              + (" --compare" if res.get("comparison") else "")
              + "` (one core, chains one after the other, NUTS from a MAP start, non-centred node values; "
              + ("dense" if res.get("full_mass") else f"dense over {res['dense_block']}, otherwise diagonal"
@@ -318,6 +339,8 @@ def write_readme(name, res):
                 if res.get("collapse") == "inducing" and res.get("observe_hidden") else "")
              + (f"; target acceptance {res['target_accept']}" if res.get("target_accept", 0.8) != 0.8 else "")
              + ("; potential traced once per chain, `pyro_dag.infer.TracedNUTS`" if res.get("jit") else "")
+             + ("; potential compiled once per chain, `pyro_dag.infer.CompiledNUTS` (compilation included in the "
+                "CPU time)" if res.get("compile") else "")
              + "):", "",
              "| max R-hat | min bulk ESS | min bulk ESS (hyper) | min tail ESS | R-hat / bulk ESS, identifiable | "
              "divergences | mean tree depth | step size | CPU s per chain (max) | CPU s, all chains | "

@@ -1,15 +1,18 @@
-"""TracedNUTS against Pyro's NUTS on the models of ``nuts_mixing.py``: seconds per potential gradient and per short
-chain, side by side in one process (ratios; the machine's absolute speed varies between runs).
+"""TracedNUTS and CompiledNUTS against Pyro's NUTS on the models of ``nuts_mixing.py``: seconds per potential
+gradient and per short chain, side by side in one process (ratios; the machine's absolute speed varies between runs).
 
 For each model, (1) the potential energy and its gradient at the chain's initial point, eager
-(``NUTS(model).potential_fn``) and traced (``TracedNUTS(model).potential_fn``), timed in interleaved rounds
-(minimum over rounds of the mean over calls), with the largest difference of the two gradients; (2) one short chain
-of each from the same MAP start and seed: the traced potential is the eager one to rounding, so the two chains
-usually take the same trajectory (same number of gradients), and the ratio of their CPU seconds is the speed-up
-NUTS sees, its own Python bookkeeping included.
+(``NUTS(model).potential_fn``), traced (``TracedNUTS``) and compiled (``CompiledNUTS``), timed in interleaved rounds
+(minimum over rounds of the mean over calls), with the largest difference of each gradient from the eager one, and
+the seconds CompiledNUTS took to record, compile and check the potential; (2) one short chain of each from the same
+MAP start and seed: the traced potential is the eager one bit for bit, so those two chains take the same trajectory
+(same number of gradients), and the ratio of their CPU seconds is the speed-up NUTS sees, its own Python
+bookkeeping included. The compiled potential differs from the eager one by rounding (about 1e-11), enough for a
+trajectory to part from the eager one after some transitions; its chain CPU seconds include the compilation.
 
 Usage::
 
+    rm -rf /tmp/torchinductor_$USER               # (a cold compilation, as a new user sees it)
     python benchmarks/traced_nuts.py              # the three models, 5 rounds x 100 gradients, chains 1 x (60 + 30)
 """
 import argparse
@@ -33,6 +36,17 @@ MODELS = {
 }
 
 
+def _samplers():
+    from pyro.infer import NUTS
+
+    from pyro_dag.infer import CompiledNUTS, TracedNUTS
+
+    return {"eager": NUTS, "traced": TracedNUTS, "compiled": CompiledNUTS}
+
+
+SAMPLERS = _samplers()
+
+
 def _chain(observe_hidden):
     graph, inputs, data = chain_problem(observe_hidden=observe_hidden)
     model = chain_model(graph, {"a": 10, "b": 8}, "weakly_informative", collapse="inducing",
@@ -48,18 +62,18 @@ def _collider():
 
 
 def gradient_seconds(model, inputs, data, rounds, calls):
-    from pyro.infer import NUTS
     from pyro.ops.integrator import potential_grad
 
-    from pyro_dag.infer import TracedNUTS
-
     kernels = {}
-    for name, cls in (("eager", NUTS), ("traced", TracedNUTS)):
+    for name, cls in SAMPLERS.items():
         pyro.set_rng_seed(0)
         kernels[name] = cls(model)
         kernels[name].setup(0, inputs, data)
+    compile_s = kernels["compiled"].compile_seconds
+    if not kernels["compiled"].compiled:
+        raise SystemExit("the compiled potential failed its check against the eager one (see the warning)")
     z = kernels["eager"].initial_params
-    best = {"eager": float("inf"), "traced": float("inf")}
+    best = {name: float("inf") for name in kernels}
     grads = {}
     for _ in range(rounds):
         for name, kernel in kernels.items():
@@ -68,12 +82,15 @@ def gradient_seconds(model, inputs, data, rounds, calls):
                 for _ in range(calls):
                     grads[name], _ = potential_grad(kernel.potential_fn, z)
                 best[name] = min(best[name], (time.process_time() - t) / calls)
-    diff = max(float((grads["eager"][k] - grads["traced"][k]).abs().max()) for k in z)
-    return best, diff
+    diff = {name: max(float((grads["eager"][k] - grads[name][k]).abs().max()) for k in z) for name in grads}
+    return best, diff, compile_s
 
 
 def main():
     one_thread()
+    import torch._inductor.config as inductor_config
+
+    inductor_config.compile_threads = 1  # compile in this process: its CPU time is counted
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=100)
@@ -84,34 +101,42 @@ def main():
     for label, make in MODELS.items():
         model, inputs, data = make()
         model.setup(inputs, data)
-        sec, diff = gradient_seconds(model, inputs, data, args.rounds, args.calls)
+        sec, diff, compile_s = gradient_seconds(model, inputs, data, args.rounds, args.calls)
         chain = {}
-        for jit in (False, True):
-            model, inputs, data = make()  # a fresh model: both chains start from the same MAP
+        for name in SAMPLERS:
+            model, inputs, data = make()  # a fresh model: every chain starts from the same MAP
             model.setup(inputs, data)
-            runs, stats, _, cpu = run_nuts(model, inputs, data, 1, args.warmup, args.draws, 8, jit=jit,
-                                           target_accept=0.9)
-            chain["traced" if jit else "eager"] = {
+            runs, stats, _, cpu, _ = run_nuts(model, inputs, data, 1, args.warmup, args.draws, 8,
+                                              jit=name == "traced", compile=name == "compiled", target_accept=0.9)
+            chain[name] = {
                 "cpu_s": cpu[0], "tree_depth_sum": int(sum(r["tree_depth"] for r in stats.records)),
                 "draws_sum": float(sum(v.double().sum() for v in runs[0].get_samples().values()))}
         rows[label] = {"gradient_ms": {k: 1e3 * v for k, v in sec.items()}, "max_gradient_diff": diff,
-                       "chain": chain, "same_trajectory": chain["eager"]["draws_sum"] == chain["traced"]["draws_sum"]}
+                       "compile_seconds": compile_s, "chain": chain,
+                       "same_trajectory": {name: chain["eager"]["draws_sum"] == chain[name]["draws_sum"]
+                                           for name in ("traced", "compiled")}}
         print(label, rows[label], flush=True)
     res = {"rounds": args.rounds, "calls": args.calls, "warmup": args.warmup, "draws": args.draws, "models": rows}
     write_json("traced_nuts", res)
-    lines = ["### TracedNUTS against Pyro's NUTS: CPU seconds per gradient and per chain", "",
+    lines = ["### TracedNUTS and CompiledNUTS against Pyro's NUTS: CPU seconds per gradient and per chain", "",
              f"`python benchmarks/traced_nuts.py` (one thread; potential and gradient at the initial point, the "
              f"minimum over {args.rounds} interleaved rounds of the mean over {args.calls} calls; then one chain of "
              f"each, 1 × ({args.warmup} + {args.draws}), target acceptance 0.9, from the same MAP start and seed; "
-             "models as in `nuts_mixing.py` with `collapse=\"inducing\"` and hyperpriors):", "",
-             "| model (observed) | ms per gradient, NUTS | TracedNUTS | ratio | max gradient difference | "
-             "CPU s per chain, NUTS | TracedNUTS | ratio | same trajectory |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "models as in `nuts_mixing.py` with `collapse=\"inducing\"` and hyperpriors; compilation in this process, "
+             "its time in the compiled chain's CPU seconds; the inductor cache cleared before the run):", "",
+             "| model (observed) | ms per gradient, NUTS | TracedNUTS (ratio) | CompiledNUTS (ratio) | max gradient "
+             "difference, traced / compiled | compile s (wall) | CPU s per chain, NUTS | TracedNUTS (ratio) | "
+             "CompiledNUTS (ratio) | same trajectory as NUTS, traced / compiled |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "no"}
     for label, r in rows.items():
-        g, c = r["gradient_ms"], r["chain"]
-        lines.append(f"| {label} | {g['eager']:.2f} | {g['traced']:.2f} | {g['eager'] / g['traced']:.2f} | "
-                     f"{r['max_gradient_diff']:.1e} | {c['eager']['cpu_s']:.1f} | {c['traced']['cpu_s']:.1f} | "
-                     f"{c['eager']['cpu_s'] / c['traced']['cpu_s']:.2f} | {'yes' if r['same_trajectory'] else 'no'} |")
+        g, c, d, same = r["gradient_ms"], r["chain"], r["max_gradient_diff"], r["same_trajectory"]
+        lines.append(f"| {label} | {g['eager']:.2f} | {g['traced']:.2f} ({g['eager'] / g['traced']:.1f}x) | "
+                     f"{g['compiled']:.2f} ({g['eager'] / g['compiled']:.1f}x) | {d['traced']:.1e} / "
+                     f"{d['compiled']:.1e} | {r['compile_seconds']:.0f} | {c['eager']['cpu_s']:.1f} | "
+                     f"{c['traced']['cpu_s']:.1f} ({c['eager']['cpu_s'] / c['traced']['cpu_s']:.1f}x) | "
+                     f"{c['compiled']['cpu_s']:.1f} ({c['eager']['cpu_s'] / c['compiled']['cpu_s']:.1f}x) | "
+                     f"{yes[same['traced']]} / {yes[same['compiled']]} |")
     write_readme_section("traced_nuts", "\n".join(lines))
 
 

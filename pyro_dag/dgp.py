@@ -30,7 +30,7 @@ from .infer.checks import NonFiniteLossError
 from .infer.context import current_estimator, standard_normal, suspended
 from .kernels import Concat, ParentSpec, RBF, as_fusion_kernel
 from .param_store import check_param_store
-from .utils import broadcast_shapes
+from .utils import broadcast_shapes, is_tracing
 
 __all__ = ["DAGDGP", "DAGInputError", "NodePrediction"]
 
@@ -98,7 +98,7 @@ def _concat_values(values):
 def _check_scale(t, label):
     """Refuse values whose squares overflow ``t``'s dtype: every kernel and likelihood squares them, so such data
     would give an infinite loss at the first step and NaN parameters after it."""
-    if t.numel() == 0:
+    if t.numel() == 0 or is_tracing():  # checked in the eager call before a trace (see is_tracing)
         return
     biggest = t.detach().abs().max()
     if not bool(torch.isfinite(biggest * biggest)):
@@ -393,8 +393,8 @@ class DAGDGP(PyroModule):
             if self.input_dims is not None and x.shape[1] != self.input_dims[r]:
                 raise DAGInputError(f"inputs[{r!r}] has {x.shape[1]} columns but the model was set up with "
                                     f"{self.input_dims[r]}; pass the same columns as in training")
-            bad = ~torch.isfinite(x).all(-1)
-            if bool(bad.any()):
+            bad = None if is_tracing() else ~torch.isfinite(x).all(-1)
+            if bad is not None and bool(bad.any()):
                 i = int(bad.nonzero()[0])
                 raise DAGInputError(f"inputs[{r!r}] contains NaN or inf (first at row {i}); roots are deterministic "
                                     "inputs and must be finite: impute or drop those cases")
@@ -450,14 +450,14 @@ class DAGDGP(PyroModule):
                 if m.shape != y.shape or m.dtype != torch.bool:
                     raise DAGInputError(f"mask[{w!r}] must be a bool tensor of shape {tuple(y.shape)}, got "
                                         f"{m.dtype} {tuple(m.shape)}")
-                if bool((m & ~torch.isfinite(y)).any()):
+                if not is_tracing() and bool((m & ~torch.isfinite(y)).any()):
                     raise DAGInputError(f"data[{w!r}] has NaN/inf at entries that mask[{w!r}] marks as observed; "
                                         "fix the data or set those mask entries to False")
             else:
-                if bool(torch.isinf(y).any()):
+                if not is_tracing() and bool(torch.isinf(y).any()):
                     raise DAGInputError(f"data[{w!r}] contains inf; mark missing entries with NaN (or pass a mask)")
                 m = ~torch.isnan(y)
-            if not bool(m.any()):
+            if not is_tracing() and not bool(m.any()):
                 raise DAGInputError(f"data[{w!r}] has no observed entries; drop it from data (the node is then "
                                     "latent)")
             filled = torch.where(m, y, torch.zeros_like(y))
@@ -569,6 +569,8 @@ class DAGDGP(PyroModule):
         return getattr(self.inducing, w)
 
     def _check_inducing_finite(self, w, Z, given=False):
+        if is_tracing():
+            return
         bad = ~torch.isfinite(Z).all(-1)
         if not bool(bad.any()):
             return

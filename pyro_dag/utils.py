@@ -1,7 +1,27 @@
 """Small utilities shared across pyro_dag."""
 import torch
 
-__all__ = ["freeze"]
+__all__ = ["freeze", "is_tracing"]
+
+
+def is_tracing():
+    """True while the model is being recorded for replay: by :func:`torch.jit.trace` (Pyro's
+    ``NUTS(jit_compile=True)``, :class:`pyro_dag.infer.TracedNUTS`) or by :func:`torch.fx.experimental.proxy_tensor.make_fx`
+    (:class:`pyro_dag.infer.CompiledNUTS`).
+
+    A recorded graph replays its tensor operations with new values and drops Python control flow, so value checks
+    that raise (NaN in the inputs, a failed Cholesky rung) would be frozen at their first outcome, and the
+    ``bool()`` they need cannot be recorded at all under ``make_fx``. The model skips them while this is True; the
+    samplers that record run the model once eagerly first (Pyro's ``initialize_model``), where every check runs.
+    """
+    return torch.jit.is_tracing() or is_fx_tracing()
+
+
+def is_fx_tracing():
+    """True while :func:`torch.fx.experimental.proxy_tensor.make_fx` records (see :func:`is_tracing`)."""
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    return get_proxy_mode() is not None
 
 
 def freeze(module, names=None):

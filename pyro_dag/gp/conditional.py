@@ -18,6 +18,8 @@ when it sits on the first.
 import torch
 from pyro.ops.integrator import register_exception_handler
 
+from ..utils import is_tracing
+
 __all__ = ["NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter", "whitened_conditional",
            "default_jitter"]
 
@@ -39,6 +41,17 @@ def _is_gram_failure(exception):
 # divergent step (NaN energy) and goes on, as it does for torch's own singular-matrix errors; without this the
 # error would stop the chain.
 register_exception_handler("pyro_dag_gram", _is_gram_failure, warn_on_overwrite=False)
+
+
+def _any_failed(info):
+    """Whether any factorisation failed (``info > 0``), read outside a ``make_fx`` recording, which cannot record
+    the ``bool()`` (the rung found is then frozen in the recorded graph, as under :func:`torch.jit.trace`)."""
+    if torch.jit.is_tracing() or not is_tracing():
+        return bool((info > 0).any())
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    with disable_proxy_modes_tracing():
+        return bool((info > 0).any())
 
 
 def default_jitter(dtype):
@@ -65,8 +78,8 @@ def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
     eps = rel
     for _ in range(max_tries):
         L, info = torch.linalg.cholesky_ex(K + (eps * scale) * eye)
-        if not bool((info > 0).any()):
-            if torch.jit.is_tracing():
+        if not _any_failed(info):
+            if is_tracing():
                 # A trace (pyro_dag.infer.TracedNUTS) replays this rung with new values and drops the check
                 # on info, so the replayed factor must raise where this one would have moved up the ladder: a
                 # failure then makes the NUTS step divergent (Pyro's singular-matrix handler) instead of

@@ -1,8 +1,8 @@
 """Inference for DAG deep GPs: :class:`DAGELBO`, the structured autoguide (:mod:`pyro_dag.infer.autoguide`) and
 natural-gradient steps (:class:`GaussianNaturalGradient`, :class:`SinkNaturalGradient`), the training loop
 (:func:`train`, :mod:`pyro_dag.infer.training`) and latent-MAP fitting with linked-GP prediction
-(:class:`LatentMAP`, :class:`LinkedGPPredictor`, :mod:`pyro_dag.infer.lamp`), and NUTS with a traced potential
-(:class:`TracedNUTS`)."""
+(:class:`LatentMAP`, :class:`LinkedGPPredictor`, :mod:`pyro_dag.infer.lamp`), and NUTS with a traced or compiled
+potential (:class:`TracedNUTS`, :class:`CompiledNUTS`)."""
 from . import autoguide
 from .checks import NonFiniteLossError
 from .context import MarginalEstimator, current_estimator, suspended
@@ -13,8 +13,8 @@ from . import distributed, training
 from .training import TrainResult, initial_scales, train
 from . import lamp
 from .lamp import LatentMAP, LinkedGPPredictor
-from .mcmc import TracedNUTS
+from .mcmc import CompiledNUTS, TracedNUTS
 
-__all__ = ["DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
+__all__ = ["CompiledNUTS", "DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
            "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainResult", "autoguide", "current_estimator",
            "distributed", "initial_scales", "lamp", "suspended", "train", "training"]

@@ -17,6 +17,8 @@ in ``x`` is 0 anyway.
 """
 import torch
 
+from ..utils import is_fx_tracing
+
 __all__ = ["rbf_cross"]
 
 
@@ -60,4 +62,10 @@ def rbf_cross(X, Z, variance):
     """
     if not torch.is_tensor(variance):
         variance = torch.as_tensor(variance, dtype=X.dtype, device=X.device)
+    if is_fx_tracing():
+        # a make_fx recording (pyro_dag.infer.CompiledNUTS) is differentiated and fused by the compiler, which
+        # needs the composition rather than a Python backward
+        sq = (X.pow(2).sum(-1, keepdim=True) - 2 * X @ Z.transpose(-1, -2)
+              + Z.pow(2).sum(-1, keepdim=True).transpose(-1, -2)).clamp_min(0)
+        return variance * torch.exp(-0.5 * sq)
     return _RBFCross.apply(X, Z, variance)

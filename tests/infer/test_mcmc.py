@@ -1,4 +1,8 @@
-"""TracedNUTS: the traced potential equals the eager one, a traced Cholesky fails loudly, chains run end to end."""
+"""TracedNUTS and CompiledNUTS: the traced / compiled potential equals the eager one far from the point where it
+was recorded, a recorded Cholesky fails loudly, a failed compiler check falls back to the eager potential, chains
+run end to end."""
+import shutil
+
 import networkx as nx
 import pyro
 import pytest
@@ -10,10 +14,13 @@ from pyro_dag import DAGDGP, kernels
 from pyro_dag.diagnostics import MCMCStats, to_inference_data
 from pyro_dag.gp.conditional import cholesky_with_jitter
 from pyro_dag.gp.likelihoods import Gaussian
-from pyro_dag.infer import TracedNUTS
+from pyro_dag.infer import CompiledNUTS, TracedNUTS
+from pyro_dag.infer.mcmc import compile_potential
 
 
 pytestmark = pytest.mark.usefixtures("float64_default")
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                               reason="TorchInductor on CPU needs a C++ compiler")
 
 
 def latent_chain(collapse):
@@ -125,3 +132,79 @@ def test_traced_nuts_rejects_what_it_cannot_trace():
         TracedNUTS(potential_fn=lambda z: 0.0)
     with pytest.raises(ValueError, match="jit_compile=True"):
         TracedNUTS(model, jit_compile=False)
+
+
+COMPILED_PROBLEMS = {"latent chain, inducing": lambda: latent_chain("inducing"), "observed collider, inducing": observed_collider}
+
+
+@needs_cxx
+@pytest.mark.parametrize("problem", list(COMPILED_PROBLEMS))
+def test_compiled_potential_and_gradient_equal_the_eager_ones(problem):
+    model, inputs, data = COMPILED_PROBLEMS[problem]()
+    model.setup(inputs, data)
+    pyro.set_rng_seed(0)
+    eager, compiled = NUTS(model), CompiledNUTS(model)
+    eager.setup(0, inputs, data)
+    pyro.set_rng_seed(0)
+    compiled.setup(0, inputs, data)
+    assert compiled.compiled and compiled.compile_seconds > 0
+    z0 = eager.initial_params
+    g = torch.Generator().manual_seed(1)
+    for _ in range(4):  # recorded at the initial point; evaluated far from there
+        z = {k: v.detach() + 0.5 * torch.randn(v.shape, generator=g) for k, v in z0.items()}
+        grads_e, pe_e = potential_grad(eager.potential_fn, z)
+        grads_c, pe_c = potential_grad(compiled.potential_fn, z)
+        assert torch.isfinite(pe_e)
+        torch.testing.assert_close(pe_c, pe_e, rtol=1e-9, atol=1e-9)
+        for k in z:
+            torch.testing.assert_close(grads_c[k], grads_e[k], rtol=1e-8, atol=1e-8)
+
+
+@needs_cxx
+def test_compiled_cholesky_raises_where_the_eager_one_would_climb_the_jitter_ladder():
+    """The jitter rung found at recording is frozen; a matrix that needs another one raises at replay, which
+    NUTS counts as a divergent step (Pyro's singular-matrix handler), not as a crash or a wrong factor."""
+    K = torch.tensor([[2.0, 0.5], [0.5, 1.0]])
+    fn, ok = compile_potential(lambda z: cholesky_with_jitter(K * z["s"], node="w").sum(), {"s": torch.tensor(1.0)})
+    assert ok
+    torch.testing.assert_close(fn({"s": torch.tensor(2.0)}), cholesky_with_jitter(2 * K).sum())
+    with pytest.raises(RuntimeError, match="positive-definite"):
+        fn({"s": torch.tensor(-1.0)})
+    grads, pe = potential_grad(fn, {"s": torch.tensor(-1.0)})
+    assert torch.isnan(pe) and grads["s"] == 0
+
+
+@needs_cxx
+def test_a_failed_check_falls_back_to_the_eager_potential_with_a_warning(monkeypatch):
+    import pyro_dag.infer.mcmc as mcmc_module
+
+    monkeypatch.setattr(mcmc_module, "_check_against_eager", lambda *args: "gradient error 1e+07 relative")
+    potential = lambda z: (z["s"] ** 2).sum()  # noqa: E731
+    with pytest.warns(RuntimeWarning, match="differs from the eager one"):
+        fn, ok = compile_potential(potential, {"s": torch.ones(3)})
+    assert not ok and fn is potential
+
+
+@needs_cxx
+def test_compiled_nuts_runs_a_lazily_set_up_model_into_inference_data():
+    """The README path: no model.setup(...) before MCMC."""
+    model, inputs, data = latent_chain("inducing")
+    stats = MCMCStats()
+    pyro.set_rng_seed(0)
+    kernel = CompiledNUTS(model, max_tree_depth=4)
+    mcmc = MCMC(kernel, num_samples=15, warmup_steps=15, disable_progbar=True, hook_fn=stats)
+    mcmc.run(inputs, data)
+    assert kernel.compiled
+    samples = mcmc.get_samples()
+    assert samples["a.u"].shape[0] == 15 and all(torch.isfinite(v).all() for v in samples.values())
+    idata = to_inference_data(mcmc=mcmc, sample_stats=stats)
+    assert idata.sample_stats["tree_depth"].shape == (1, 15)
+    assert "b.y" in idata.log_likelihood
+
+
+def test_compiled_nuts_rejects_what_it_cannot_compile():
+    model, _, _ = latent_chain("values")
+    with pytest.raises(ValueError, match="pass the model"):
+        CompiledNUTS(potential_fn=lambda z: 0.0)
+    with pytest.raises(ValueError, match="jit_compile"):
+        CompiledNUTS(model, jit_compile=True)
