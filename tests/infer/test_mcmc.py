@@ -1,6 +1,6 @@
 """TracedNUTS and CompiledNUTS: the traced / compiled potential equals the eager one far from the point where it
-was recorded, a recorded Cholesky fails loudly, a failed compiler check falls back to the eager potential, chains
-run end to end."""
+was recorded, a recorded Cholesky fails loudly, a failed compiler check falls back to the uncompiled recording, CompiledNUTS's
+block layout is Pyro's NUTS draw for draw, chains run end to end."""
 import shutil
 
 import networkx as nx
@@ -149,15 +149,42 @@ def test_compiled_potential_and_gradient_equal_the_eager_ones(problem):
     compiled.setup(0, inputs, data)
     assert compiled.compiled and compiled.compile_seconds > 0
     z0 = eager.initial_params
+    assert sorted(compiled.initial_params) == sorted(z0)  # outside the sampler: the model's sites
+    layout = compiled._layout
     g = torch.Generator().manual_seed(1)
     for _ in range(4):  # recorded at the initial point; evaluated far from there
         z = {k: v.detach() + 0.5 * torch.randn(v.shape, generator=g) for k, v in z0.items()}
         grads_e, pe_e = potential_grad(eager.potential_fn, z)
-        grads_c, pe_c = potential_grad(compiled.potential_fn, z)
+        grads_c, pe_c = potential_grad(compiled.potential_fn, layout.to_blocks(z))
         assert torch.isfinite(pe_e)
         torch.testing.assert_close(pe_c, pe_e, rtol=1e-9, atol=1e-9)
+        grads_c = layout.to_sites(grads_c)
         for k in z:
             torch.testing.assert_close(grads_c[k], grads_e[k], rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("full_mass", [False, True, "block"])
+def test_the_block_layout_runs_pyros_nuts(full_mass):
+    """With the recording uncompiled (backend="eager"), CompiledNUTS on block vectors follows Pyro's NUTS on the
+    sites draw for draw: the same mass-matrix blocks, momenta drawn in the same order, the same adaptation."""
+    model, inputs, data = observed_collider()
+    model.setup(inputs, data)
+    if full_mass == "block":
+        full_mass = [("w1.z", "kernels.w3.base.lengthscale", "w2.z")]  # not in sorted order
+    runs = {}
+    for name, cls in (("pyro", NUTS), ("blocks", lambda m, **kw: CompiledNUTS(m, backend="eager", **kw))):
+        pyro.set_rng_seed(3)
+        mcmc = MCMC(cls(model, max_tree_depth=4, full_mass=full_mass), num_samples=6, warmup_steps=6,
+                    disable_progbar=True)
+        mcmc.run(inputs, data)
+        runs[name] = mcmc
+    a, b = runs["pyro"].get_samples(), runs["blocks"].get_samples()
+    assert sorted(a) == sorted(b)
+    assert (a["w1.z"][1:] != a["w1.z"][:-1]).any()  # the chain moves
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-7, atol=1e-7)
+    assert runs["blocks"].kernel.compiled is False
+    assert runs["blocks"].kernel.step_size == pytest.approx(runs["pyro"].kernel.step_size, rel=1e-7)
 
 
 @needs_cxx
@@ -166,6 +193,7 @@ def test_compiled_cholesky_raises_where_the_eager_one_would_climb_the_jitter_lad
     NUTS counts as a divergent step (Pyro's singular-matrix handler), not as a crash or a wrong factor."""
     K = torch.tensor([[2.0, 0.5], [0.5, 1.0]])
     fn, ok = compile_potential(lambda z: cholesky_with_jitter(K * z["s"], node="w").sum(), {"s": torch.tensor(1.0)})
+    # (without a layout the compiled potential takes the sites, as the eager one)
     assert ok
     torch.testing.assert_close(fn({"s": torch.tensor(2.0)}), cholesky_with_jitter(2 * K).sum())
     with pytest.raises(RuntimeError, match="positive-definite"):
@@ -175,14 +203,18 @@ def test_compiled_cholesky_raises_where_the_eager_one_would_climb_the_jitter_lad
 
 
 @needs_cxx
-def test_a_failed_check_falls_back_to_the_eager_potential_with_a_warning(monkeypatch):
+def test_a_failed_check_falls_back_to_the_uncompiled_recording_with_a_warning(monkeypatch):
     import pyro_dag.infer.mcmc as mcmc_module
 
     monkeypatch.setattr(mcmc_module, "_check_against_eager", lambda *args: "gradient error 1e+07 relative")
     potential = lambda z: (z["s"] ** 2).sum()  # noqa: E731
     with pytest.warns(RuntimeWarning, match="differs from the eager one"):
         fn, ok = compile_potential(potential, {"s": torch.ones(3)})
-    assert not ok and fn is potential
+    assert not ok
+    z = {"s": torch.tensor([1.0, 2.0, -0.5])}
+    grads, pe = potential_grad(fn, z)
+    torch.testing.assert_close(pe, potential(z))
+    torch.testing.assert_close(grads["s"], 2 * z["s"])
 
 
 @needs_cxx
@@ -208,3 +240,5 @@ def test_compiled_nuts_rejects_what_it_cannot_compile():
         CompiledNUTS(potential_fn=lambda z: 0.0)
     with pytest.raises(ValueError, match="jit_compile"):
         CompiledNUTS(model, jit_compile=True)
+    with pytest.raises(ValueError, match="backend"):
+        CompiledNUTS(model, backend="cuda")
