@@ -148,7 +148,8 @@ def mixing_summary(idata):
     import arviz as az
 
     names = [v for v in idata.posterior.data_vars if not v.endswith((".eps", ".f"))]
-    summ = az.summary(idata, var_names=names, kind="diagnostics")
+    # unrounded (ArviZ rounds to 2 decimals by default, and a rounded 1.01 may be 1.014, over the target)
+    summ = az.summary(idata, var_names=names, kind="diagnostics", round_to="none")
     ss = idata.sample_stats
     hyper = [i for i in summ.index if not i.split("[")[0].endswith(".u")]
     # Identifiable quantities: the observed nodes' function values at the cases ("{w}.f" of the observed leaves)
@@ -158,7 +159,8 @@ def mixing_summary(idata):
     leaves = [v for v in idata.posterior.data_vars
               if v.endswith(".f") and f"{v[:-2]}.y" in idata.observed_data.data_vars]
     noise = [v for v in idata.posterior.data_vars if v.startswith("likelihoods.")]
-    ident = az.summary(idata, var_names=leaves + noise, kind="diagnostics") if leaves + noise else None
+    ident = (az.summary(idata, var_names=leaves + noise, kind="diagnostics", round_to="none") if leaves + noise
+             else None)
     return summ, {
         "identifiable": leaves + noise,
         "max_rhat_identifiable": None if ident is None else float(ident["r_hat"].max()),
@@ -200,6 +202,8 @@ def main():
     p.add_argument("--svi-steps", type=int, default=3000)
     p.add_argument("--observe-hidden", action="store_true",
                    help="observe the intermediate nodes too (noise sd 0.05): every node measured, as on Sachs")
+    p.add_argument("--jitter", type=float, default=None,
+                   help="DAGDGP(jitter=...): relative jitter of K(Z, Z) (default 1e-8 in float64)")
     p.add_argument("--no-write", action="store_true", help="print only (no JSON, no README section)")
     args = p.parse_args()
     priors = None if args.no_priors else "weakly_informative"
@@ -214,6 +218,7 @@ def main():
         graph, inputs, data = chain_problem(observe_hidden=args.observe_hidden)
         model = chain_model(graph, args.num_inducing, build_priors, collapse=args.collapse,
                             observe_hidden=args.observe_hidden)
+    model.jitter = args.jitter
     model.setup(inputs, data)
     if args.fix_latent_variance and priors is not None:
         from pyro_dag.priors import set_hyperpriors
@@ -236,7 +241,7 @@ def main():
                warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)),
                cpu_seconds_per_chain=cpu_times,
                max_tree_depth=args.max_tree_depth, full_mass=args.full_mass, dense_block=args.dense_block,
-               fix_latent_variance=args.fix_latent_variance, target_accept=args.target_accept, collapse=args.collapse,
+               fix_latent_variance=args.fix_latent_variance, jitter=args.jitter, target_accept=args.target_accept, collapse=args.collapse,
                observe_hidden=args.observe_hidden, jit=args.jit, compile=args.compile,
                compile_seconds_per_chain=compile_times,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
@@ -255,7 +260,8 @@ def main():
         "_scale" if args.fix_latent_variance else "") + (
         "_collapsed" if args.collapse == "inducing" else "") + ("_observed" if args.observe_hidden else "") + (
         f"_accept{args.target_accept:g}".replace(".", "") if args.target_accept != 0.8 else "") + (
-        "_traced" if args.jit else "") + ("_compiled" if args.compile else "")
+        "_traced" if args.jit else "") + ("_compiled" if args.compile else "") + (
+        f"_jitter{args.jitter:g}" if args.jitter is not None else "")
     if not args.no_write:
         write_json(name, res)
         write_readme(name, res)
@@ -328,11 +334,13 @@ def write_readme(name, res):
              + (" --observe-hidden" if res.get("observe_hidden") else "")
              + (f" --target-accept {res['target_accept']}" if res.get("target_accept", 0.8) != 0.8 else "")
              + (" --jit" if res.get("jit") else "") + (" --compile" if res.get("compile") else "")
+             + (f" --jitter {res['jitter']:g}" if res.get("jitter") is not None else "")
              + (" --compare" if res.get("comparison") else "")
              + "` (one core, chains one after the other, NUTS from a MAP start, non-centred node values; "
              + ("dense" if res.get("full_mass") else f"dense over {res['dense_block']}, otherwise diagonal"
                 if res.get("dense_block") else "diagonal") + " mass matrix"
              + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "")
+             + (f"; relative jitter {res['jitter']:g} on K(Z, Z)" if res.get("jitter") is not None else "")
              + ("; the observed leaf's inducing outputs integrated out, drawn exactly given each draw"
                 if res.get("collapse") == "inducing" else "")
              + ("; the observed intermediate nodes sampled in posterior-whitened coordinates"

@@ -6,8 +6,8 @@ __all__ = ["freeze", "is_tracing"]
 
 def is_tracing():
     """True while the model is being recorded for replay: by :func:`torch.jit.trace` (Pyro's
-    ``NUTS(jit_compile=True)``, :class:`pyro_dag.infer.TracedNUTS`) or by :func:`torch.fx.experimental.proxy_tensor.make_fx`
-    (:class:`pyro_dag.infer.CompiledNUTS`).
+    ``NUTS(jit_compile=True)``, :class:`pyro_dag.infer.TracedNUTS`) or by
+    :func:`torch.fx.experimental.proxy_tensor.make_fx` (:class:`pyro_dag.infer.CompiledNUTS`).
 
     A recorded graph replays its tensor operations with new values and drops Python control flow, so value checks
     that raise (NaN in the inputs, a failed Cholesky rung) would be frozen at their first outcome, and the

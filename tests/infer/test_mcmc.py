@@ -1,6 +1,6 @@
 """TracedNUTS and CompiledNUTS: the traced / compiled potential equals the eager one far from the point where it
-was recorded, a recorded Cholesky fails loudly, a failed compiler check falls back to the uncompiled recording, CompiledNUTS's
-block layout is Pyro's NUTS draw for draw, chains run end to end."""
+was recorded, a recorded Cholesky fails loudly, a failed compiler check falls back to the uncompiled recording,
+CompiledNUTS's block layout is Pyro's NUTS draw for draw, chains run end to end."""
 import shutil
 
 import networkx as nx
@@ -134,7 +134,8 @@ def test_traced_nuts_rejects_what_it_cannot_trace():
         TracedNUTS(model, jit_compile=False)
 
 
-COMPILED_PROBLEMS = {"latent chain, inducing": lambda: latent_chain("inducing"), "observed collider, inducing": observed_collider}
+COMPILED_PROBLEMS = {"latent chain, inducing": lambda: latent_chain("inducing"),
+                     "observed collider, inducing": observed_collider}
 
 
 @needs_cxx
