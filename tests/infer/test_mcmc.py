@@ -49,14 +49,15 @@ PROBLEMS = {"latent chain, values": lambda: latent_chain("values"),
             "observed collider, inducing": observed_collider}
 
 
-def potentials(model, inputs, data):
+def potentials(model, inputs, data, cls=TracedNUTS):
+    """Pyro's NUTS and ``cls`` set up on the same model from the same seed (the same initial point)."""
     model.setup(inputs, data)
     pyro.set_rng_seed(0)
-    eager, traced = NUTS(model), TracedNUTS(model)
+    eager, recorded = NUTS(model), cls(model)
     eager.setup(0, inputs, data)
     pyro.set_rng_seed(0)
-    traced.setup(0, inputs, data)
-    return eager, traced
+    recorded.setup(0, inputs, data)
+    return eager, recorded
 
 
 @pytest.mark.parametrize("problem", list(PROBLEMS))
@@ -113,16 +114,20 @@ def test_traced_cholesky_raises_where_the_eager_one_would_climb_the_jitter_ladde
 def test_traced_nuts_runs_a_chain_into_inference_data_and_restores_the_executor():
     model, inputs, data = latent_chain("inducing")
     model.setup(inputs, data)
+    check_chain_into_inference_data(TracedNUTS(model, max_tree_depth=4), inputs, data)
+    assert torch._C._get_graph_executor_optimize()  # not left switched off for the user's other code
+
+
+def check_chain_into_inference_data(kernel, inputs, data, draws=15):
+    """A short chain of the latent chain model runs, its draws are finite and reach InferenceData."""
     stats = MCMCStats()
     pyro.set_rng_seed(0)
-    mcmc = MCMC(TracedNUTS(model, max_tree_depth=4), num_samples=15, warmup_steps=15, disable_progbar=True,
-                hook_fn=stats)
+    mcmc = MCMC(kernel, num_samples=draws, warmup_steps=draws, disable_progbar=True, hook_fn=stats)
     mcmc.run(inputs, data)
-    assert torch._C._get_graph_executor_optimize()  # not left switched off for the user's other code
     samples = mcmc.get_samples()
-    assert samples["a.u"].shape[0] == 15 and all(torch.isfinite(v).all() for v in samples.values())
+    assert samples["a.u"].shape[0] == draws and all(torch.isfinite(v).all() for v in samples.values())
     idata = to_inference_data(mcmc=mcmc, sample_stats=stats)
-    assert idata.sample_stats["tree_depth"].shape == (1, 15)
+    assert idata.sample_stats["tree_depth"].shape == (1, draws)
     assert "b.y" in idata.log_likelihood
 
 
@@ -142,12 +147,7 @@ COMPILED_PROBLEMS = {"latent chain, inducing": lambda: latent_chain("inducing"),
 @pytest.mark.parametrize("problem", list(COMPILED_PROBLEMS))
 def test_compiled_potential_and_gradient_equal_the_eager_ones(problem):
     model, inputs, data = COMPILED_PROBLEMS[problem]()
-    model.setup(inputs, data)
-    pyro.set_rng_seed(0)
-    eager, compiled = NUTS(model), CompiledNUTS(model)
-    eager.setup(0, inputs, data)
-    pyro.set_rng_seed(0)
-    compiled.setup(0, inputs, data)
+    eager, compiled = potentials(model, inputs, data, CompiledNUTS)
     assert compiled.compiled and compiled.compile_seconds > 0
     z0 = eager.initial_params
     assert sorted(compiled.initial_params) == sorted(z0)  # outside the sampler: the model's sites
@@ -222,17 +222,9 @@ def test_a_failed_check_falls_back_to_the_uncompiled_recording_with_a_warning(mo
 def test_compiled_nuts_runs_a_lazily_set_up_model_into_inference_data():
     """The README path: no model.setup(...) before MCMC."""
     model, inputs, data = latent_chain("inducing")
-    stats = MCMCStats()
-    pyro.set_rng_seed(0)
     kernel = CompiledNUTS(model, max_tree_depth=4)
-    mcmc = MCMC(kernel, num_samples=15, warmup_steps=15, disable_progbar=True, hook_fn=stats)
-    mcmc.run(inputs, data)
+    check_chain_into_inference_data(kernel, inputs, data)
     assert kernel.compiled
-    samples = mcmc.get_samples()
-    assert samples["a.u"].shape[0] == 15 and all(torch.isfinite(v).all() for v in samples.values())
-    idata = to_inference_data(mcmc=mcmc, sample_stats=stats)
-    assert idata.sample_stats["tree_depth"].shape == (1, 15)
-    assert "b.y" in idata.log_likelihood
 
 
 def test_compiled_nuts_rejects_what_it_cannot_compile():
