@@ -1,7 +1,7 @@
 """Small utilities shared across pyro_dag."""
 import torch
 
-__all__ = ["freeze", "is_tracing"]
+__all__ = ["freeze", "is_fx_tracing", "is_tracing"]
 
 
 def is_tracing():

@@ -83,17 +83,18 @@ class CompiledNUTS(NUTS):
     and :meth:`~pyro.infer.MCMC.get_samples` see the model's sites as usual; ``inverse_mass_matrix`` is keyed by
     the blocks (``("_block0",)``, ..., ``("_diagonal",)``).
 
-    Before the first step the compiled potential and gradient are compared with the eager ones at the initial point
-    and at a perturbed one; where they differ by more than ``check_rtol`` (a compiler bug), the chain runs on the
-    uncompiled recording with a warning. The recording fixes what :class:`TracedNUTS` fixes (a Python branch on a
-    sampled value, the Cholesky jitter rung: a later Gram matrix that is not positive definite with that jitter
-    makes the step divergent). Compiling needs a C++ compiler (CPU) or Triton (CUDA) and takes seconds to a minute
-    per distinct model and data (TorchInductor's cache serves later chains), so it pays for chains of thousands of
-    gradients; chains run in this process, one after the other (the compiled function does not pickle).
+    Before the first step the compiled potential and gradient are compared with those of the uncompiled recording
+    at the initial point and at a perturbed one; where they differ by more than ``check_rtol`` (a compiler bug), the
+    chain runs on the uncompiled recording with a warning. The recording fixes what :class:`TracedNUTS` fixes (a
+    Python branch on a sampled value, the Cholesky jitter rung: a later Gram matrix that is not positive definite
+    with that jitter makes the step divergent). Compiling needs a C++ compiler (CPU; Triton on CUDA, untested here)
+    and takes seconds to a minute per distinct model and data (TorchInductor's cache serves later chains), so it
+    pays for chains of thousands of gradients; chains run in this process, one after the other (the compiled
+    function does not pickle).
 
     :param model: the Pyro model (e.g. a ``DAGDGP(sample_f=True)``); positional, as in Pyro.
-    :param float check_rtol: relative tolerance of the check against the eager potential (default 1e-6 in float64,
-        1e-3 in float32), relative to the largest gradient entry.
+    :param float check_rtol: tolerance of the check of the compiled potential (default 1e-6 in float64, 1e-3 in
+        float32), relative to the largest gradient entry and to the energy.
     :param str backend: ``"inductor"`` (default) or ``"eager"`` (the recording without compilation: for tests and
         for machines without a compiler).
     :param kwargs: keyword arguments of :class:`pyro.infer.NUTS` (``max_tree_depth``, ``target_accept_prob``,
@@ -203,7 +204,7 @@ class _BlockLayout:
 
 def compile_potential(potential_fn, params, layout=None, check_rtol=None, backend="inductor"):
     """Record ``potential_fn`` (a function of a dict of unconstrained values ``{site: tensor}``) at ``params`` as one
-    graph, compile it with TorchInductor and check it against the eager potential.
+    graph, compile it with TorchInductor and check the compiled graph against the uncompiled one.
 
     :param layout: how the returned function takes its argument: a :class:`_BlockLayout` (a dict of block vectors)
         or None (the dict of sites, as ``potential_fn``).
@@ -238,31 +239,34 @@ def compile_potential(potential_fn, params, layout=None, check_rtol=None, backen
         with torch._inductor.config.patch(inplace_buffers=False):
             fn = wrap(torch.compile(graph, dynamic=False))
             # the backward is compiled at the first gradient: take it here, inside the configuration
-            bad = _check_against_eager(fn, potential_fn, layout, params, check_rtol)
+            bad = _check_against_recording(fn, recorded, layout.to_blocks(params), check_rtol)
         if bad is not None:
-            warnings.warn(f"CompiledNUTS: the compiled potential differs from the eager one ({bad}); a compiler "
-                          "bug, so this chain runs on the uncompiled recording", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"CompiledNUTS: the compiled potential differs from the uncompiled recording ({bad}); a "
+                          "compiler bug, so this chain runs on the uncompiled recording", RuntimeWarning,
+                          stacklevel=3)
             fn = recorded
     if site_args:
         blocks_fn = fn
         fn = lambda z: blocks_fn(layout.to_blocks(z))  # noqa: E731
     return fn, backend == "inductor" and bad is None
-def _check_against_eager(fn, potential_fn, layout, params, rtol):
-    """None if ``fn`` (of the block vectors) and ``potential_fn`` (of the sites) agree in value and gradient at
-    ``params`` and at a perturbed point, else what differs."""
+
+
+def _check_against_recording(fn, recorded, blocks, rtol):
+    """None if the compiled ``fn`` and the uncompiled ``recorded`` potential (both of the block vectors) agree in
+    value and gradient at ``blocks`` and at a perturbed point, else what differs. Both freeze the same control flow
+    (the jitter rung), so a difference is the compiler's."""
     from pyro.ops.integrator import potential_grad
 
-    dtype = next(iter(params.values())).dtype
+    dtype = next(iter(blocks.values())).dtype
     rtol = (1e-6 if dtype == torch.float64 else 1e-3) if rtol is None else rtol
     gen = torch.Generator().manual_seed(0)
-    sites = {k: v.detach() for k, v in params.items()}
-    points = [sites, {k: v + 0.05 * torch.randn(v.shape, generator=gen).to(v) for k, v in sites.items()}]
+    blocks = {k: v.detach() for k, v in blocks.items()}
+    points = [blocks, {k: v + 0.05 * torch.randn(v.shape, generator=gen).to(v) for k, v in blocks.items()}]
     for z in points:
-        g_c, e_c = potential_grad(fn, layout.to_blocks(z))
-        g_e, e_e = potential_grad(potential_fn, {k: v.clone() for k, v in z.items()})
+        g_c, e_c = potential_grad(fn, {k: v.clone() for k, v in z.items()})
+        g_e, e_e = potential_grad(recorded, {k: v.clone() for k, v in z.items()})
         if not bool(torch.isfinite(e_e)):
             continue  # nothing to compare against at this point
-        g_e = layout.to_blocks(g_e)
         scale = max(1.0, max(float(g.abs().max()) for g in g_e.values()))
         err = max(float((g_c[k] - g_e[k]).abs().max()) for k in g_e) / scale
         err_e = abs(float(e_c) - float(e_e)) / max(1.0, abs(float(e_e)))
