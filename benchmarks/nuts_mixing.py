@@ -207,6 +207,9 @@ def main():
     p.add_argument("--no-write", action="store_true", help="print only (no JSON, no README section)")
     args = p.parse_args()
     priors = None if args.no_priors else "weakly_informative"
+    if args.compare and (args.model != "collider" or priors is not None):
+        raise SystemExit("--compare is for the collider with --no-priors (the guides fit the fixed-hyperparameter "
+                         "model)")
     from pyro_dag.diagnostics import to_inference_data
 
     build_priors = None if args.fix_latent_variance else priors
@@ -255,8 +258,6 @@ def main():
                                 and sum(cpu_times) <= 600))
     print(summ.sort_values("ess_bulk").head(8).to_string())
     print({k: v for k, v in res.items() if k != "seconds_per_chain"})
-    if args.compare and args.model == "collider" and priors is not None:
-        raise SystemExit("--compare needs --no-priors (the guides fit the fixed-hyperparameter model)")
     if args.compare and args.model == "collider":
         res["comparison"] = compare_with_guides(model, runs, inputs, data, args)
         print(res["comparison"])
