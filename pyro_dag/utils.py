@@ -1,5 +1,7 @@
 """Small utilities shared across pyro_dag."""
 import torch
+# imported by torch itself already; at module level because is_tracing sits on hot paths (kernels, checks)
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 __all__ = ["freeze", "is_fx_tracing", "is_tracing"]
 
@@ -19,8 +21,6 @@ def is_tracing():
 
 def is_fx_tracing():
     """True while :func:`torch.fx.experimental.proxy_tensor.make_fx` records (see :func:`is_tracing`)."""
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
     return get_proxy_mode() is not None
 
 

@@ -18,7 +18,7 @@ when it sits on the first.
 import torch
 from pyro.ops.integrator import register_exception_handler
 
-from ..utils import is_tracing
+from ..utils import is_fx_tracing, is_tracing
 
 __all__ = ["NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter", "whitened_conditional",
            "default_jitter"]
@@ -46,7 +46,7 @@ register_exception_handler("pyro_dag_gram", _is_gram_failure, warn_on_overwrite=
 def _any_failed(info):
     """Whether any factorisation failed (``info > 0``), read outside a ``make_fx`` recording, which cannot record
     the ``bool()`` (the rung found is then frozen in the recorded graph, as under :func:`torch.jit.trace`)."""
-    if torch.jit.is_tracing() or not is_tracing():
+    if not is_fx_tracing():  # eager, or torch.jit.trace (which reads the value and freezes the branch)
         return bool((info > 0).any())
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
