@@ -594,7 +594,9 @@ class DAGDGP(PyroModule):
         Z = self._inducing_Z(w)
         # Upper-triangular whitening: see pyro_dag.gp.conditional for why.
         try:
-            return Z, cholesky_with_jitter(kernel(Z), node=w, jitter=self.jitter, upper=True)
+            # per_matrix: with a batch of hyperparameter draws (vectorised particles), each K(Z, Z) gets the jitter
+            # it gets alone
+            return Z, cholesky_with_jitter(kernel(Z), node=w, jitter=self.jitter, upper=True, per_matrix=True)
         except NonFiniteGramError as e:
             bad = ~torch.isfinite(Z.detach()).all(-1)
             if bool(bad.any()):
@@ -706,12 +708,34 @@ class DAGDGP(PyroModule):
         for lik in self.likelihoods.values():
             for name in lik.__dict__.get("_pyro_samples", ()):
                 getattr(lik, name)
+        self._check_outer_plates(obs, data is None)
         # minibatch indices on the data's device (a CPU index into CUDA tensors costs a copy per site)
         device = next(iter(X.values())).device if X else self.device
         plate = pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1, device=device)
         if estimator is not None:
             return self._forward_marginal(estimator, X, obs, plate, cache)
         return self._forward_generative(X, obs, plate, data is None, cache)
+
+    def _check_outer_plates(self, obs, generate):
+        """Refuse an outer vectorised plate at dim -1, the ``"data"`` plate's, naming the fix (Pyro's own error,
+        "plates collide at dim=-1", does not). Pyro puts its particle / predictive plate there when it guesses
+        ``max_plate_nesting = 0``, which it does when no sample site of the model is in the ``"data"`` plate: a
+        model whose GP nodes are all Gaussian leaves integrated out by ``collapse="inducing"``."""
+        from pyro.poutine.indep_messenger import IndepMessenger
+        from pyro.poutine.runtime import _PYRO_STACK
+
+        outer = next((m for m in _PYRO_STACK if isinstance(m, IndepMessenger) and m.dim == -1 and m.name != "data"),
+                     None)
+        if outer is None:
+            return
+        collapsed = self._collapsed_inducing(obs, generate)
+        why = (f" (with collapse='inducing', the observed Gaussian leaves {collapsed} have no site in the 'data' plate, "
+               "so if no other site is in it Pyro guesses max_plate_nesting=0)" if collapsed else "")
+        raise DAGInputError(
+            f"the outer plate {outer.name!r} is at dim -1, where the model's 'data' plate sits{why}. Give the model's "
+            "plate nesting explicitly: Trace_ELBO(..., vectorize_particles=True, max_plate_nesting=1) (the particles "
+            "then go to dim -2); Predictive cannot be told it, so use Predictive(..., parallel=False); or use "
+            "collapse='values'")
 
     def create_plates(self, inputs, data=None, mask=None, subsample_size=None, subsample=None):
         """The model's ``"data"`` plate for the same arguments as :meth:`forward`, for a guide's ``create_plates``
@@ -830,7 +854,7 @@ class DAGDGP(PyroModule):
         normal but for the children's likelihood (the data-informed non-centring of Papaspiliopoulos, Roberts &
         Sköld 2007, with the conjugate part exact); ``p(y)`` is the :class:`CollapsedGaussianLeaf` site."""
         y, m = observed
-        tau2 = self.likelihoods[w].variance
+        tau2 = self.likelihoods[w].hyper("variance")  # [d] or, batched, [*batch, 1, d] (see Likelihood.hyper)
         y0 = torch.where(m, y, torch.zeros_like(y))
         marginal = CollapsedGaussianLeaf(a, r, tau2, self.output_dims[w], mask=m)
         mean, L = marginal.inducing_posterior(y0)
@@ -859,8 +883,8 @@ class DAGDGP(PyroModule):
                 # U_w | y_w, computed in the data plate below (they need the parents' values)
                 shape = (self.output_dims[w], self.num_inducing[w])
                 zero = torch.zeros(shape, dtype=self.dtype, device=self.device)
-                us[w] = pyro.sample(f"{w}.z", dist.Normal(zero, 1.0).to_event(2),
-                                    infer=self._site_meta(w, "inducing"))
+                z = pyro.sample(f"{w}.z", dist.Normal(zero, 1.0).to_event(2), infer=self._site_meta(w, "inducing"))
+                us[w] = z.squeeze(-3) if z.dim() > 2 and z.shape[-3] == 1 else z  # as u below
                 continue
             if w in collapsed:  # V_w integrated out: see CollapsedGaussianLeaf
                 continue
@@ -882,14 +906,15 @@ class DAGDGP(PyroModule):
                     if w in whitened:  # its marginal's factor is shared with the posterior of U_w
                         values[w], us[w], marginals[w] = self._posterior_whitened_values(w, a, r, us[w], obs[w])
                     else:
-                        marginals[w] = CollapsedGaussianLeaf(a, r, lik.variance, self.output_dims[w], mask=obs[w][1])
+                        marginals[w] = CollapsedGaussianLeaf(a, r, lik.hyper("variance"), self.output_dims[w],
+                                                             mask=obs[w][1])
                     continue
                 u = us[w]
                 loc = a @ u.transpose(-1, -2)
                 scale = r.sqrt().unsqueeze(-1)
                 if self._collapsed(w):
                     f = None
-                    y_dist = dist.Normal(loc, (r.unsqueeze(-1) + lik.variance).sqrt())
+                    y_dist = dist.Normal(loc, (r.unsqueeze(-1) + lik.hyper("variance")).sqrt())
                 elif self.sample_f and self.centred:
                     f = pyro.sample(f"{w}.f", dist.Normal(loc, scale.expand_as(loc)).to_event(1),
                                     infer=self._site_meta(w, "value"))
@@ -914,12 +939,16 @@ class DAGDGP(PyroModule):
                         pyro.sample(f"{w}.y", y_dist.mask(m[idx]).to_event(1), obs=y[idx],
                                     infer=self._site_meta(w, "observation"))
         for w in whitened:
-            pyro.deterministic(f"{w}.u", us[w], event_dim=2)
+            # a batch of draws [*batch, d, M] gets the size-1 dim of the data plate back, as the site "{w}.u" has
+            u = us[w].unsqueeze(-3) if us[w].dim() > 2 else us[w]
+            pyro.deterministic(f"{w}.u", u, event_dim=2)
         # The collapsed nodes' cases are jointly Gaussian (not independent given the parents), so their site sits
         # outside the data plate, every case in one event.
         for w, marginal in marginals.items():
             y, m = obs[w]
-            pyro.sample(f"{w}.y", marginal, obs=torch.where(m, y, torch.zeros_like(y)),
+            # a batch of draws [*batch] of the marginal (batched parents or hyperparameters) is put at the plates'
+            # dims, [*batch, 1], the data plate's dim being -1
+            pyro.sample(f"{w}.y", marginal.align_to_plates(), obs=torch.where(m, y, torch.zeros_like(y)),
                         infer=self._site_meta(w, "observation"))
         return values
 

@@ -3,7 +3,7 @@ import torch
 # imported by torch itself already; at module level because is_tracing sits on hot paths (kernels, checks)
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
-__all__ = ["freeze", "is_fx_tracing", "is_tracing"]
+__all__ = ["batched_hyperparameter", "freeze", "hyperparameter_shape", "is_fx_tracing", "is_tracing"]
 
 
 def is_tracing():
@@ -65,3 +65,60 @@ def broadcast_shapes(*shapes):
                     return torch.broadcast_shapes(*shapes)  # raises torch's error naming the shapes
                 out[i] = d
     return torch.Size(out)
+
+
+def hyperparameter_shape(module, name):
+    """The shape of one draw of the :class:`~pyro.nn.PyroSample` hyperparameter ``name`` of ``module``, i.e. its
+    prior's ``batch_shape + event_shape`` (``None`` when ``name`` is not a ``PyroSample``: a ``PyroParam`` or buffer,
+    which is never batched).
+
+    :returns: ``torch.Size`` or ``None``.
+    """
+    samples = module.__dict__.get("_pyro_samples")
+    if not samples or name not in samples:
+        return None
+    prior = samples[name]
+    shape = getattr(prior, "shape", None)  # pyro_dag.priors._LogNormalPrior knows its shape without building it
+    if isinstance(shape, tuple) and not torch.is_tensor(prior):  # (a Distribution's .shape is a method)
+        return torch.Size(shape)
+    if not hasattr(prior, "sample"):  # a callable of the module, as PyroSample allows
+        prior = prior(module)
+    if torch.is_tensor(prior):
+        return prior.shape
+    return torch.Size(prior.batch_shape + prior.event_shape)
+
+
+def batched_hyperparameter(module, name, event_dims):
+    """The value of the hyperparameter ``name`` of ``module``, shaped to broadcast against tensors whose batch dims
+    are those of a vectorised particle / predictive plate.
+
+    A :class:`~pyro.nn.PyroSample` hyperparameter (``DAGDGP(..., priors=...)``) read under a vectorised plate
+    (``Trace_ELBO(vectorize_particles=True)``, ``Predictive(parallel=True)``) has the value shape
+    ``raw_batch + param_shape``, with ``raw_batch`` aligned to the plate dims (dim -1 is the model's ``"data"``
+    plate, of size 1 since hyperparameters sit outside it, or absent, as in ``Predictive``'s reshaped
+    ``posterior_samples``). As for the inducing outputs ``"{w}.u"`` (whose size-1 data-plate dim
+    :class:`~pyro_dag.DAGDGP` drops), the size-1 last dim of ``raw_batch`` is dropped, giving the particle batch
+    shape ``batch`` of the node values ``[*batch, B, d]`` and kernel matrices ``[*batch, N, M]``. The result has
+    the shape ``batch + (1,) * (event_dims - len(param_shape)) + param_shape``, so it broadcasts against
+    ``batch + (event_dims trailing dims)``; an unbatched value (a ``PyroParam``, a buffer, or a ``PyroSample``
+    drawn outside any vectorised plate, as under NUTS) is returned unchanged.
+
+    :param torch.nn.Module module: a kernel or likelihood. :param str name: e.g. ``"lengthscale"``.
+    :param int event_dims: the number of trailing (non-batch) dims of the tensors the value acts on, e.g. 2 for
+        inputs ``[..., N, D]`` and Gram matrices ``[..., N, M]``, 1 for a diagonal ``[..., N]``.
+    :returns: the value, ``[*batch, *ones, *param_shape]``.
+    :raises ValueError: if the value's trailing dims are not the prior's shape.
+    """
+    value = getattr(module, name)
+    shape = hyperparameter_shape(module, name)
+    if shape is None or not torch.is_tensor(value) or value.dim() == len(shape):
+        return value
+    nb = value.dim() - len(shape)
+    if nb < 0 or value.shape[nb:] != shape:
+        raise ValueError(f"hyperparameter {name!r} of {type(module).__name__} has a value of shape "
+                         f"{tuple(value.shape)}, which does not end in the shape {tuple(shape)} of its prior; batch "
+                         "dims of hyperparameter draws go in front")
+    batch = value.shape[:nb]
+    if batch[-1] == 1:
+        batch = batch[:-1]
+    return value.reshape(batch + (1,) * max(0, event_dims - len(shape)) + shape)

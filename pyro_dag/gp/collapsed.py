@@ -29,12 +29,15 @@ class CollapsedGaussianLeaf(TorchDistribution):
 
     :param torch.Tensor a: ``[..., B, M]`` whitened interpolation vectors ``a_b = R⁻¹ K(Z, x_b)``.
     :param torch.Tensor r: ``[..., B]`` residual variances ``K(x_b, x_b) - a_bᵀ a_b``.
-    :param torch.Tensor noise_var: ``τ²``, a scalar or ``[d]``.
+    :param torch.Tensor noise_var: ``τ²``, a scalar, ``[d]``, or any shape broadcastable to ``[..., B, d]`` (e.g.
+        ``[*batch, 1, d]``, one value per draw of a batch of hyperparameters, see
+        :meth:`pyro_dag.gp.Likelihood.hyper`).
     :param int output_dim: ``d``, the leaf's number of outputs (they share ``a``, with their own ``V_j``).
     :param torch.Tensor mask: optional bool ``[B, d]``, True where ``y`` is observed; missing entries contribute
         nothing (their values in ``y`` may be NaN).
 
-    ``event_shape = (B, d)``, ``batch_shape = a.shape[:-2]``. :meth:`log_prob` is the exact joint marginal over
+    ``event_shape = (B, d)``, ``batch_shape`` the broadcast of ``a.shape[:-2]``, ``r.shape[:-1]`` and
+    ``noise_var.shape[:-2]``. :meth:`log_prob` is the exact joint marginal over
     the ``B`` cases (they are not independent: put the site outside the ``"data"`` plate); :meth:`sample` draws
     ``V ~ N(0, I)`` then ``y``; :meth:`sample_inducing` draws ``V | y`` exactly.
     """
@@ -51,15 +54,38 @@ class CollapsedGaussianLeaf(TorchDistribution):
         self.mask = (torch.ones(B, self.output_dim, dtype=torch.bool, device=a.device) if mask is None
                      else mask.to(device=a.device))
         # D = r + τ² per case and output, [..., B, d]
-        self.diag = r.unsqueeze(-1) + self.noise_var.expand(self.output_dim)
-        super().__init__(batch_shape=a.shape[:-2], event_shape=torch.Size([B, self.output_dim]),
+        nv = self.noise_var.expand(self.output_dim) if self.noise_var.dim() <= 1 else self.noise_var
+        diag = r.unsqueeze(-1) + nv
+        batch_shape = torch.broadcast_shapes(a.shape[:-2], diag.shape[:-2])
+        self.diag = diag.expand(batch_shape + (B, self.output_dim))
+        if self.a.shape[:-2] != batch_shape:  # e.g. a batch of noise variances for one a
+            self.a = self.a.expand(batch_shape + self.a.shape[-2:])
+        super().__init__(batch_shape=batch_shape, event_shape=torch.Size([B, self.output_dim]),
                          validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         batch_shape = torch.Size(batch_shape)
         B, M = self.a.shape[-2:]
-        return type(self)(self.a.expand(batch_shape + (B, M)), self.r.expand(batch_shape + (B,)), self.noise_var,
+        nv = self.noise_var
+        if nv.dim() > 1:
+            nv = nv.expand(batch_shape + nv.shape[-2:])
+        return type(self)(self.a.expand(batch_shape + (B, M)), self.r.expand(batch_shape + (B,)), nv,
                           self.output_dim, self.mask)
+
+    def align_to_plates(self):
+        """This distribution with a size-1 batch dim added on the right, ``batch_shape + (1,)``: the site sits
+        outside the model's ``"data"`` plate (dim -1), so under a vectorised particle plate (dim -2) a batch of
+        draws ``[P]`` must be ``[P, 1]``, as for the model's other sites outside the data plate. Unbatched
+        distributions are returned as they are.
+
+        :returns: a :class:`CollapsedGaussianLeaf` with ``batch_shape + (1,)`` (or ``self``).
+        """
+        if not self.batch_shape:
+            return self
+        nv = self.noise_var
+        if nv.dim() > 2:
+            nv = nv.unsqueeze(-3)
+        return type(self)(self.a.unsqueeze(-3), self.r.unsqueeze(-2), nv, self.output_dim, self.mask)
 
     def _precision_factor(self):
         """``w = mask / D`` ``[..., B, d]`` and the lower Cholesky factor of ``C_j = I + Aᵀ diag(w_j) A``

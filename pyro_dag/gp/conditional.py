@@ -59,7 +59,7 @@ def default_jitter(dtype):
     return 1e-8 if dtype == torch.float64 else 1e-5
 
 
-def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
+def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False, per_matrix=False):
     """Cholesky factor of ``K + ε I`` with a bounded jitter ladder.
 
     ``ε`` starts at ``jitter × mean(diag K)`` and grows ×10 per rung for ``max_tries`` rungs.
@@ -68,10 +68,16 @@ def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
     :param str node: the node it belongs to (for the error message).
     :param bool upper: return the upper-triangular ``R`` with ``K + εI = R Rᵀ`` (the "reverse" Cholesky
         factor, ``R = J chol(J K J) J`` with ``J`` the reversal permutation) instead of the lower one.
+    :param bool per_matrix: for a batch of matrices ``[*batch, M, M]``, give each matrix its own ``mean(diag)``
+        and its own rung, so that each factor is the one :func:`cholesky_with_jitter` returns for that matrix
+        alone (:class:`~pyro_dag.DAGDGP` does, for a batch of hyperparameter draws); by default one ``ε`` for the
+        whole batch.
     :raises NotPositiveDefiniteError: naming the node and the fix.
     """
     if upper:
-        return cholesky_with_jitter(K.flip(-1, -2), node, jitter, max_tries).flip(-1, -2)
+        return cholesky_with_jitter(K.flip(-1, -2), node, jitter, max_tries, per_matrix=per_matrix).flip(-1, -2)
+    if per_matrix and K.dim() > 2:
+        return _cholesky_per_matrix(K, node, jitter, max_tries)
     rel = default_jitter(K.dtype) if jitter is None else jitter
     scale = K.diagonal(dim1=-2, dim2=-1).mean().detach().clamp_min(torch.finfo(K.dtype).tiny)
     eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
@@ -87,6 +93,30 @@ def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
                 return torch.linalg.cholesky(K + (eps * scale) * eye)
             return L
         eps *= 10
+    _raise_gram_failure(K, node, eps / 10)
+
+
+def _cholesky_per_matrix(K, node, jitter, max_tries):
+    """:func:`cholesky_with_jitter` of every matrix of ``K`` ``[*batch, M, M]`` on its own: ``ε`` per matrix, the
+    matrices that fail move up the ladder alone. ``[*batch, M, M]`` lower factors."""
+    rel = default_jitter(K.dtype) if jitter is None else jitter
+    scale = K.diagonal(dim1=-2, dim2=-1).mean(-1).detach().clamp_min(torch.finfo(K.dtype).tiny)  # [*batch]
+    eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
+    rung = torch.zeros(K.shape[:-2], dtype=K.dtype, device=K.device)  # log10 of ε / rel, per matrix
+    for _ in range(max_tries):
+        eps = rel * torch.pow(10.0, rung) * scale
+        L, info = torch.linalg.cholesky_ex(K + eps[..., None, None] * eye)
+        failed = info > 0
+        if not _any_failed(info):
+            if is_tracing():  # as in cholesky_with_jitter: a replayed factor must raise where this one moved up
+                return torch.linalg.cholesky(K + eps[..., None, None] * eye)
+            return L
+        rung = rung + failed.to(K.dtype)
+    _raise_gram_failure(K, node, rel * 10.0 ** (max_tries - 1))
+
+
+def _raise_gram_failure(K, node, eps):
+    """Raise the error of a Gram matrix that stayed non-positive-definite at the relative jitter ``eps``."""
     if not bool(torch.isfinite(K).all()):
         raise NonFiniteGramError(
             f"the inducing Gram matrix K(Z, Z) of node {node!r} contains NaN or inf: its inducing inputs or kernel "
@@ -94,7 +124,7 @@ def cholesky_with_jitter(K, node="?", jitter=None, max_tries=4, upper=False):
             "step: lower the learning rate)")
     raise NotPositiveDefiniteError(
         f"the inducing Gram matrix K(Z, Z) of node {node!r} is not positive definite even with jitter "
-        f"{eps / 10:.1e}×mean(diag); its inducing inputs are probably duplicated or the kernel is degenerate "
+        f"{eps:.1e}×mean(diag); its inducing inputs are probably duplicated or the kernel is degenerate "
         "on them (e.g. SumInput on a symmetric grid): spread the inducing inputs, or increase the jitter "
         "(DAGDGP(..., jitter=...)) or add a White kernel")
 
@@ -103,7 +133,9 @@ def whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
     """Interpolation vectors and residual variances of the whitened conditional (Perlino et al. 2026, Eq. (80)).
 
     :param kernel: the node's kernel. :param torch.Tensor Z: ``[M, D]`` inducing inputs.
-    :param torch.Tensor L: ``[M, M]`` triangular factor with ``K(Z, Z) = L Lᵀ``.
+    :param torch.Tensor L: ``[M, M]`` triangular factor with ``K(Z, Z) = L Lᵀ``, or ``[*batch, M, M]``, one per
+        draw of the kernel's hyperparameters (:meth:`pyro_dag.kernels.Kernel.hyper`); ``a`` and ``r`` then have
+        the batch dims of ``X`` broadcast with ``batch``.
     :param bool upper: whether ``L`` is upper-triangular.
     :param torch.Tensor X: ``[..., B, D]`` node inputs (concatenated parent values).
     :param torch.Tensor inverse: optional ``[M, M]`` ``L⁻ᵀ``, precomputed when ``L`` is reused for many
@@ -123,8 +155,10 @@ def whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
         flat = Kxz.reshape(-1, Kxz.shape[-1])
         a = torch.linalg.solve_triangular(L, flat.transpose(-1, -2), upper=upper).transpose(-1, -2).reshape(Kxz.shape)
     else:
-        # aᵀ = K_xz L⁻ᵀ: a right-sided triangular solve keeps the [..., B, M] layout (no transposed copies).
-        a = torch.linalg.solve_triangular(L.transpose(-1, -2), Kxz, upper=not upper, left=False)
+        # A batch of factors (one per hyperparameter draw): the same left-sided solve as above, per factor, so that
+        # each draw's a is the one it gets alone to rounding, bit for bit where BLAS allows (r = K(x, x) - aᵀa
+        # is a difference of two O(1) numbers down to the jitter, and amplifies any other rounding of a).
+        a = torch.linalg.solve_triangular(L, Kxz.transpose(-1, -2), upper=upper).transpose(-1, -2)
     # Floor at the smallest positive number: sqrt(r) then has a finite gradient even where r underflows.
     r = (kernel(X, diag=True) - (a * a).sum(-1)).clamp_min(torch.finfo(a.dtype).tiny)
     return a, r

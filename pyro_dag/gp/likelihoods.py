@@ -14,6 +14,8 @@ import torch
 from pyro.nn import PyroModule, PyroParam
 from torch.distributions import constraints
 
+from ..utils import batched_hyperparameter
+
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "get_likelihood"]
 
 
@@ -35,6 +37,14 @@ class Likelihood(PyroModule):
     def dist(self, f):
         """Observation distribution with batch shape ``f.shape`` (elementwise)."""
         raise NotImplementedError
+
+    def hyper(self, name):
+        """The hyperparameter ``name`` (e.g. ``"variance"``), shaped to broadcast against node values
+        ``[*batch, B, d]``: returned as is when unbatched (a ``PyroParam``, scalar or ``[d]``); a ``PyroSample`` drawn
+        under a vectorised plate, one draw per particle, comes back as ``[*batch, 1, 1]`` or ``[*batch, 1, d]``
+        (see :func:`pyro_dag.utils.batched_hyperparameter`).
+        """
+        return batched_hyperparameter(self, name, 2)
 
     def expected_log_prob(self, y, loc, var):
         """``E_{f ~ N(loc, var)}[log p(y | f)]`` elementwise; shapes broadcast to ``[..., B, d]``."""
@@ -60,15 +70,15 @@ class Gaussian(Likelihood):
                                   constraints.positive)
 
     def dist(self, f):
-        return dist.Normal(f, self.variance.sqrt())
+        return dist.Normal(f, self.hyper("variance").sqrt())
 
     def expected_log_prob(self, y, loc, var):
         # E log N(y; f, τ²) = log N(y; μ, τ²) - σ²/(2τ²)
-        tau2 = self.variance
+        tau2 = self.hyper("variance")
         return dist.Normal(loc, tau2.sqrt()).log_prob(y) - var / (2 * tau2)
 
     def predictive_moments(self, loc, var):
-        return loc, var + self.variance
+        return loc, var + self.hyper("variance")
 
 
 class Bernoulli(Likelihood):
@@ -107,7 +117,7 @@ class StudentT(Likelihood):
         self.scale = PyroParam(torch.as_tensor(scale, dtype=torch.get_default_dtype()).clone(), constraints.positive)
 
     def dist(self, f):
-        return dist.StudentT(self.df.to(f), f, self.scale)
+        return dist.StudentT(self.df.to(f), f, self.hyper("scale"))
 
 
 _LIKELIHOODS = {"gaussian": Gaussian, "bernoulli": Bernoulli, "poisson": Poisson, "studentt": StudentT,

@@ -11,6 +11,10 @@ and can be replaced by priors for MCMC::
 
     k = RBF()
     k.lengthscale = pyro.nn.PyroSample(dist.LogNormal(0.0, 1.0))
+
+A hyperparameter with a prior may hold a batch of draws, ``[*batch, *param_shape]`` (one per particle, under
+``Trace_ELBO(vectorize_particles=True)`` or ``Predictive(parallel=True)``); the Gram matrices are then
+``[*batch, N, M]``, one per draw (:meth:`Kernel.hyper`).
 """
 import copy
 
@@ -18,6 +22,8 @@ import torch
 from pyro.nn import PyroModule, PyroParam
 from pyro.nn.module import _Context
 from torch.distributions import constraints, transform_to
+
+from ..utils import batched_hyperparameter
 
 __all__ = ["Kernel", "ParentSpec", "Sum", "Prod", "positive_param", "detached_copy"]
 
@@ -113,6 +119,19 @@ class Kernel(PyroModule):
         if self.input_dim is not None and X.shape[-1] != self.input_dim:
             raise ValueError(f"{type(self).__name__} expects inputs with {self.input_dim} columns, "
                              f"got shape {tuple(X.shape)}")
+
+    def hyper(self, name, event_dims=2):
+        """The hyperparameter ``name``, shaped to broadcast against ``[*batch, N, M]`` Gram matrices and
+        ``[*batch, N, D]`` inputs (``event_dims=2``) or ``[*batch, N]`` diagonals (``event_dims=1``).
+
+        ``batch`` is empty for a ``PyroParam`` (the value is returned as is); a ``PyroSample`` drawn under a
+        vectorised plate has one draw per particle, ``[*batch, *param_shape]`` (see
+        :func:`pyro_dag.utils.batched_hyperparameter`), and the kernel's output then has the batch dims
+        ``broadcast(batch, inputs' batch)``.
+
+        :returns: ``[*batch, *ones, *param_shape]`` with ``event_dims`` dims after ``batch``.
+        """
+        return batched_hyperparameter(self, name, event_dims)
 
     def _own_value(self, name):
         """The constrained value of the :class:`~pyro.nn.PyroParam` ``name`` held by this module.

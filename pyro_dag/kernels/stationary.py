@@ -24,6 +24,14 @@ def _sqdist(X, Z):
     return r2.clamp_min(0)
 
 
+def _expand_diag(variance, X):
+    """``σ²`` expanded to the diagonal ``[*batch, N]`` of ``X`` ``[..., N, D]`` (``σ²``: a scalar or
+    ``[*batch, 1]``)."""
+    if variance.dim() == 0:
+        return variance.expand(X.shape[:-1])
+    return variance.expand(torch.broadcast_shapes(variance.shape, X.shape[:-1]))
+
+
 class Stationary(Kernel):
     """Base of stationary kernels ``k(x, z) = σ² κ(||x - z||_ℓ)`` with (optionally ARD) length-scales.
 
@@ -49,15 +57,17 @@ class Stationary(Kernel):
         return self
 
     def scaled_sqdist(self, X, Z):
-        ls = self.lengthscale
+        """``Σ_d (x_d - z_d)²/ℓ_d²`` ``[*batch, N, M]`` for ``X`` ``[..., N, D]``, ``Z`` ``[..., M, D]`` (``batch``:
+        the inputs' batch dims broadcast with the length-scales', see :meth:`Kernel.hyper`)."""
+        ls = self.hyper("lengthscale")
         return _sqdist(X / ls, Z / ls)
 
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
         if diag:
-            return self.variance.expand(X.shape[:-1])
+            return _expand_diag(self.hyper("variance", 1), X)
         Z = X if Z is None else Z
-        return self.variance * self.profile(self.scaled_sqdist(X, Z))
+        return self.hyper("variance") * self.profile(self.scaled_sqdist(X, Z))
 
     def profile(self, r2):
         """``κ`` as a function of the scaled squared distance."""
@@ -73,8 +83,8 @@ class RBF(Stationary):
         # the cross-covariance K(X, Z) is the largest tensor of a deep-GP step: one fused op with a hand-written
         # backward (pyro_dag.ops.rbf), same values as the composition below
         self._check_dim(X)
-        ls = self.lengthscale
-        return rbf_cross(X / ls, Z / ls, self.variance)
+        ls = self.hyper("lengthscale")
+        return rbf_cross(X / ls, Z / ls, self.hyper("variance"))
 
     def profile(self, r2):
         return torch.exp(-0.5 * r2)
@@ -111,7 +121,7 @@ class RationalQuadratic(Stationary):
         self.scale_mixture = positive_param(scale_mixture, "scale_mixture")
 
     def profile(self, r2):
-        alpha = self.scale_mixture
+        alpha = self.hyper("scale_mixture")
         return (1 + 0.5 * r2 / alpha).pow(-alpha)
 
 
@@ -129,9 +139,9 @@ class Linear(_VarianceKernel):
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
         if diag:
-            return self.variance * X.pow(2).sum(-1)
+            return self.hyper("variance", 1) * X.pow(2).sum(-1)
         Z = X if Z is None else Z
-        return self.variance * (X @ Z.transpose(-1, -2))
+        return self.hyper("variance") * (X @ Z.transpose(-1, -2))
 
 
 class White(_VarianceKernel):
@@ -144,11 +154,13 @@ class White(_VarianceKernel):
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
         if diag:
-            return self.variance.expand(X.shape[:-1])
+            return _expand_diag(self.hyper("variance", 1), X)
+        variance = self.hyper("variance")
         if Z is None:
             eye = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
-            return self.variance * eye.expand(X.shape[:-2] + eye.shape)
-        batch = torch.broadcast_shapes(X.shape[:-2], Z.shape[:-2])
+            return variance * eye.expand(X.shape[:-2] + eye.shape)
+        # zeros, with one matrix per hyperparameter draw like the other kernels' cross-covariances
+        batch = torch.broadcast_shapes(X.shape[:-2], Z.shape[:-2], variance.shape[:-2])
         return X.new_zeros(batch + (X.shape[-2], Z.shape[-2]))
 
 
@@ -158,7 +170,8 @@ class Constant(_VarianceKernel):
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
         if diag:
-            return self.variance.expand(X.shape[:-1])
+            return _expand_diag(self.hyper("variance", 1), X)
         Z = X if Z is None else Z
-        batch = torch.broadcast_shapes(X.shape[:-2], Z.shape[:-2])
-        return self.variance.expand(batch + (X.shape[-2], Z.shape[-2]))
+        variance = self.hyper("variance")
+        batch = torch.broadcast_shapes(X.shape[:-2], Z.shape[:-2], variance.shape[:-2])
+        return variance.expand(batch + (X.shape[-2], Z.shape[-2]))
