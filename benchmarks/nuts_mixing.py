@@ -31,7 +31,9 @@ import time
 import networkx as nx
 import numpy as np
 import pyro
+import pyro.distributions as dist
 import torch
+from pyro import poutine
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -102,7 +104,7 @@ def cpu_seconds():
 
 
 def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0, jit=False, map_steps=500,
-             full_mass=False, target_accept=0.8, compile=False):
+             full_mass=False, target_accept=0.8, compile=False, init="map"):
     from pyro.infer import MCMC, NUTS
 
     from pyro_dag.diagnostics import MCMCStats
@@ -117,11 +119,17 @@ def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0,
     # mirror modes and R-hat would measure that symmetry, not mixing within a mode.
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
-    delta = AutoDelta(model)
-    svi = SVI(model, delta, pyro.optim.Adam({"lr": 0.02}), Trace_ELBO())
+    # init="prior-median": the hyperparameters held at their prior medians while the rest is fitted. The joint MAP
+    # over the inducing outputs and the hyperparameters of a latent node overfits (on the latent collider the noise
+    # variance goes from 0.05 to 7e-4 in 500 steps and on towards 0, w2's length-scale to 0.13): the chains would
+    # start in the narrow neck of that funnel.
+    held = prior_medians(model, inputs, data) if init == "prior-median" else {}
+    target = poutine.condition(model, data=held) if held else model
+    delta = AutoDelta(target)
+    svi = SVI(target, delta, pyro.optim.Adam({"lr": 0.02}), Trace_ELBO())
     for _ in range(map_steps):
         svi.step(inputs, data)
-    init = {k: v.detach() for k, v in delta.median(inputs, data).items()}
+    init = {**{k: v.detach() for k, v in delta.median(inputs, data).items()}, **held}
     pyro.clear_param_store()
     stats, runs, times, cpu_times, compile_times = MCMCStats(), [], [], [], []
     for c in range(chains):
@@ -142,6 +150,20 @@ def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0,
             raise SystemExit("the compiled potential failed its check (see the warning)")
         compile_times.append(kernel.compile_seconds if compile else None)
     return runs, stats, times, cpu_times, compile_times
+
+
+def prior_medians(model, inputs, data):
+    """``{site: prior median}`` of the model's hyperparameter sites (``kernels.*``, ``likelihoods.*``)."""
+    trace = poutine.trace(model).get_trace(inputs, data)
+    medians = {}
+    for name, site in trace.nodes.items():
+        if site["type"] != "sample" or site["is_observed"] or not name.startswith(("kernels.", "likelihoods.")):
+            continue
+        fn = site["fn"]
+        while isinstance(fn, dist.Independent):
+            fn = fn.base_dist
+        medians[name] = fn.icdf(torch.full_like(site["value"], 0.5)).detach()
+    return medians
 
 
 def mixing_summary(idata):
@@ -204,6 +226,12 @@ def main():
                    help="observe the intermediate nodes too (noise sd 0.05): every node measured, as on Sachs")
     p.add_argument("--jitter", type=float, default=None,
                    help="DAGDGP(jitter=...): relative jitter of K(Z, Z) (default 1e-8 in float64)")
+    p.add_argument("--init", choices=["map", "prior-median"], default="map",
+                   help="the chains' common start: a MAP estimate of every site (map), or the hyperparameters at "
+                        "their prior medians and a MAP of the rest given them (prior-median)")
+    p.add_argument("--centre-hidden", action="store_true",
+                   help="pyro_dag.infer.CentredInducing: the hidden nodes' inducing outputs centred (sites "
+                        "'{w}.u_centred'), the observed ones whitened")
     p.add_argument("--no-write", action="store_true", help="print only (no JSON, no README section)")
     args = p.parse_args()
     priors = None if args.no_priors else "weakly_informative"
@@ -234,17 +262,23 @@ def main():
         from pyro_dag.priors import set_hyperpriors
         set_hyperpriors(model, priors, fix_latent_variance=True)
     n = next(iter(inputs.values())).shape[0]
+    sampled = model
+    if args.centre_hidden:
+        from pyro_dag.infer import CentredInducing
+
+        sampled = CentredInducing(model)
     print(f"{args.model}: n = {n}, M = {args.num_inducing}, priors = {priors}, {args.chains} chains x "
           f"{args.draws} draws after {args.warmup} warm-up", flush=True)
     if args.compile:
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = 1  # compile in this process: its CPU time is counted below
-    runs, stats, times, cpu_times, compile_times = run_nuts(model, inputs, data, args.chains, args.warmup, args.draws,
+    runs, stats, times, cpu_times, compile_times = run_nuts(sampled, inputs, data, args.chains, args.warmup, args.draws,
                                              args.max_tree_depth, jit=args.jit,
                                              full_mass=[tuple(args.dense_block.split(","))] if args.dense_block
                                              else args.full_mass,
-                                             target_accept=args.target_accept, compile=args.compile)
+                                             target_accept=args.target_accept, compile=args.compile,
+                                             init=args.init)
     idata = to_inference_data(mcmc=runs, sample_stats=stats)
     summ, res = mixing_summary(idata)
     res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
@@ -253,7 +287,7 @@ def main():
                max_tree_depth=args.max_tree_depth, full_mass=args.full_mass, dense_block=args.dense_block,
                fix_latent_variance=args.fix_latent_variance, jitter=args.jitter, target_accept=args.target_accept, collapse=args.collapse,
                observe_hidden=args.observe_hidden, jit=args.jit, compile=args.compile,
-               compile_seconds_per_chain=compile_times,
+               compile_seconds_per_chain=compile_times, init=args.init, centre_hidden=args.centre_hidden,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
                                 and sum(cpu_times) <= 600))
     print(summ.sort_values("ess_bulk").head(8).to_string())
@@ -267,7 +301,8 @@ def main():
         "_collapsed" if args.collapse == "inducing" else "") + ("_observed" if args.observe_hidden else "") + (
         f"_accept{args.target_accept:g}".replace(".", "") if args.target_accept != 0.8 else "") + (
         "_traced" if args.jit else "") + ("_compiled" if args.compile else "") + (
-        f"_jitter{args.jitter:g}" if args.jitter is not None else "")
+        f"_jitter{args.jitter:g}" if args.jitter is not None else "") + (
+        "_priorstart" if args.init == "prior-median" else "") + ("_centred" if args.centre_hidden else "")
     if not args.no_write:
         write_json(name, res)
         write_readme(name, res)
@@ -342,10 +377,16 @@ def write_readme(name, res):
              + (" --jit" if res.get("jit") else "") + (" --compile" if res.get("compile") else "")
              + (f" --jitter {res['jitter']:g}" if res.get("jitter") is not None else "")
              + (" --compare" if res.get("comparison") else "")
-             + "` (one core, chains one after the other, NUTS from a MAP start, non-centred node values; "
+             + (" --init prior-median" if res.get("init") == "prior-median" else "")
+             + (" --centre-hidden" if res.get("centre_hidden") else "")
+             + "` (one core, chains one after the other, NUTS from a "
+             + ("start with the hyperparameters at their prior medians and a MAP of the rest"
+                if res.get("init") == "prior-median" else "MAP start") + ", non-centred node values; "
              + ("dense" if res.get("full_mass") else f"dense over {res['dense_block']}, otherwise diagonal"
                 if res.get("dense_block") else "diagonal") + " mass matrix"
              + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "")
+             + ("; the hidden nodes' inducing outputs centred (`pyro_dag.infer.CentredInducing`)"
+                if res.get("centre_hidden") else "")
              + (f"; relative jitter {res['jitter']:g} on K(Z, Z)" if res.get("jitter") is not None else "")
              + ("; the observed leaf's inducing outputs integrated out, drawn exactly given each draw"
                 if res.get("collapse") == "inducing" else "")

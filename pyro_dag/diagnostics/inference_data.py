@@ -215,7 +215,8 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
     :param dict inputs: root design matrices ``{root: [n, d_r]}``.
     :param list nodes: nodes whose values ``"{w}.f"`` enter the posterior (default every GP node).
     :param int num_samples: draws from the guide.
-    :param mcmc: a run :class:`pyro.infer.MCMC`, or a list of runs (one chain each, same model and data).
+    :param mcmc: a run :class:`pyro.infer.MCMC`, or a list of runs (one chain each, same model and data); the
+        model may also be a :class:`~pyro_dag.infer.CentredInducing` wrapper of a DAGDGP.
     :param dict data: observations ``{node: [n, d_w]}`` (NaN = missing); the MCMC run's data by default.
     :param dict mask: optional ``{node: bool [n, d_w]}``.
     :param sample_stats: an :class:`MCMCStats` hook given to the run(s).
@@ -242,6 +243,10 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
             samples = r.get_samples(group_by_chain=True)
             chains.extend([{k: v[c] for k, v in samples.items()} for c in range(r.num_chains)])
         num_draws = min(next(iter(c.values())).shape[0] for c in chains) if chains[0] else 0
+        if hasattr(model, "model_draws") and hasattr(model, "model"):
+            # a reparameterised wrapper (pyro_dag.infer.CentredInducing): its draws as the model's own sites
+            chains = [model.model_draws(c, inputs, data, mask) for c in chains]
+            model = model.model
     else:
         if model is None or guide is None or inputs is None:
             raise ValueError("pass model, guide and inputs (a variational posterior) or mcmc=... (an MCMC run)")

@@ -2,7 +2,8 @@
 natural-gradient steps (:class:`GaussianNaturalGradient`, :class:`SinkNaturalGradient`), the training loop
 (:func:`train`, :mod:`pyro_dag.infer.training`) and latent-MAP fitting with linked-GP prediction
 (:class:`LatentMAP`, :class:`LinkedGPPredictor`, :mod:`pyro_dag.infer.lamp`), and NUTS with a traced or compiled
-potential (:class:`TracedNUTS`, :class:`CompiledNUTS`)."""
+potential (:class:`TracedNUTS`, :class:`CompiledNUTS`) and centred inducing outputs for hidden nodes
+(:class:`CentredInducing`)."""
 from . import autoguide
 from .checks import NonFiniteLossError
 from .context import MarginalEstimator, current_estimator, suspended
@@ -14,7 +15,8 @@ from .training import TrainResult, initial_scales, train
 from . import lamp
 from .lamp import LatentMAP, LinkedGPPredictor
 from .mcmc import CompiledNUTS, TracedNUTS
+from .reparam import CentredInducing, CentredInducingReparam
 
-__all__ = ["CompiledNUTS", "DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
+__all__ = ["CentredInducing", "CentredInducingReparam", "CompiledNUTS", "DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
            "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainResult", "autoguide", "current_estimator",
            "distributed", "initial_scales", "lamp", "suspended", "train", "training"]
