@@ -37,7 +37,9 @@ def test_the_default_trust_region_stops_a_divergence_that_no_limit_allows():
     default, caught = _early_natural_gradients()
     start = unguarded.losses[20]                                        # the first natural-gradient step's loss
     assert default.losses[20] == start
-    assert max(unguarded.losses[20:]) > 100 * start                     # the old default: diverges (~4000x)
+    # the old default diverges: the size of the jump is chaotic (430x with torch's two threads here, 90x with
+    # one, ~4000x on earlier versions), so only a jump far beyond the guarded run's 1.5x is asserted
+    assert max(unguarded.losses[20:]) > 20 * start
     assert max(default.losses[20:]) < 1.5 * start                       # no jump (one noisy estimate: 1.15x)
     assert np.mean(default.losses[-20:]) < 0.5 * start
     assert default.settings["natural_gradient_max_kl"] == DEFAULT_NATURAL_GRADIENT_MAX_KL
