@@ -65,8 +65,13 @@ def collider_problem(n1=7, n2=6, seed=0, observe_hidden=False):
     return graph, inputs, data, truth
 
 
-def collider_model(graph, num_inducing, priors, sample_f=True, collapse="values", observe_hidden=False):
-    kern = {"w1": kernels.RBF(lengthscale=0.4), "w2": kernels.RBF(lengthscale=0.4),
+HIDDEN_KERNELS = {"rbf": kernels.RBF, "matern52": kernels.Matern52, "matern32": kernels.Matern32}
+
+
+def collider_model(graph, num_inducing, priors, sample_f=True, collapse="values", observe_hidden=False,
+                   hidden_kernel="rbf"):
+    cls = HIDDEN_KERNELS[hidden_kernel]
+    kern = {"w1": cls(lengthscale=0.4), "w2": cls(lengthscale=0.4),
             "w3": kernels.SumInput(kernels.RBF(lengthscale=0.6))}
     liks = {w: Gaussian(NOISE ** 2) for w in (("w1", "w2", "w3") if observe_hidden else ("w3",))}
     return DAGDGP(graph, kernels=kern, num_inducing=num_inducing, likelihoods=liks,
@@ -212,6 +217,11 @@ def main():
                         "(NUTS(full_mass=[(...)]))")
     p.add_argument("--fix-latent-variance", action="store_true",
                    help="no prior on the hidden nodes' kernel variances (fixed at 1: identifiability constraint)")
+    p.add_argument("--fix-child-lengthscale", default=None,
+                   help="kernel length-scale sites held fixed (no prior) instead of the hidden variances, e.g. "
+                        "kernels.w3.base.lengthscale: the other identifiability constraint of a hidden node's scale")
+    p.add_argument("--hidden-kernel", choices=sorted(HIDDEN_KERNELS), default="rbf",
+                   help="collider: the kernel of w1 and w2 (the data are drawn with RBF kernels either way)")
     p.add_argument("--target-accept", type=float, default=0.8)
     p.add_argument("--collapse", choices=["values", "inducing"], default="values",
                    help="DAGDGP(collapse=...): 'inducing' integrates the observed leaf's inducing outputs out too")
@@ -232,6 +242,9 @@ def main():
     p.add_argument("--centre-hidden", action="store_true",
                    help="pyro_dag.infer.CentredInducing: the hidden nodes' inducing outputs centred (sites "
                         "'{w}.u_centred'), the observed ones whitened")
+    p.add_argument("--fixed-inducing", action="store_true",
+                   help="freeze the inducing inputs at their set-up values before the MAP start (otherwise the MAP "
+                        "moves them, and NUTS samples the model with the moved ones)")
     p.add_argument("--no-write", action="store_true", help="print only (no JSON, no README section)")
     args = p.parse_args()
     priors = None if args.no_priors else "weakly_informative"
@@ -240,17 +253,24 @@ def main():
                          "model)")
     from pyro_dag.diagnostics import to_inference_data
 
-    build_priors = None if args.fix_latent_variance else priors
+    build_priors = None if (args.fix_latent_variance or args.fix_child_lengthscale) else priors
     if args.model == "collider":
         graph, inputs, data, truth = collider_problem(observe_hidden=args.observe_hidden)
         model = collider_model(graph, args.num_inducing, build_priors, collapse=args.collapse,
-                               observe_hidden=args.observe_hidden)
+                               observe_hidden=args.observe_hidden, hidden_kernel=args.hidden_kernel)
     else:
         graph, inputs, data = chain_problem(observe_hidden=args.observe_hidden)
         model = chain_model(graph, args.num_inducing, build_priors, collapse=args.collapse,
                             observe_hidden=args.observe_hidden)
     model.jitter = args.jitter
     model.setup(inputs, data)
+    if args.fixed_inducing and not args.compare:
+        from pyro_dag.utils import freeze
+
+        # the inducing inputs define the sampled model's prior (sample_f=True: a finite-rank GP): without this the
+        # MAP start moves them with the sites it fits (on the latent collider, towards a near-interpolating fit
+        # whose noise variance goes to 0), and NUTS samples that model
+        freeze(model.inducing)
     if args.compare:
         # the reference protocol fixes the kernels, the noise and the inducing inputs at their generating values for
         # NUTS as for the guides: without this the MAP start below would also move them (they are parameters)
@@ -258,9 +278,15 @@ def main():
 
         for module in (model.kernels, model.likelihoods, model.inducing):
             freeze(module)
-    if args.fix_latent_variance and priors is not None:
+    if args.fix_child_lengthscale and priors is not None:
+        for site in args.fix_child_lengthscale.split(","):
+            module = model
+            for part in site.split(".")[:-1]:
+                module = module[part] if isinstance(module, torch.nn.ModuleDict) else getattr(module, part)
+            getattr(module, site.split(".")[-1] + "_unconstrained").requires_grad_(False)
+    if (args.fix_latent_variance or args.fix_child_lengthscale) and priors is not None:
         from pyro_dag.priors import set_hyperpriors
-        set_hyperpriors(model, priors, fix_latent_variance=True)
+        set_hyperpriors(model, priors, fix_latent_variance=args.fix_latent_variance)
     n = next(iter(inputs.values())).shape[0]
     sampled = model
     if args.centre_hidden:
@@ -288,6 +314,8 @@ def main():
                fix_latent_variance=args.fix_latent_variance, jitter=args.jitter, target_accept=args.target_accept, collapse=args.collapse,
                observe_hidden=args.observe_hidden, jit=args.jit, compile=args.compile,
                compile_seconds_per_chain=compile_times, init=args.init, centre_hidden=args.centre_hidden,
+               fixed_inducing=args.fixed_inducing or args.compare, fix_child_lengthscale=args.fix_child_lengthscale,
+               hidden_kernel=args.hidden_kernel,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
                                 and sum(cpu_times) <= 600))
     print(summ.sort_values("ess_bulk").head(8).to_string())
@@ -302,7 +330,10 @@ def main():
         f"_accept{args.target_accept:g}".replace(".", "") if args.target_accept != 0.8 else "") + (
         "_traced" if args.jit else "") + ("_compiled" if args.compile else "") + (
         f"_jitter{args.jitter:g}" if args.jitter is not None else "") + (
-        "_priorstart" if args.init == "prior-median" else "") + ("_centred" if args.centre_hidden else "")
+        "_priorstart" if args.init == "prior-median" else "") + ("_centred" if args.centre_hidden else "") + (
+        "_fixedZ" if args.fixed_inducing and not args.compare else "") + (
+        "_childscale" if args.fix_child_lengthscale else "") + (
+        f"_{args.hidden_kernel}" if args.hidden_kernel != "rbf" else "")
     if not args.no_write:
         write_json(name, res)
         write_readme(name, res)
@@ -379,14 +410,23 @@ def write_readme(name, res):
              + (" --compare" if res.get("comparison") else "")
              + (" --init prior-median" if res.get("init") == "prior-median" else "")
              + (" --centre-hidden" if res.get("centre_hidden") else "")
+             + (f" --hidden-kernel {res['hidden_kernel']}" if res.get("hidden_kernel", "rbf") != "rbf" else "")
+             + (" --fixed-inducing" if res.get("fixed_inducing") and not res.get("comparison") else "")
+             + (f" --fix-child-lengthscale {res['fix_child_lengthscale']}" if res.get("fix_child_lengthscale")
+                else "")
              + "` (one core, chains one after the other, NUTS from a "
              + ("start with the hyperparameters at their prior medians and a MAP of the rest"
                 if res.get("init") == "prior-median" else "MAP start") + ", non-centred node values; "
              + ("dense" if res.get("full_mass") else f"dense over {res['dense_block']}, otherwise diagonal"
                 if res.get("dense_block") else "diagonal") + " mass matrix"
              + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "")
+             + (f"; {res['hidden_kernel']} kernels on w1 and w2" if res.get("hidden_kernel", "rbf") != "rbf" else "")
              + ("; the hidden nodes' inducing outputs centred (`pyro_dag.infer.CentredInducing`)"
                 if res.get("centre_hidden") else "")
+             + ("; inducing inputs fixed at their set-up values (not moved by the MAP start)"
+                if res.get("fixed_inducing") else "")
+             + (f"; {res['fix_child_lengthscale']} fixed at its set-up value (no prior: the identifiability "
+                "constraint of the hidden nodes' scale)" if res.get("fix_child_lengthscale") else "")
              + (f"; relative jitter {res['jitter']:g} on K(Z, Z)" if res.get("jitter") is not None else "")
              + ("; the observed leaf's inducing outputs integrated out, drawn exactly given each draw"
                 if res.get("collapse") == "inducing" else "")
