@@ -125,9 +125,10 @@ def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0,
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
     # init="prior-median": the hyperparameters held at their prior medians while the rest is fitted. The joint MAP
-    # over the inducing outputs and the hyperparameters of a latent node overfits (on the latent collider the noise
-    # variance goes from 0.05 to 7e-4 in 500 steps and on towards 0, w2's length-scale to 0.13): the chains would
-    # start in the narrow neck of that funnel.
+    # over the inducing outputs and the hyperparameters of a latent node can overfit (on the latent collider with
+    # learned inducing inputs the noise variance goes from 0.04 to 7e-4 in 500 steps and on towards 0, w2's
+    # length-scale to 0.13; --fixed-inducing removes most of that): the chains would start in the narrow neck of
+    # that funnel.
     held = prior_medians(model, inputs, data) if init == "prior-median" else {}
     target = poutine.condition(model, data=held) if held else model
     delta = AutoDelta(target)
@@ -264,20 +265,18 @@ def main():
                             observe_hidden=args.observe_hidden)
     model.jitter = args.jitter
     model.setup(inputs, data)
-    if args.fixed_inducing and not args.compare:
-        from pyro_dag.utils import freeze
+    from pyro_dag.utils import freeze
 
+    if args.fixed_inducing or args.compare:
         # the inducing inputs define the sampled model's prior (sample_f=True: a finite-rank GP): without this the
         # MAP start moves them with the sites it fits (on the latent collider, towards a near-interpolating fit
         # whose noise variance goes to 0), and NUTS samples that model
         freeze(model.inducing)
     if args.compare:
-        # the reference protocol fixes the kernels, the noise and the inducing inputs at their generating values for
-        # NUTS as for the guides: without this the MAP start below would also move them (they are parameters)
-        from pyro_dag.utils import freeze
-
-        for module in (model.kernels, model.likelihoods, model.inducing):
-            freeze(module)
+        # the reference protocol fixes the kernels and the noise at their generating values for NUTS as for the
+        # guides: without this the MAP start below would also move them (they are parameters)
+        freeze(model.kernels)
+        freeze(model.likelihoods)
     if args.fix_child_lengthscale and priors is not None:
         for site in args.fix_child_lengthscale.split(","):
             module = model
