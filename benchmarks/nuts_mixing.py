@@ -88,9 +88,13 @@ def chain_problem(n=50, seed=0, observe_hidden=False):
     return nx.DiGraph([("x", "a"), ("a", "b")]), {"x": x}, data
 
 
-def chain_model(graph, num_inducing, priors, sample_f=True, collapse="values", observe_hidden=False):
+def chain_model(graph, num_inducing, priors, sample_f=True, collapse="values", observe_hidden=False,
+                hidden_kernel="rbf"):
     liks = {w: Gaussian(NOISE ** 2) for w in (("a", "b") if observe_hidden else ("b",))}
-    return DAGDGP(graph, num_inducing=num_inducing, likelihoods=liks, sample_f=sample_f,
+    # DAGDGP's default kernel, Concat(RBF(ard=True)), on b; on a the same form with the chosen base kernel (the
+    # site names, kernels.a.base.*, do not change)
+    kern = {"a": kernels.Concat(HIDDEN_KERNELS[hidden_kernel](ard=True))}
+    return DAGDGP(graph, kernels=kern, num_inducing=num_inducing, likelihoods=liks, sample_f=sample_f,
                   priors=priors, collapse=collapse).double()
 
 
@@ -116,7 +120,7 @@ def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0,
     from pyro_dag.infer import CompiledNUTS, TracedNUTS
 
     from pyro.infer import SVI, Trace_ELBO
-    from pyro.infer.autoguide import AutoDelta
+    from pyro.infer.autoguide import AutoDelta, AutoNormal
     from pyro.infer.autoguide.initialization import init_to_value
 
     # One starting point for every chain, a MAP estimate: the deep-GP posterior is symmetric under sign flips of
@@ -131,11 +135,15 @@ def run_nuts(model, inputs, data, chains, warmup, draws, max_tree_depth, seed=0,
     # that funnel.
     held = prior_medians(model, inputs, data) if init == "prior-median" else {}
     target = poutine.condition(model, data=held) if held else model
-    delta = AutoDelta(target)
-    svi = SVI(target, delta, pyro.optim.Adam({"lr": 0.02}), Trace_ELBO())
+    # init="vi": a mean-field Gaussian fit instead of a point (its median is the start). On the latent chain the
+    # joint MAP is degenerate: its loss keeps falling with the noise variance (0.001 after 500 steps, < 1e-4 after
+    # 1000), because the hidden node's per-case values can absorb the residuals; the ELBO's entropy term stops that.
+    guide = AutoNormal(target) if init == "vi" else AutoDelta(target)
+    svi = SVI(target, guide, pyro.optim.Adam({"lr": 0.02}), Trace_ELBO())
     for _ in range(map_steps):
         svi.step(inputs, data)
-    init = {**{k: v.detach() for k, v in delta.median(inputs, data).items()}, **held}
+    start = {k: v.detach() for k, v in guide.median(inputs, data).items()}
+    init = {**start, **held}
     pyro.clear_param_store()
     stats, runs, times, cpu_times, compile_times = MCMCStats(), [], [], [], []
     for c in range(chains):
@@ -222,7 +230,8 @@ def main():
                    help="kernel length-scale sites held fixed (no prior) instead of the hidden variances, e.g. "
                         "kernels.w3.base.lengthscale: the other identifiability constraint of a hidden node's scale")
     p.add_argument("--hidden-kernel", choices=sorted(HIDDEN_KERNELS), default="rbf",
-                   help="collider: the kernel of w1 and w2 (the data are drawn with RBF kernels either way)")
+                   help="the kernel of the hidden nodes (collider: w1 and w2; chain: a); the data are drawn with RBF "
+                        "kernels (collider) or sin (chain) either way")
     p.add_argument("--target-accept", type=float, default=0.8)
     p.add_argument("--collapse", choices=["values", "inducing"], default="values",
                    help="DAGDGP(collapse=...): 'inducing' integrates the observed leaf's inducing outputs out too")
@@ -237,15 +246,18 @@ def main():
                    help="observe the intermediate nodes too (noise sd 0.05): every node measured, as on Sachs")
     p.add_argument("--jitter", type=float, default=None,
                    help="DAGDGP(jitter=...): relative jitter of K(Z, Z) (default 1e-8 in float64)")
-    p.add_argument("--init", choices=["map", "prior-median"], default="map",
-                   help="the chains' common start: a MAP estimate of every site (map), or the hyperparameters at "
-                        "their prior medians and a MAP of the rest given them (prior-median)")
+    p.add_argument("--init", choices=["map", "prior-median", "vi"], default="map",
+                   help="the chains' common start: a MAP estimate of every site (map), the hyperparameters at "
+                        "their prior medians and a MAP of the rest given them (prior-median), or the median of a "
+                        "mean-field VI fit, AutoNormal, as many steps (vi)")
     p.add_argument("--centre-hidden", action="store_true",
                    help="pyro_dag.infer.CentredInducing: the hidden nodes' inducing outputs centred (sites "
                         "'{w}.u_centred'), the observed ones whitened")
     p.add_argument("--fixed-inducing", action="store_true",
                    help="freeze the inducing inputs at their set-up values before the MAP start (otherwise the MAP "
                         "moves them, and NUTS samples the model with the moved ones)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the MAP start and of the chains (chain c uses seed + 1 + c); the data do not change")
     p.add_argument("--no-write", action="store_true", help="print only (no JSON, no README section)")
     args = p.parse_args()
     priors = None if args.no_priors else "weakly_informative"
@@ -262,7 +274,7 @@ def main():
     else:
         graph, inputs, data = chain_problem(observe_hidden=args.observe_hidden)
         model = chain_model(graph, args.num_inducing, build_priors, collapse=args.collapse,
-                            observe_hidden=args.observe_hidden)
+                            observe_hidden=args.observe_hidden, hidden_kernel=args.hidden_kernel)
     model.jitter = args.jitter
     model.setup(inputs, data)
     from pyro_dag.utils import freeze
@@ -303,9 +315,16 @@ def main():
                                              full_mass=[tuple(args.dense_block.split(","))] if args.dense_block
                                              else args.full_mass,
                                              target_accept=args.target_accept, compile=args.compile,
-                                             init=args.init)
+                                             init=args.init, seed=args.seed)
     idata = to_inference_data(mcmc=runs, sample_stats=stats)
     summ, res = mixing_summary(idata)
+    # where the chains are, not only whether they agree: the hyperparameters' posterior means and the
+    # noise-free fit of the observed leaves (a chain stuck at a degenerate fit, e.g. noise -> 0, mixes too)
+    res["posterior_means"] = {v: float(idata.posterior[v].mean()) for v in idata.posterior.data_vars
+                              if v.startswith(("kernels.", "likelihoods."))}
+    if args.model == "chain":
+        f = idata.posterior["b.f"].mean(("chain", "draw")).values.reshape(-1)
+        res["rmse_b_f_vs_sin2x"] = float(np.sqrt(np.mean((f - np.sin(2 * inputs["x"].reshape(-1).numpy())) ** 2)))
     res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
                warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)),
                cpu_seconds_per_chain=cpu_times,
@@ -314,7 +333,7 @@ def main():
                observe_hidden=args.observe_hidden, jit=args.jit, compile=args.compile,
                compile_seconds_per_chain=compile_times, init=args.init, centre_hidden=args.centre_hidden,
                fixed_inducing=args.fixed_inducing or args.compare, fix_child_lengthscale=args.fix_child_lengthscale,
-               hidden_kernel=args.hidden_kernel,
+               hidden_kernel=args.hidden_kernel, seed=args.seed,
                targets_met=bool(res["max_rhat"] <= 1.01 and res["min_ess_bulk"] >= 400 and res["divergences"] == 0
                                 and sum(cpu_times) <= 600))
     print(summ.sort_values("ess_bulk").head(8).to_string())
@@ -329,10 +348,11 @@ def main():
         f"_accept{args.target_accept:g}".replace(".", "") if args.target_accept != 0.8 else "") + (
         "_traced" if args.jit else "") + ("_compiled" if args.compile else "") + (
         f"_jitter{args.jitter:g}" if args.jitter is not None else "") + (
-        "_priorstart" if args.init == "prior-median" else "") + ("_centred" if args.centre_hidden else "") + (
+        "_priorstart" if args.init == "prior-median" else "_vistart" if args.init == "vi" else "") + ("_centred" if args.centre_hidden else "") + (
         "_fixedZ" if args.fixed_inducing and not args.compare else "") + (
         "_childscale" if args.fix_child_lengthscale else "") + (
-        f"_{args.hidden_kernel}" if args.hidden_kernel != "rbf" else "")
+        f"_{args.hidden_kernel}" if args.hidden_kernel != "rbf" else "") + (
+        f"_seed{args.seed}" if args.seed else "")
     if not args.no_write:
         write_json(name, res)
         write_readme(name, res)
@@ -413,13 +433,17 @@ def write_readme(name, res):
              + (" --fixed-inducing" if res.get("fixed_inducing") and not res.get("comparison") else "")
              + (f" --fix-child-lengthscale {res['fix_child_lengthscale']}" if res.get("fix_child_lengthscale")
                 else "")
+             + (f" --seed {res['seed']}" if res.get("seed", 0) else "")
              + "` (one core, chains one after the other, NUTS from a "
              + ("start with the hyperparameters at their prior medians and a MAP of the rest"
-                if res.get("init") == "prior-median" else "MAP start") + ", non-centred node values; "
+                if res.get("init") == "prior-median" else "start at the median of a mean-field VI fit (AutoNormal, 500 "
+                "steps)" if res.get("init") == "vi" else "MAP start")
+             + ", non-centred node values; "
              + ("dense" if res.get("full_mass") else f"dense over {res['dense_block']}, otherwise diagonal"
                 if res.get("dense_block") else "diagonal") + " mass matrix"
              + ("; hidden-node kernel variances fixed at 1" if res.get("fix_latent_variance") else "")
-             + (f"; {res['hidden_kernel']} kernels on w1 and w2" if res.get("hidden_kernel", "rbf") != "rbf" else "")
+             + (f"; {res['hidden_kernel']} kernels on the hidden nodes" if res.get("hidden_kernel", "rbf") != "rbf"
+                else "")
              + ("; the hidden nodes' inducing outputs centred (`pyro_dag.infer.CentredInducing`)"
                 if res.get("centre_hidden") else "")
              + ("; inducing inputs fixed at their set-up values (not moved by the MAP start)"
@@ -455,6 +479,10 @@ def write_readme(name, res):
              + ("; every GP node is observed here." if res.get("observe_hidden") else
                 "; a hidden node's inducing outputs and values are identified only up to a monotone warping of "
                 "that node, which its child's GP undoes.")]
+    if res.get("posterior_means"):
+        lines += ["", "Posterior means: " + ", ".join(f"`{k}` {v:.3g}" for k, v in res["posterior_means"].items())
+                  + (f"; RMSE of the posterior mean of b's values against sin(2x): {res['rmse_b_f_vs_sin2x']:.3g}"
+                     if "rmse_b_f_vs_sin2x" in res else "") + "."]
     cmp = res.get("comparison")
     if cmp:
         lines += ["", "Collider posterior of the parents against NUTS (RMSE over cases of the per-case posterior "
