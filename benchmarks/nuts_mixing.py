@@ -91,9 +91,9 @@ def chain_problem(n=50, seed=0, observe_hidden=False):
 def chain_model(graph, num_inducing, priors, sample_f=True, collapse="values", observe_hidden=False,
                 hidden_kernel="rbf"):
     liks = {w: Gaussian(NOISE ** 2) for w in (("a", "b") if observe_hidden else ("b",))}
-    # DAGDGP's default kernel, Concat(RBF(ard=True)), on b; on a the same form with the chosen base kernel (the
-    # site names, kernels.a.base.*, do not change)
-    kern = {"a": kernels.Concat(HIDDEN_KERNELS[hidden_kernel](ard=True))}
+    # DAGDGP's default kernel, Concat(RBF(ard=True)), on b, and on a unless another base kernel is asked for (same
+    # form, so the site names, kernels.a.base.*, do not change)
+    kern = {} if hidden_kernel == "rbf" else {"a": kernels.Concat(HIDDEN_KERNELS[hidden_kernel](ard=True))}
     return DAGDGP(graph, kernels=kern, num_inducing=num_inducing, likelihoods=liks, sample_f=sample_f,
                   priors=priors, collapse=collapse).double()
 
@@ -348,7 +348,8 @@ def main():
         f"_accept{args.target_accept:g}".replace(".", "") if args.target_accept != 0.8 else "") + (
         "_traced" if args.jit else "") + ("_compiled" if args.compile else "") + (
         f"_jitter{args.jitter:g}" if args.jitter is not None else "") + (
-        "_priorstart" if args.init == "prior-median" else "_vistart" if args.init == "vi" else "") + ("_centred" if args.centre_hidden else "") + (
+        "_priorstart" if args.init == "prior-median" else "_vistart" if args.init == "vi" else "") + (
+        "_centred" if args.centre_hidden else "") + (
         "_fixedZ" if args.fixed_inducing and not args.compare else "") + (
         "_childscale" if args.fix_child_lengthscale else "") + (
         f"_{args.hidden_kernel}" if args.hidden_kernel != "rbf" else "") + (
@@ -427,7 +428,7 @@ def write_readme(name, res):
              + (" --jit" if res.get("jit") else "") + (" --compile" if res.get("compile") else "")
              + (f" --jitter {res['jitter']:g}" if res.get("jitter") is not None else "")
              + (" --compare" if res.get("comparison") else "")
-             + (" --init prior-median" if res.get("init") == "prior-median" else "")
+             + (f" --init {res['init']}" if res.get("init", "map") != "map" else "")
              + (" --centre-hidden" if res.get("centre_hidden") else "")
              + (f" --hidden-kernel {res['hidden_kernel']}" if res.get("hidden_kernel", "rbf") != "rbf" else "")
              + (" --fixed-inducing" if res.get("fixed_inducing") and not res.get("comparison") else "")
