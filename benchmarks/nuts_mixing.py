@@ -232,8 +232,8 @@ def main():
     p.add_argument("--fix-latent-variance", action="store_true",
                    help="no prior on the hidden nodes' kernel variances (fixed at 1: identifiability constraint)")
     p.add_argument("--fix-child-lengthscale", default=None,
-                   help="kernel length-scale sites held fixed (no prior) instead of the hidden variances, e.g. "
-                        "kernels.w3.base.lengthscale: the other identifiability constraint of a hidden node's scale")
+                   help="kernel length-scale sites held fixed (no prior), at their set-up values or at a given one, e.g. "
+                        "kernels.w3.base.lengthscale or kernels.a.base.lengthscale=3")
     p.add_argument("--hidden-kernel", choices=sorted(HIDDEN_KERNELS), default="rbf",
                    help="the kernel of the hidden nodes (collider: w1 and w2; chain: a); the data are drawn with RBF "
                         "kernels (collider) or sin (chain) either way")
@@ -295,11 +295,19 @@ def main():
         freeze(model.kernels)
         freeze(model.likelihoods)
     if args.fix_child_lengthscale and priors is not None:
-        for site in args.fix_child_lengthscale.split(","):
+        for item in args.fix_child_lengthscale.split(","):
+            site, _, value = item.partition("=")  # "site" keeps the set-up value, "site=3.0" sets it first
             module = model
             for part in site.split(".")[:-1]:
                 module = module[part] if isinstance(module, torch.nn.ModuleDict) else getattr(module, part)
-            getattr(module, site.split(".")[-1] + "_unconstrained").requires_grad_(False)
+            name = site.split(".")[-1]
+            unconstrained = getattr(module, name + "_unconstrained")
+            if value:
+                constraint = module._pyro_params[name][0]
+                with torch.no_grad():
+                    unconstrained.copy_(torch.distributions.transform_to(constraint).inv(
+                        torch.full_like(unconstrained, float(value))))
+            unconstrained.requires_grad_(False)
     if (args.fix_latent_variance or args.fix_child_lengthscale) and priors is not None:
         from pyro_dag.priors import set_hyperpriors
         set_hyperpriors(model, priors, fix_latent_variance=args.fix_latent_variance)
@@ -356,7 +364,8 @@ def main():
         "_priorstart" if args.init == "prior-median" else "_vistart" if args.init == "vi" else "") + (
         "_centred" if args.centre_hidden else "") + (
         "_fixedZ" if args.fixed_inducing and not args.compare else "") + (
-        "_childscale" if args.fix_child_lengthscale else "") + (
+        ("_childscale" + ("".join("_" + v.split("=")[1] for v in args.fix_child_lengthscale.split(",") if "=" in v)))
+        if args.fix_child_lengthscale else "") + (
         f"_{args.hidden_kernel}" if args.hidden_kernel != "rbf" else "") + (
         f"_seed{args.seed}" if args.seed else "")
     if not args.no_write:
@@ -454,7 +463,7 @@ def write_readme(name, res):
                 if res.get("centre_hidden") else "")
              + ("; inducing inputs fixed at their set-up values (not moved by the MAP start)"
                 if res.get("fixed_inducing") else "")
-             + (f"; {res['fix_child_lengthscale']} fixed at its set-up value (no prior)"
+             + (f"; {res['fix_child_lengthscale']} fixed (no prior; at its set-up value where no '=' gives one)"
                 if res.get("fix_child_lengthscale") else "")
              + (f"; relative jitter {res['jitter']:g} on K(Z, Z)" if res.get("jitter") is not None else "")
              + ("; the observed leaf's inducing outputs integrated out, drawn exactly given each draw"
