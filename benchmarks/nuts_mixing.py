@@ -232,8 +232,8 @@ def main():
     p.add_argument("--fix-latent-variance", action="store_true",
                    help="no prior on the hidden nodes' kernel variances (fixed at 1: identifiability constraint)")
     p.add_argument("--fix-child-lengthscale", default=None,
-                   help="kernel length-scale sites held fixed (no prior), at their set-up values or at a given one, e.g. "
-                        "kernels.w3.base.lengthscale or kernels.a.base.lengthscale=3")
+                   help="kernel length-scale sites held fixed (no prior), at their set-up values or at a given "
+                        "one, e.g. kernels.w3.base.lengthscale or kernels.a.base.lengthscale=3")
     p.add_argument("--hidden-kernel", choices=sorted(HIDDEN_KERNELS), default="rbf",
                    help="the kernel of the hidden nodes (collider: w1 and w2; chain: a); the data are drawn with RBF "
                         "kernels (collider) or sin (chain) either way")
