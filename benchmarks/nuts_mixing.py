@@ -294,20 +294,17 @@ def main():
         # guides: without this the MAP start below would also move them (they are parameters)
         freeze(model.kernels)
         freeze(model.likelihoods)
-    if args.fix_child_lengthscale and priors is not None:
-        for item in args.fix_child_lengthscale.split(","):
-            site, _, value = item.partition("=")  # "site" keeps the set-up value, "site=3.0" sets it first
+    # "site" keeps the set-up value, "site=3" sets it first
+    fixed_sites = [item.partition("=")[::2] for item in (args.fix_child_lengthscale or "").split(",") if item]
+    if priors is not None:
+        for site, value in fixed_sites:
             module = model
             for part in site.split(".")[:-1]:
                 module = module[part] if isinstance(module, torch.nn.ModuleDict) else getattr(module, part)
             name = site.split(".")[-1]
-            unconstrained = getattr(module, name + "_unconstrained")
-            if value:
-                constraint = module._pyro_params[name][0]
-                with torch.no_grad():
-                    unconstrained.copy_(torch.distributions.transform_to(constraint).inv(
-                        torch.full_like(unconstrained, float(value))))
-            unconstrained.requires_grad_(False)
+            if value:  # PyroModule's setattr on a PyroParam writes the unconstrained value in place
+                setattr(module, name, torch.full_like(getattr(module, name).detach(), float(value)))
+            getattr(module, name + "_unconstrained").requires_grad_(False)
     if (args.fix_latent_variance or args.fix_child_lengthscale) and priors is not None:
         from pyro_dag.priors import set_hyperpriors
         set_hyperpriors(model, priors, fix_latent_variance=args.fix_latent_variance)
@@ -364,8 +361,7 @@ def main():
         "_priorstart" if args.init == "prior-median" else "_vistart" if args.init == "vi" else "") + (
         "_centred" if args.centre_hidden else "") + (
         "_fixedZ" if args.fixed_inducing and not args.compare else "") + (
-        ("_childscale" + ("".join("_" + v.split("=")[1] for v in args.fix_child_lengthscale.split(",") if "=" in v)))
-        if args.fix_child_lengthscale else "") + (
+        "_childscale" + "".join(f"_{value}" for _, value in fixed_sites if value) if fixed_sites else "") + (
         f"_{args.hidden_kernel}" if args.hidden_kernel != "rbf" else "") + (
         f"_seed{args.seed}" if args.seed else "")
     if not args.no_write:
