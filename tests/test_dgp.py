@@ -331,9 +331,13 @@ def test_predict_in_chunks_equals_one_pass(guide_kind):
     S = 6
     pyro.set_rng_seed(3)
     ref = _reference_predict(model, guide, inputs, S)
-    # chunks of 5 and 7 cases (ragged last chunk), one chunk, the default; single cases agree to rounding only
-    # (the sparse backend's rank updates are ill-conditioned enough to show BLAS differences at 1e-8)
-    for batch_size, atol in [(5, 1e-10), (7, 1e-10), (12, 1e-10), (None, 1e-10), (1, 1e-6)]:
+    # chunks of 5 and 7 cases (ragged last chunk), one chunk, the default; single cases agree to rounding only.
+    # Every case of this problem sits on the inducing inputs (r = 1e-8, the jitter floor), and the sparse
+    # backend conditions u on each draw by rank updates of size 1/r: a BLAS path that changes with the chunk's
+    # shape moves its draws by up to ~1e-16/r (3e-8 measured with single cases; the dense backend's function-space
+    # Algorithm 1 stays at 1e-14), so its chunks agree to 1e-7, not 1e-10 (a chunking bug moves draws by O(1))
+    tol = 1e-7 if guide_kind == "chordal-sparse" else 1e-10
+    for batch_size, atol in [(5, tol), (7, tol), (12, tol), (None, tol), (1, 1e-6)]:
         pyro.set_rng_seed(3)
         pred = model.predict(guide, inputs, num_samples=S, batch_size=batch_size)
         for w in model.gp_nodes:

@@ -16,11 +16,17 @@ __all__ = ["Stationary", "RBF", "Matern12", "Matern32", "Matern52", "RationalQua
            "Constant"]
 
 
-def _sqdist(X, Z):
-    """Squared Euclidean distances ``[..., N, M]`` via the expansion (matmul; clamped at 0)."""
+def _sqdist(X, Z=None):
+    """Squared Euclidean distances ``[..., N, M]`` via the expansion (matmul; clamped at 0); ``Z=None``: of ``X``
+    with itself, with an exact zero diagonal."""
     x2 = X.pow(2).sum(-1, keepdim=True)
-    z2 = Z.pow(2).sum(-1, keepdim=True)
-    r2 = x2 - 2 * X @ Z.transpose(-1, -2) + z2.transpose(-1, -2)
+    z2 = x2 if Z is None else Z.pow(2).sum(-1, keepdim=True)
+    r2 = x2 - 2 * X @ (X if Z is None else Z).transpose(-1, -2) + z2.transpose(-1, -2)
+    if Z is None:
+        # the expansion leaves a rounding residue ~1e-16 |x|² on the diagonal, and kernels with a kink at r = 0
+        # (Matérn) take its square root: K(x, x) would be off by ~1e-8 and differ between batched and single calls
+        eye = torch.eye(r2.shape[-1], dtype=torch.bool, device=r2.device)
+        r2 = r2.masked_fill(eye, 0.0)
     return r2.clamp_min(0)
 
 
@@ -56,17 +62,17 @@ class Stationary(Kernel):
                                  f"{input_dim} dimensions; pass a scalar or one length-scale per dimension")
         return self
 
-    def scaled_sqdist(self, X, Z):
+    def scaled_sqdist(self, X, Z=None):
         """``Σ_d (x_d - z_d)²/ℓ_d²`` ``[*batch, N, M]`` for ``X`` ``[..., N, D]``, ``Z`` ``[..., M, D]`` (``batch``:
-        the inputs' batch dims broadcast with the length-scales', see :meth:`Kernel.hyper`)."""
+        the inputs' batch dims broadcast with the length-scales', see :meth:`Kernel.hyper`); ``Z=None``: ``X``
+        with itself (``M = N``, zero diagonal)."""
         ls = self.hyper("lengthscale")
-        return _sqdist(X / ls, Z / ls)
+        return _sqdist(X / ls, None if Z is None else Z / ls)
 
     def forward(self, X, Z=None, diag=False):
         self._check_dim(X)
         if diag:
             return _expand_diag(self.hyper("variance", 1), X)
-        Z = X if Z is None else Z
         return self.hyper("variance") * self.profile(self.scaled_sqdist(X, Z))
 
     def profile(self, r2):

@@ -76,6 +76,14 @@ def test_batched_equals_looped_and_cross(name):
     for i in range(3):
         for j in range(4):
             assert torch.allclose(batched[i, j], k(X[i, j], Z), atol=1e-12)
+    # the Gram matrix too, on inputs of size ~10 whose diagonal distances leave a rounding residue in the matmul
+    # expansion (Matérn kernels take its square root: 1e-8 errors that differ between batched and single calls)
+    Xg = 10 * X
+    gram = k(Xg)
+    for i in range(3):
+        for j in range(4):
+            assert torch.allclose(gram[i, j], k(Xg[i, j]), rtol=0, atol=1e-12)
+            assert torch.allclose(gram[i, j].diagonal(), k(Xg[i, j], diag=True), rtol=0, atol=1e-12)
     # k(Z, X) is the transpose of k(X, Z)
     assert torch.allclose(k(Z, X), batched.transpose(-1, -2), atol=1e-12)
 

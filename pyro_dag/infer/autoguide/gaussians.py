@@ -321,8 +321,9 @@ class SparseChordalPosterior(InducingPosterior):
     #: :class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`, Potter's square-root update, matrix-vector
     #: products only) or ``"factor"`` (:class:`~pyro_dag.ops.chordal.SparseConditioningState`, block Cholesky
     #: updates, ``O(M³)`` per case and block). Both compute Algorithm 2's moments and agree to rounding (1e-10 where
-    #: the cases' conditional variances ``r`` are well above the jitter floor; where cases sit on inducing inputs
-    #: rounding is amplified in both, by as much as in the dense backend's Algorithm 1).
+    #: the cases' conditional variances ``r`` are well above the jitter floor; where cases sit on inducing inputs,
+    #: ``r`` is at the floor and both, updating ``u``'s precision by ``a aᵀ/r``, amplify rounding by about ``1/r``:
+    #: draws move by ~1e-8 for ``r = 1e-8``, where the dense backend's function-space Algorithm 1 stays near 1e-14).
     conditioning = "square_root"
 
     def ancestral_state(self):
