@@ -21,6 +21,13 @@ node's scale is not identified by the data (scaling ``f_a`` by ``c`` is undone, 
 by scaling the child's length-scale by ``c``), so with a prior on both NUTS has to travel a long ridge in
 ``(log σ²_a, log ℓ_child)`` and its chains do not mix; fixing the scale, the usual identifiability constraint of a
 latent variable model, removes that ridge.
+
+``fix_latent_kernels=True`` keeps every kernel hyperparameter of the unobserved GP nodes fixed at its current value
+(the variance and the length-scales: set them when building the kernel, e.g. ``kernels.Matern32(lengthscale=3.0)``).
+A hidden node is identified only up to a monotone warping that its child's GP undoes (Perlino et al. 2026,
+arXiv:2607.09645, Sec. 3), so its length-scale is as weakly identified as its scale; with it sampled, NUTS chains on
+a latent chain or collider disagree between starts (``benchmarks/README.md``, "NUTS mixing"). The hidden node's
+kernel then fixes the prior over the warping, and the observed nodes' kernels and noises keep their priors.
 """
 import pyro.distributions as dist
 import torch
@@ -51,7 +58,7 @@ class _LogNormalPrior:
         return f"LogNormal({self.loc}, {self.scale}) of shape {self.shape}"
 
 
-def set_hyperpriors(model, priors="weakly_informative", *, fix_latent_variance=False):
+def set_hyperpriors(model, priors="weakly_informative", *, fix_latent_variance=False, fix_latent_kernels=False):
     """Put priors on the learnable kernel and likelihood hyperparameters of a set-up model.
 
     :param model: a :class:`~pyro_dag.DAGDGP`, set up (kernels bound, so ARD length-scales have their shape).
@@ -59,6 +66,8 @@ def set_hyperpriors(model, priors="weakly_informative", *, fix_latent_variance=F
         :data:`WEAKLY_INFORMATIVE` giving ``(loc, scale)`` of LogNormal priors (missing keys keep the default).
     :param bool fix_latent_variance: leave the kernel variances of the GP nodes observed nowhere as fixed
         (non-learnable) parameters at their current values (see the module docstring).
+    :param bool fix_latent_kernels: leave every kernel hyperparameter (variances, length-scales, ...) of the GP nodes
+        observed nowhere fixed at its current value (implies ``fix_latent_variance``; see the module docstring).
     :returns: the list of site names that now have priors.
     """
     if isinstance(priors, str):
@@ -78,14 +87,16 @@ def set_hyperpriors(model, priors="weakly_informative", *, fix_latent_variance=F
                            "kernels know their input dimensions")
     sites = []
     observed = set(model.observed_nodes or ())
-    if fix_latent_variance:
+    if fix_latent_variance or fix_latent_kernels:
         for w in model.gp_nodes:
             if w in observed:
                 continue
             for module in model.kernels[w].modules():
-                value = module._parameters.get("variance_unconstrained")
-                if value is not None and "variance" in module.__dict__.get("_pyro_params", {}):
-                    value.requires_grad_(False)
+                names = module.__dict__.get("_pyro_params", {})
+                for name in (names if fix_latent_kernels else [n for n in names if n == "variance"]):
+                    value = module._parameters.get(f"{name}_unconstrained")
+                    if value is not None:
+                        value.requires_grad_(False)
     roots = [("kernel", w, model.kernels[w]) for w in model.gp_nodes]
     roots += [("likelihood", w, model.likelihoods[w]) for w in model.gp_nodes if w in observed]
     for group, w, root in roots:

@@ -123,6 +123,37 @@ def test_fix_latent_variance_keeps_only_the_hidden_scale_fixed():
     torch.testing.assert_close(tr.log_prob_sum(), ftr.log_prob_sum() - prior_a)
 
 
+def test_fix_latent_kernels_keeps_the_hidden_kernel_fixed_and_the_rest_sampled():
+    """fix_latent_kernels=True: every hyperparameter of the hidden node's kernel is a fixed parameter at its set
+    value (a length-scale given at construction included), the observed node's kernel and noise keep their priors,
+    and the joint density is the full-prior model's at those values less their prior terms."""
+    model, inputs, data = chain(True)
+    model.kernels["a"].base.variance = torch.tensor(1.7, dtype=torch.float64)
+    model.kernels["a"].base.lengthscale = torch.tensor([3.0], dtype=torch.float64)
+    sites = set_hyperpriors(model, fix_latent_kernels=True)
+    assert sorted(sites) == ["kernels.b.base.lengthscale", "kernels.b.base.variance", "likelihoods.b.variance"]
+    fixed = {"kernels.a.base.variance": torch.tensor(1.7, dtype=torch.float64),
+             "kernels.a.base.lengthscale": torch.tensor([3.0], dtype=torch.float64)}
+    for name, value in fixed.items():
+        module, attr = model.kernels["a"].base, name.rsplit(".", 1)[1]
+        assert not getattr(module, attr + "_unconstrained").requires_grad
+        torch.testing.assert_close(getattr(module, attr), value)
+    tr = poutine.trace(model).get_trace(inputs, data)
+    assert all(tr.nodes.get(name, {"type": "param"})["type"] == "param" for name in fixed)
+    # NUTS samples exactly the observed node's hyperparameters and the inducing outputs / node values
+    sampled = {k for k, s in tr.nodes.items() if s["type"] == "sample" and not s["is_observed"]
+               and not s["infer"].get("_deterministic")}
+    assert {k for k in sampled if k.startswith(("kernels.", "likelihoods."))} == set(sites)
+    pyro.clear_param_store()
+    full, _, _ = chain(True, priors="weakly_informative")
+    values = {k: s["value"] for k, s in tr.nodes.items() if s["type"] == "sample" and not s["is_observed"]}
+    values.update(fixed)
+    ftr = poutine.trace(poutine.condition(full, data=values)).get_trace(inputs, data)
+    one = torch.tensor(0.0, dtype=torch.float64)
+    prior_a = sum(torch.distributions.LogNormal(one, 1.0).log_prob(v).sum() for v in fixed.values())
+    torch.testing.assert_close(tr.log_prob_sum(), ftr.log_prob_sum() - prior_a)
+
+
 def test_a_gram_failure_inside_a_leapfrog_step_is_a_divergence_not_a_crash():
     """Pyro's integrator turns a potential that fails with a registered numerical error into NaN energy (a
     divergent step); the Gram-matrix errors of DAGDGP are registered, so a NUTS trajectory that reaches
