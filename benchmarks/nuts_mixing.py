@@ -332,6 +332,13 @@ def main():
     # noise-free fit of the observed leaves (a chain stuck at a degenerate fit, e.g. noise -> 0, mixes too)
     res["posterior_means"] = {v: float(idata.posterior[v].mean()) for v in idata.posterior.data_vars
                               if v.startswith(("kernels.", "likelihoods."))}
+    # per chain: do chains that disagree sit in different modes (each chain settled, at different hyperparameters
+    # and fits) or wander in one? The mean pointwise log-likelihood of the data, summed over cases, tells the fits
+    res["per_chain_means"] = {v: [float(m) for m in idata.posterior[v].mean("draw").values]
+                              for v in res["posterior_means"]}
+    loglik = sum(idata.log_likelihood[v].sum([d for d in idata.log_likelihood[v].dims if d not in ("chain", "draw")])
+                 for v in idata.log_likelihood.data_vars)
+    res["per_chain_mean_log_likelihood"] = [float(m) for m in loglik.mean("draw").values]
     if args.model == "chain":
         f = idata.posterior["b.f"].mean(("chain", "draw")).values.reshape(-1)
         res["rmse_b_f_vs_sin2x"] = float(np.sqrt(np.mean((f - chain_mean(inputs["x"]).reshape(-1).numpy()) ** 2)))
@@ -494,6 +501,11 @@ def write_readme(name, res):
         lines += ["", "Posterior means: " + ", ".join(f"`{k}` {v:.3g}" for k, v in res["posterior_means"].items())
                   + (f"; RMSE of the posterior mean of b's values against sin(2x): {res['rmse_b_f_vs_sin2x']:.3g}"
                      if "rmse_b_f_vs_sin2x" in res else "") + "."]
+    if res.get("per_chain_means") and res.get("chains", 1) > 1:
+        lines += ["", "Per chain (means over its draws): " + "; ".join(
+            f"`{k}` " + " / ".join(f"{v:.3g}" for v in vals) for k, vals in res["per_chain_means"].items())
+            + "; log-likelihood of the data " + " / ".join(f"{v:.1f}" for v in res["per_chain_mean_log_likelihood"])
+            + "."]
     cmp = res.get("comparison")
     if cmp:
         lines += ["", "Collider posterior of the parents against NUTS (RMSE over cases of the per-case posterior "
