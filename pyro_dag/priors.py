@@ -93,7 +93,7 @@ def set_hyperpriors(model, priors="weakly_informative", *, fix_latent_variance=F
                 continue
             for module in model.kernels[w].modules():
                 names = module.__dict__.get("_pyro_params", {})
-                for name in (names if fix_latent_kernels else [n for n in names if n == "variance"]):
+                for name in (names if fix_latent_kernels else ["variance"] if "variance" in names else []):
                     value = module._parameters.get(f"{name}_unconstrained")
                     if value is not None:
                         value.requires_grad_(False)

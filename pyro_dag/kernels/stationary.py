@@ -19,9 +19,10 @@ __all__ = ["Stationary", "RBF", "Matern12", "Matern32", "Matern52", "RationalQua
 def _sqdist(X, Z=None):
     """Squared Euclidean distances ``[..., N, M]`` via the expansion (matmul; clamped at 0); ``Z=None``: of ``X``
     with itself, with an exact zero diagonal."""
+    Y = X if Z is None else Z
     x2 = X.pow(2).sum(-1, keepdim=True)
-    z2 = x2 if Z is None else Z.pow(2).sum(-1, keepdim=True)
-    r2 = x2 - 2 * X @ (X if Z is None else Z).transpose(-1, -2) + z2.transpose(-1, -2)
+    y2 = x2 if Z is None else Y.pow(2).sum(-1, keepdim=True)
+    r2 = x2 - 2 * X @ Y.transpose(-1, -2) + y2.transpose(-1, -2)
     if Z is None:
         # the expansion leaves a rounding residue ~1e-16 |x|² on the diagonal, and kernels with a kink at r = 0
         # (Matérn) take its square root: K(x, x) would be off by ~1e-8 and differ between batched and single calls
