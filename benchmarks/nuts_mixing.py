@@ -55,13 +55,15 @@ def collider_problem(n1=7, n2=6, seed=0, observe_hidden=False):
     W1, W2 = torch.meshgrid(w1, w2, indexing="ij")
     s = (W1 + W2).reshape(-1)
     uniq, inv = torch.unique(s, return_inverse=True)
-    y = _gp_draw(uniq, 0.6, gen)[inv] + NOISE * torch.randn(s.shape, dtype=torch.float64, generator=gen)
+    g = _gp_draw(uniq, 0.6, gen)[inv]  # w3's noise-free values
+    y = g + NOISE * torch.randn(s.shape, dtype=torch.float64, generator=gen)
     graph = nx.DiGraph([("x1", "w1"), ("x2", "w2"), ("w1", "w3"), ("w2", "w3")])
     inputs = {"x1": X1.reshape(-1, 1), "x2": X2.reshape(-1, 1)}
     truth = {"w1": W1.reshape(-1, 1), "w2": W2.reshape(-1, 1)}
     data = {"w3": y.reshape(-1, 1)}
     if observe_hidden:  # the parents measured too, with the same noise
         data.update({w: v + NOISE * torch.randn(v.shape, dtype=torch.float64, generator=gen) for w, v in truth.items()})
+    truth["w3"] = g.reshape(-1, 1)
     return graph, inputs, data, truth
 
 
@@ -183,6 +185,31 @@ def prior_medians(model, inputs, data):
             fn = fn.base_dist
         medians[name] = fn.icdf(torch.full_like(site["value"], 0.5)).detach()
     return medians
+
+
+def stacking_summary(idata, leaf, noise_free):
+    """Chain stacking (Yao, Vehtari & Gelman 2022) of the run: each chain's own diagnostics (split R-hat and bulk
+    ESS of one chain), PSIS-LOO and stacking weight, and the RMSE of its posterior-mean leaf values against the
+    noise-free truth, per chain, pooled (equal weights) and stacked."""
+    import arviz as az
+
+    from pyro_dag.diagnostics import chain_stacking
+
+    stack = chain_stacking(idata)
+    names = [v for v in idata.posterior.data_vars if not v.endswith((".eps", ".f"))]
+    per_chain = [az.summary(idata.sel(chain=[c]), var_names=names, kind="diagnostics", round_to="none")
+                 for c in range(idata.posterior.sizes["chain"])]
+    means = idata.posterior[leaf].mean("draw").values.reshape(len(per_chain), -1)  # [C, n]
+
+    def rmse(f):
+        return float(np.sqrt(np.mean((f - noise_free) ** 2)))
+
+    return {"weights": stack.weights.tolist(), "elpd_loo_per_chain": stack.elpd_loo.tolist(),
+            "elpd_stacked": stack.elpd_stacked, "max_pareto_k_per_chain": stack.max_pareto_k.tolist(),
+            "max_rhat_per_chain": [float(s["r_hat"].max()) for s in per_chain],
+            "min_ess_bulk_per_chain": [float(s["ess_bulk"].min()) for s in per_chain],
+            "leaf": leaf, "rmse_leaf_per_chain": [rmse(m) for m in means],
+            "rmse_leaf_pooled": rmse(means.mean(0)), "rmse_leaf_stacked": rmse(stack.weights @ means)}
 
 
 def mixing_summary(idata):
@@ -342,6 +369,10 @@ def main():
     if args.model == "chain":
         f = idata.posterior["b.f"].mean(("chain", "draw")).values.reshape(-1)
         res["rmse_b_f_vs_sin2x"] = float(np.sqrt(np.mean((f - chain_mean(inputs["x"]).reshape(-1).numpy()) ** 2)))
+    leaf, noise_free = ("b.f", chain_mean(inputs["x"])) if args.model == "chain" else ("w3.f", truth["w3"])
+    if args.chains > 1:
+        res["stacking"] = stacking_summary(idata, leaf, noise_free.reshape(-1).numpy())
+        print("stacking:", res["stacking"], flush=True)
     res.update(model=args.model, n=n, num_inducing=args.num_inducing, priors=priors, chains=args.chains,
                warmup=args.warmup, draws=args.draws, seconds_per_chain=times, seconds_total=float(sum(times)),
                cpu_seconds_per_chain=cpu_times,
@@ -506,6 +537,18 @@ def write_readme(name, res):
             f"`{k}` " + " / ".join(f"{v:.3g}" for v in vals) for k, vals in res["per_chain_means"].items())
             + "; log-likelihood of the data " + " / ".join(f"{v:.1f}" for v in res["per_chain_mean_log_likelihood"])
             + "."]
+    st = res.get("stacking")
+    if st:
+        def slash(vals, fmt):
+            return " / ".join(format(v, fmt) for v in vals)
+
+        lines += ["", "Chain stacking (`pyro_dag.diagnostics.chain_stacking`, Yao, Vehtari & Gelman 2022), per chain: "
+                  f"split R-hat {slash(st['max_rhat_per_chain'], '.3f')} (max), bulk ESS "
+                  f"{slash(st['min_ess_bulk_per_chain'], '.0f')} (min); PSIS-LOO elpd "
+                  f"{slash(st['elpd_loo_per_chain'], '.1f')} (max k̂ {slash(st['max_pareto_k_per_chain'], '.2f')}); "
+                  f"stacking weights {slash(st['weights'], '.3f')} (stacked elpd {st['elpd_stacked']:.1f}); RMSE of "
+                  f"the posterior-mean {st['leaf']} against the noise-free truth "
+                  f"{slash(st['rmse_leaf_per_chain'], '.4f')}, pooled {st['rmse_leaf_pooled']:.4f}, stacked {st['rmse_leaf_stacked']:.4f}."]
     cmp = res.get("comparison")
     if cmp:
         lines += ["", "Collider posterior of the parents against NUTS (RMSE over cases of the per-case posterior "
