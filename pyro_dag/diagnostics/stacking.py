@@ -53,6 +53,11 @@ def stacking_weights(pointwise_elpd):
                       bounds=Bounds(np.zeros(num), np.ones(num)),
                       constraints=LinearConstraint(np.ones(num), 1.0, 1.0),
                       options={"ftol": 1e-12, "maxiter": 1000})
+    if not result.success:
+        import warnings
+
+        warnings.warn(f"stacking_weights: the optimiser stopped without converging ({result.message}); the weights "
+                      f"may not be optimal", RuntimeWarning, stacklevel=2)
     w = np.clip(result.x, 0.0, None)
     return w / w.sum()
 
@@ -79,7 +84,8 @@ class ChainStacking:
 
     @property
     def elpd_stacked(self):
-        """``Σ_i log Σ_k w_k exp(elpd_loo[i, k])``: the LOO log predictive density of the stacked mixture."""
+        """``Σ_i log Σ_k w_k exp(elpd_loo[i, k])``: the LOO log predictive density of the stacked mixture; a little
+        optimistic, as the weights were fitted to the same pointwise values."""
         m = self.pointwise_elpd.max(1)
         return float((m + np.log(np.exp(self.pointwise_elpd - m[:, None]) @ self.weights)).sum())
 
