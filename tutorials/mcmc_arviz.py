@@ -36,7 +36,7 @@ from pyro.infer import MCMC, SVI  # noqa: E402
 
 import pyro_dag  # noqa: E402
 from pyro_dag import DAGDGP  # noqa: E402
-from pyro_dag.diagnostics import MCMCStats, check_prior_collapse  # noqa: E402
+from pyro_dag.diagnostics import MCMCStats, chain_stacking, check_prior_collapse, stacked_posterior  # noqa: E402
 from pyro_dag.gp import Gaussian  # noqa: E402
 from pyro_dag.infer import DAGELBO, TracedNUTS  # noqa: E402
 from pyro_dag.infer.autoguide import AutoStructuredGuide  # noqa: E402
@@ -91,6 +91,15 @@ dag_svi = pyro_dag.to_inference_data(svi_model, guide, inputs, data=data, num_sa
 # %%
 # PSIS-LOO for both and their comparison (one log-likelihood variable per observed node).
 print(az.compare({"NUTS": nuts, "DAG-SVI": dag_svi}, var_name="b.y")[["elpd_loo", "p_loo", "elpd_diff"]])
+
+# %%
+# Chains that disagree (R-hat > 1.01, e.g. each settled in another mode of a deep GP's posterior): weight them by
+# their PSIS-LOO predictive performance (chain stacking, Yao, Vehtari & Gelman 2022, JMLR 23(79)) and resample
+# the draws by those weights. When the chains agree, the weights among them are noise: keep the pooled draws.
+stacking = chain_stacking(nuts)
+print(stacking)  # weights, per-chain elpd_loo; check stacking.max_pareto_k (< 0.7) before trusting the weights
+stacked = stacked_posterior(nuts, stacking.weights)
+print(stacked.posterior.sizes["chain"], stacked.posterior.sizes["draw"])  # 1 chain of all the draws
 
 # %%
 # Trace plot of the hyperparameters and a posterior predictive check of ``b``.
