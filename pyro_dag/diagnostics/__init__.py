@@ -19,7 +19,8 @@ from .inference_data import MCMCStats, to_inference_data
 from .sbc import sbc_ranks, sbc_uniformity_test, simulation_based_calibration
 from .stacking import ChainStacking, chain_stacking, stacked_posterior, stacking_weights
 
-__all__ = ["ChainStacking", "MCMCStats", "chain_stacking", "stacked_posterior", "stacking_weights", "PriorCollapseWarning", "antichain_decomposition", "check_prior_collapse",
+__all__ = ["ChainStacking", "MCMCStats", "chain_stacking", "stacked_posterior", "stacking_weights",
+           "PriorCollapseWarning", "antichain_decomposition", "check_prior_collapse",
            "contrast_covariance", "gaussian_refresh", "is_root_retaining", "p_eps",
            "product_fusion_contraction_check", "sbc_ranks", "sbc_uniformity_test", "separation_constant",
            "simulation_based_calibration", "theorem1_bound",
