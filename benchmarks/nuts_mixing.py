@@ -192,12 +192,12 @@ def stacking_summary(idata, leaf, noise_free):
     its two halves), PSIS-LOO and stacking weight, and the RMSE of its posterior-mean leaf values against the
     noise-free truth, per chain, pooled (equal weights) and stacked."""
     import arviz as az
+    import xarray as xr
 
     from pyro_dag.diagnostics import chain_stacking
 
     stack = chain_stacking(idata)
     names = [v for v in idata.posterior.data_vars if not v.endswith((".eps", ".f"))]
-    import xarray as xr
 
     def halves(c):
         # one chain as its two halves: ArviZ's R-hat needs two chains (it gives NaN for one), and the rank-normalised
@@ -558,7 +558,8 @@ def write_readme(name, res):
                   f"{slash(st['elpd_loo_per_chain'], '.1f')} (max k̂ {slash(st['max_pareto_k_per_chain'], '.2f')}); "
                   f"stacking weights {slash(st['weights'], '.3f')} (stacked elpd {st['elpd_stacked']:.1f}); RMSE of "
                   f"the posterior-mean {st['leaf']} against the noise-free truth "
-                  f"{slash(st['rmse_leaf_per_chain'], '.4f')}, pooled {st['rmse_leaf_pooled']:.4f}, stacked {st['rmse_leaf_stacked']:.4f}."]
+                  f"{slash(st['rmse_leaf_per_chain'], '.4f')}, pooled {st['rmse_leaf_pooled']:.4f}, "
+                  f"stacked {st['rmse_leaf_stacked']:.4f}."]
     cmp = res.get("comparison")
     if cmp:
         lines += ["", "Collider posterior of the parents against NUTS (RMSE over cases of the per-case posterior "

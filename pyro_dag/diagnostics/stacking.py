@@ -16,6 +16,8 @@ mode that predicts worse gets weight near 0.
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, minimize
 
+from .inference_data import _arviz_major
+
 __all__ = ["ChainStacking", "chain_stacking", "stacked_posterior", "stacking_weights"]
 
 
@@ -192,7 +194,7 @@ def _map_groups(idata, fn):
     for g in names:
         ds = _group(idata, g)
         out[g] = fn(ds) if "chain" in ds.dims and "draw" in ds.dims else ds
-    if int(str(az.__version__).split(".")[0]) < 1:
+    if _arviz_major(az) < 1:
         return az.InferenceData(**out)
     import xarray as xr
 

@@ -2,6 +2,7 @@
 against az.loo, a chain in a wrong mode weighted out, a bimodal data set split evenly, resampled draws."""
 import numpy as np
 import pytest
+import xarray as xr
 from scipy.stats import norm
 
 from pyro_dag.diagnostics import chain_stacking, stacked_posterior, stacking_weights
@@ -33,8 +34,8 @@ def test_weights_match_arviz_stacking_and_beat_random_points_of_the_simplex():
                                  index=["elpd_loo", "se", "p_loo", "n_samples", "n_data_points", "warning",
                                         "loo_i", "scale"]) for k in range(3)}
     for k in range(3):
-        elpd[f"m{k}"]["loo_i"] = __import__("xarray").DataArray(lpd[:, k], dims="obs")
-        elpd[f"m{k}"]["pareto_k"] = __import__("xarray").DataArray(np.zeros(60), dims="obs")
+        elpd[f"m{k}"]["loo_i"] = xr.DataArray(lpd[:, k], dims="obs")
+        elpd[f"m{k}"]["pareto_k"] = xr.DataArray(np.zeros(60), dims="obs")
     ref = az.compare(elpd, ic="loo", method="stacking")["weight"]
     np.testing.assert_allclose(w, [ref[f"m{k}"] for k in range(3)], atol=1e-4)
     for v in rng.dirichlet(np.ones(3), size=2000):
@@ -132,7 +133,6 @@ def test_arviz_1x_path(monkeypatch):
     is run with a stand-in for ``az.loo`` that answers in the 1.x form from the 0.x computation."""
     import types
 
-    xr = pytest.importorskip("xarray")
     if not hasattr(xr, "DataTree"):
         pytest.skip("xarray without DataTree")
     data = np.random.default_rng(6).normal(size=30)
