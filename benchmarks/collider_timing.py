@@ -54,7 +54,8 @@ def previous_code_paths():
     sys.path[:0] = [os.path.join(os.path.dirname(__file__), "..", "tests", "infer"),
                     os.path.join(os.path.dirname(__file__), "..", "tests")]
     import test_perf_equivalence as ref
-    from pyro_dag import dgp, kernels
+    from pyro_dag import kernels
+    from pyro_dag.dgp import conditionals as dgp
     from pyro_dag.infer.autoguide import samplers
 
     def old_broadcast(*shapes):

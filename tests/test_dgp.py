@@ -10,7 +10,7 @@ from helpers import chain_problem, collider_problem, setup_guide
 from pyro_dag import DAGDGP, DAGInputError, DAGStructureError, kernels
 from pyro_dag.gp import NotPositiveDefiniteError
 from pyro_dag.gp.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
-from pyro_dag.infer import DAGELBO
+from pyro_dag.infer import DAGELBO, marginal_pass
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 
 COLLIDER = nx.DiGraph([("x1", "w1"), ("x2", "w2"), ("w1", "w3"), ("w2", "w3")])
@@ -299,12 +299,12 @@ def test_predict_unobserved_nodes_and_moments():
 
 def _reference_predict(model, guide, inputs, num_samples):
     """The one-pass prediction (all cases and samples at once) that predict() chunks."""
-    from pyro_dag.infer.context import suspended
+    from pyro_dag.dgp.handoff import suspended
 
     X, _ = model._check_inputs(inputs)
     with suspended(), torch.no_grad():
         if hasattr(guide, "inducing_posterior"):
-            return model.marginal_pass(guide.inducing_posterior(), X, num_samples)
+            return marginal_pass(model, guide.inducing_posterior(), X, num_samples)
         draws = {w: ([], [], []) for w in model.topo_nodes}
         for _ in range(num_samples):
             tr = pyro.poutine.trace(guide).get_trace(inputs)

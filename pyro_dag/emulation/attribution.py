@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..infer.context import standard_normal, suspended
+from ..dgp.handoff import standard_normal, suspended
 
 __all__ = ["shapley", "shapley_values", "ShapleyResult"]
 

@@ -6,7 +6,8 @@ potential (:class:`TracedNUTS`, :class:`CompiledNUTS`) and centred inducing outp
 (:class:`CentredInducing`)."""
 from . import autoguide
 from .checks import NonFiniteLossError
-from .context import MarginalEstimator, current_estimator, suspended
+from ..dgp.handoff import current_estimator, suspended
+from .context import MarginalEstimator
 from .elbo import DAGELBO
 from .natural_gaussian import GaussianNaturalGradient
 from .natural_sink import SinkNaturalGradient
@@ -15,8 +16,11 @@ from .training import TrainResult, initial_scales, train
 from . import lamp
 from .lamp import LatentMAP, LinkedGPPredictor
 from .mcmc import CompiledNUTS, TracedNUTS
+from .marginal import marginal_pass
+from .prediction import infer_latent_inputs, predict
 from .reparam import CentredInducing, CentredInducingReparam
 
 __all__ = ["CentredInducing", "CentredInducingReparam", "CompiledNUTS", "DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
            "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainResult", "autoguide", "current_estimator",
-           "distributed", "initial_scales", "lamp", "suspended", "train", "training"]
+           "distributed", "infer_latent_inputs", "initial_scales", "lamp", "marginal_pass", "predict", "suspended", "train",
+           "training"]

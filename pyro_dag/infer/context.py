@@ -1,35 +1,16 @@
-"""The hand-off between :class:`~pyro_dag.infer.DAGELBO`, the guide and the model, as Pyro effect handlers.
-
-DAGELBO evaluates the estimator of the DAG-DGP paper (Perlino, Hamelijnck, Johansen & Damoulas 2026, "Deep
-Gaussian Processes on Directed Acyclic Graphs", arXiv:2607.09645, Eqs. 92-95 and Algorithm 4): the guide does
-not sample the inducing sites; it publishes its inducing posterior ``q(U)`` and the analytic KL to the active
-estimator, and the model (:class:`~pyro_dag.DAGDGP`), seeing an active estimator, runs marginal ancestral
-sampling (Prop. 9) against that ``q(U)`` and records the expected log-likelihood of each observed node as a
-factor site.
-
-The channel is Pyro's handler stack (``pyro.poutine.runtime._PYRO_STACK``), as for every cross-cutting
-channel of Pyro's own inference code:
-
-* :class:`MarginalEstimator` is a :class:`~pyro.poutine.messenger.Messenger`; DAGELBO enters one around the
-  guide and model runs of each evaluation (``with MarginalEstimator(...) as estimator:``);
-* :class:`SuspendMessenger` (entered by :func:`suspended`) hides every estimator below it, so that the block
-  runs as ordinary Pyro code (a guide's prototype trace, prediction);
-* :func:`current_estimator` walks the stack from the innermost handler outwards and returns the first
-  estimator it meets, or ``None`` if it meets a :class:`SuspendMessenger` first or there is none.
-
-The lookup reads the stack rather than sending a message through it, so ``poutine.block`` (which stops
-messages) around part of a model does not cut the model off from its estimator. Because the estimator lives on
-the handler stack, Pyro's exception handling removes it when an evaluation fails, and two evaluations (two
-DAGELBO instances, or one nested inside another) each see only their own, innermost estimator.
+"""The state of one :class:`~pyro_dag.infer.DAGELBO` evaluation, as an effect handler: the guide publishes its
+inducing posterior ``q(U)`` and KL to it, and the model, seeing it active, runs marginal ancestral sampling against
+that ``q(U)`` (Perlino, Hamelijnck, Johansen & Damoulas 2026, "Deep Gaussian Processes on Directed Acyclic
+Graphs", arXiv:2607.09645, Eqs. 92-95, Prop. 9 and Algorithm 4). The channel itself (the :class:`Estimator`
+protocol, :func:`current_estimator`, :func:`suspended`) is :mod:`pyro_dag.dgp.handoff`.
 """
-import torch
-from pyro.poutine.messenger import Messenger
-from pyro.poutine.runtime import _PYRO_STACK
+from ..dgp.handoff import Estimator
+from .marginal import forward_marginal
 
-__all__ = ["MarginalEstimator", "SuspendMessenger", "current_estimator", "standard_normal", "suspended"]
+__all__ = ["MarginalEstimator"]
 
 
-class MarginalEstimator(Messenger):
+class MarginalEstimator(Estimator):
     """Effect handler holding the state of one DAGELBO evaluation.
 
     While it is on the handler stack (and not hidden by :func:`suspended`), :func:`current_estimator` returns
@@ -87,46 +68,7 @@ class MarginalEstimator(Messenger):
         self.used.add(model_key)
         return self.posteriors[model_key]
 
-
-class SuspendMessenger(Messenger):
-    """Effect handler that hides every :class:`MarginalEstimator` below it on the stack (see :func:`suspended`)."""
-
-
-def current_estimator():
-    """The innermost active :class:`MarginalEstimator` on Pyro's handler stack, or ``None``.
-
-    ``None`` also when a :func:`suspended` block is entered inside the estimator.
-    """
-    for frame in reversed(_PYRO_STACK):
-        if isinstance(frame, MarginalEstimator):
-            return frame
-        if isinstance(frame, SuspendMessenger):
-            return None
-    return None
-
-
-def suspended():
-    """A :class:`SuspendMessenger`: run a block (or, as a decorator, a function) as ordinary Pyro code even
-    inside a DAGELBO evaluation, e.g. a guide's prototype trace::
-
-        with suspended():
-            assert current_estimator() is None
-    """
-    return SuspendMessenger()
-
-
-def standard_normal(shape, like, antithetic=False, dim=0):
-    """``N(0, I)`` draws of ``shape`` with ``like``'s dtype and device; with ``antithetic`` the second half along
-    ``dim`` is minus the first (``shape[dim]`` must be even).
-
-    Antithetic pairs keep every draw's law (so estimates stay unbiased) and cancel the odd-order terms of the
-    integrand's Taylor expansion in ``ε`` between the two halves (variance reduction for near-linear integrands).
-    """
-    if not antithetic:
-        return torch.randn(shape, dtype=like.dtype, device=like.device)
-    shape = list(shape)
-    if shape[dim] % 2:
-        raise ValueError(f"antithetic sampling needs an even number of samples, got {shape[dim]}")
-    shape[dim] //= 2
-    half = torch.randn(shape, dtype=like.dtype, device=like.device)
-    return torch.cat([half, -half], dim=dim)
+    def forward_model(self, model, X, obs, plate, cache):
+        """The model's run under DAGELBO: marginal ancestral sampling against the published ``q(U)`` and the
+        closed-form expected log-likelihood of each observed node (:func:`~pyro_dag.infer.marginal.forward_marginal`)."""
+        return forward_marginal(model, self, X, obs, plate, cache)

@@ -32,7 +32,8 @@ from ..gp.likelihoods import Gaussian
 from .autoguide.families import StructuredFamily
 from .autoguide.posteriors import JointSampleState, MeanFieldState
 from .checks import LIKELY_CAUSES, NonFiniteLossError
-from .context import suspended
+from ..dgp.handoff import suspended
+from .marginal import marginal_pass
 from .natural import family_param_names, freezing_optim_args
 
 __all__ = ["SinkNaturalGradient"]
@@ -142,7 +143,7 @@ class SinkNaturalGradient:
             cache = model.cholesky_cache()
             num_cases = n if idx is None else idx.shape[0]
             # Draw every node as DAGELBO does (same law), then read off each sink's statistics from the state.
-            passes = model.marginal_pass(posterior, X, S, idx, cache, state=state)
+            passes = marginal_pass(model, posterior, X, S, idx, cache, state=state)
             values = {r: (X[r] if idx is None else X[r][idx]) for r in model.root_nodes}
             values.update({w: passes[w][0] for w in model.topo_nodes})
             stats = {}

@@ -10,7 +10,7 @@ from helpers import chain_problem, collider_problem, randomize_guide
 
 from pyro_dag import DAGDGP, kernels
 from pyro_dag.gp.likelihoods import Gaussian
-from pyro_dag.infer import DAGELBO
+from pyro_dag.infer import DAGELBO, marginal_pass
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 from pyro_dag.infer.autoguide.gaussians import DenseGaussianPosterior, SparseChordalPosterior
 from pyro_dag.ops.chordal import SparseConditioningState, SparseSquareRootConditioningState
@@ -133,7 +133,7 @@ def test_same_draws_elbo_and_gradients_as_factor_form(name, monkeypatch):
                  for w in model.topo_nodes}
         with torch.no_grad():
             X = {r: inputs[r] for r in model.root_nodes}
-            draws = model.marginal_pass(post, X, 4, noise=noise)
+            draws = marginal_pass(model, post, X, 4, noise=noise)
         results[form] = (loss, grads, draws)
     loss, grads, draws = results["square_root"]
     loss_f, grads_f, draws_f = results["factor"]

@@ -7,7 +7,8 @@ from pyro.poutine.runtime import _PYRO_STACK
 
 from helpers import chain_problem, setup_guide
 from pyro_dag.infer import DAGELBO
-from pyro_dag.infer.context import MarginalEstimator, SuspendMessenger, current_estimator, suspended
+from pyro_dag.dgp.handoff import SuspendMessenger, current_estimator, suspended
+from pyro_dag.infer.context import MarginalEstimator
 
 
 def test_estimator_is_a_messenger_on_the_pyro_stack():

@@ -16,7 +16,7 @@ from pyro.infer.autoguide import AutoGuide, AutoGuideList
 from pyro.nn import PyroModule
 from torch import nn
 
-from ..context import suspended
+from ...dgp.handoff import suspended
 
 __all__ = ["AutoLatentEncoder", "AutoEncodedStructuredGuide"]
 

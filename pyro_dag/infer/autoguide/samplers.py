@@ -17,7 +17,7 @@ conditions on the drawn values ``f``.
 """
 import torch
 
-from ..context import standard_normal
+from ...dgp.handoff import standard_normal
 from ...utils import broadcast_shapes
 
 __all__ = ["MeanFieldState", "DenseAncestralState", "JointSampleState"]

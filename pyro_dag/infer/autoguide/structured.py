@@ -42,7 +42,7 @@ from torch.distributions import biject_to, constraints
 
 from ... import graph as dag_graph
 from ...param_store import check_param_store
-from ..context import current_estimator, suspended
+from ...dgp.handoff import current_estimator, suspended
 from .families import StructuredFamily, _assign, make_family
 from .gaussians import Block
 

@@ -591,6 +591,11 @@ class LatentMAP:
                                    f"{self.input_dims[r]}; pass the same columns as in training")
         return X, n
 
+    def predict_dag(self, model, inputs, data=None, nodes=None, num_samples=200, mask=None):
+        """:meth:`pyro_dag.DAGDGP.predict` with this LatentMAP as the guide (the guide's side of the prediction
+        hand-off, see :mod:`pyro_dag.infer.predict`): :meth:`predict` on its own model."""
+        return predict_for_model(self, model, inputs, data, nodes, num_samples, mask)
+
     def predict(self, inputs, nodes=None, num_samples=200, *, method="auto", seed=None, **predictor_kwargs):
         r"""Linked-GP predictions at new root inputs, in :meth:`pyro_dag.DAGDGP.predict`'s format.
 

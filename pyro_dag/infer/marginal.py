@@ -1,0 +1,83 @@
+"""Marginal ancestral sampling through the whole DAG (Perlino, Hamelijnck, Johansen & Damoulas 2026, "Deep
+Gaussian Processes on Directed Acyclic Graphs", arXiv:2607.09645, Prop. 9; Algorithms 1-3 of App. E.3), and the
+model run of :class:`~pyro_dag.infer.DAGELBO` built on it: the expected log-likelihood of every observed node in
+closed form given the drawn values of its parents.
+"""
+import pyro
+import torch
+
+from ..dgp.handoff import standard_normal
+
+__all__ = ["marginal_pass", "forward_marginal"]
+
+
+def marginal_pass(model, posterior, X, num_samples, idx=None, cache=None, sampler="conditional", antithetic=False,
+                  state=None, noise=None, latent=None):
+    """Marginal ancestral sampling through the whole DAG (Perlino et al. 2026, Prop. 9; Algorithms 1-3, App. E.3).
+
+    :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
+    :param dict X: root design matrices ``{root: [n, d_r]}`` (already checked).
+    :param int num_samples: ``S``.
+    :param idx: optional case indices ``[B]``.
+    :param dict cache: optional :meth:`cholesky_cache`.
+    :param str sampler: ``"conditional"`` (Algorithms 1-3) or ``"joint"`` (see :class:`~pyro_dag.infer.DAGELBO`).
+    :param bool antithetic: pair the samples, ``ε`` for the first ``S/2`` and ``-ε`` for the rest (``S`` even).
+    :param state: a sampler state to draw with (default: a fresh one for ``sampler``); pass one to read its
+        draws afterwards (as :class:`~pyro_dag.infer.natural.SinkNaturalGradient` does).
+    :param dict noise: optional ``{node: [S, B, d] standard-normal draws}`` to use instead of fresh ones
+        (:meth:`predict` draws them for all cases first, so that its result does not depend on ``batch_size``).
+    :param dict latent: the values of the latent inputs for the (sub)sampled cases (already indexed by
+        ``idx``), ``{h: [B, d_h]}`` (one value per case, shared by the ``S`` samples, e.g. the guide's draw of
+        ``"{h}.x"``) or ``{h: [S, B, d_h]}`` (one per sample and case); required when the model has latent
+        inputs.
+    :returns: ``{node: (f [S, B, d], loc [S, B, d], var [S, B, d])}``: the draws, and the mean and the
+        marginal variances of the Gaussian each draw came from.
+    """
+    latent = dict(latent or {})
+    missing = [h for h in model.latent_inputs if h not in latent]
+    if missing:
+        raise ValueError(f"marginal_pass: the model has latent inputs {missing}; pass their values for the cases "
+                         "as latent={h: [B, d_h] or [S, B, d_h] tensor} (a caller that does not draw them, e.g. "
+                         "SinkNaturalGradient, does not support models with latent inputs: train those with "
+                         "DAGELBO or GaussianNaturalGradient)")
+    if state is None and sampler == "joint":
+        sinks = [w for w in model.gp_nodes if model.graph.out_degree(w) == 0]
+        state = posterior.joint_state(num_samples, sinks, antithetic=antithetic)
+    elif state is None:
+        state = posterior.ancestral_state()
+    values = {r: (X[r] if idx is None else X[r][idx]) for r in model.root_nodes}
+    values.update({h: latent[h] for h in model.latent_inputs})
+    out = {}
+    cache = model.cholesky_cache() if cache is None else cache
+    for w in model.topo_nodes:
+        a, r = model.node_conditional(w, values, cache)
+        loc, cov = state.predict(w, a, r)
+        batch = (num_samples,) + loc.shape[-2:]
+        eps = standard_normal(batch, loc, antithetic) if noise is None else noise[w]
+        if cov.shape[-1] == 1:
+            var = cov[..., 0]
+            f = loc + var.clamp_min(0).sqrt() * eps
+        else:
+            var = cov.diagonal(dim1=-2, dim2=-1)
+            f = loc + (torch.linalg.cholesky(cov) @ eps.unsqueeze(-1)).squeeze(-1)
+        if w != model.topo_nodes[-1]:  # nothing is drawn after the last node: skip its conditioning
+            state.update(w, a, r, f)
+        values[w] = f
+        out[w] = (f, loc.expand(batch), var.expand(batch))
+    return out
+
+
+def forward_marginal(model, estimator, X, obs, plate, cache):
+    latent = model._sample_latent_inputs(plate)
+    posterior = estimator.posterior(model._key, model.topo_nodes[0])
+    observed = model._observation_nodes(obs, generate=False)
+    with plate as idx:
+        passes = marginal_pass(model, posterior, X, estimator.num_particles, idx, cache, estimator.sampler,
+                                    estimator.antithetic, latent=latent)
+        for w in observed:
+            _, loc, var = passes[w]
+            y, m = obs[w]
+            ell = model.likelihoods[w].expected_log_prob(y[idx], loc, var)
+            ell = torch.where(m[idx], ell, torch.zeros_like(ell)).sum(-1).mean(0)
+            pyro.factor(f"{w}.y", ell)
+    return {w: passes[w][0] for w in model.topo_nodes}

@@ -1,0 +1,344 @@
+"""Posterior prediction of a :class:`~pyro_dag.DAGDGP` at new inputs, and the inference of latent inputs for
+new cases (Perlino, Hamelijnck, Johansen & Damoulas 2026, "Deep Gaussian Processes on Directed Acyclic Graphs",
+arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3).
+
+:meth:`DAGDGP.predict <pyro_dag.DAGDGP.predict>` and :meth:`DAGDGP.infer_latent_inputs
+<pyro_dag.DAGDGP.infer_latent_inputs>` hand off to :func:`predict` and :func:`infer_latent_inputs` here (the
+model does not import inference code; this module registers itself with :mod:`pyro_dag.dgp.handoff`). What a guide
+offers is read from the guide, not from its class:
+
+* a guide (or a part of an ``AutoGuideList``) with an ``inducing_posterior()`` method (e.g.
+  :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`): marginal ancestral sampling against its ``q(U)``;
+* a part with an ``encode(X, obs, n)`` method (:class:`~pyro_dag.infer.autoguide.AutoLatentEncoder`): the amortised
+  ``q(h)`` of the latent inputs;
+* a guide with its own ``predict_dag(model, inputs, data, nodes, num_samples, mask)`` (e.g.
+  :class:`~pyro_dag.infer.LatentMAP`): its own prediction;
+* any other Pyro guide: ``U`` drawn from the guide, pushed through the DAG (plain ancestral sampling).
+"""
+import numpy as np
+import pyro
+import torch
+from pyro.infer.autoguide import AutoGuideList
+
+from ..dgp import handoff
+from ..dgp.handoff import standard_normal, suspended
+from ..dgp.inputs import DAGInputError, positive_int
+from ..dgp.prediction import NodePrediction
+from .checks import NonFiniteLossError
+from .marginal import marginal_pass
+
+__all__ = ["predict", "infer_latent_inputs"]
+
+@torch.no_grad()
+def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_size=None, mask=None,
+            latent_steps=300, latent_lr=0.05, latent_particles=16):
+    """Posterior predictive of node values at new inputs, also for nodes that are never observed.
+
+    With an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` (alone or as a part of an
+    ``AutoGuideList``) this runs marginal ancestral sampling against its ``q(U)`` (exact samples from the
+    induced ``q(F)``; Perlino et al. 2026, arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3); with any
+    other guide it draws ``U`` from the guide and propagates (plain ancestral sampling). Predictions propagate
+    from the roots through the DAG.
+
+    **Latent inputs.** For a model with ``latent_inputs``, the per-case latent values of the new cases are
+    inferred from ``data``, the nodes observed for them (:func:`infer_latent_inputs`: a short fit of
+    ``q(h_i) = N(μ_i, diag σ_i²)`` with the model and ``q(U)`` frozen); a case with nothing observed keeps the
+    prior ``N(0, I)``, as do all cases when ``data`` is ``None``. With an amortised guide
+    (:class:`~pyro_dag.infer.autoguide.AutoEncodedStructuredGuide`, or any ``AutoGuideList`` holding an
+    :class:`~pyro_dag.infer.autoguide.AutoLatentEncoder`) ``q(h_i)`` is the encoder's output instead (one pass,
+    no fit). Each sample then draws ``h`` from ``q(h)`` and propagates. ``data`` is used for nothing else (an
+    observed node's prediction is still the model's).
+
+    The cases are processed in chunks of ``batch_size``, so that memory beyond the returned tensors stays
+    bounded whatever ``n``. The standard-normal draws are made for all cases first, in the same order as in
+    one pass, so the result (for a given seed) does not depend on ``batch_size`` (with latent inputs inferred
+    from ``data``, the fit of ``q(h)`` is also done chunk by chunk, and its random draws depend on it).
+
+    :param guide: a trained guide. :param dict inputs: ``{root: [n, d_r]}`` (observed roots only).
+    :param dict data: ``{node: [n, d_w]}`` observations of the new cases (NaN = missing), used only to infer
+        latent inputs; ``None``: the latent inputs keep their prior. Refused for a model without latent inputs.
+    :param list nodes: nodes to return (default: all GP nodes); latent inputs may be named too (their samples
+        are the draws of ``h``, their ``loc`` / ``var`` the moments of ``q(h)``).
+    :param int num_samples: ``S``.
+    :param int batch_size: cases per chunk (default: as many as keep ``S × batch_size × Σ_w d_w M_w``
+        below :attr:`predict_chunk_elements`, i.e. a working set of about 16 MiB per intermediate in float64).
+    :param dict mask: optional ``{node: bool [n, d_w]}`` for ``data`` (True = observed).
+    :param int latent_steps: Adam steps of the latent fit. :param float latent_lr: its learning rate.
+    :param int latent_particles: samples per case and step of the latent fit.
+    :returns: ``{node: NodePrediction}`` with samples ``[S, n, d_w]``.
+
+    With a :class:`~pyro_dag.infer.LatentMAP` as ``guide``: its linked-GP prediction
+    (:meth:`~pyro_dag.infer.LatentMAP.predict`: moments in closed form, ancestral samples).
+    """
+    if hasattr(guide, "predict_dag"):  # a guide with its own prediction (LatentMAP)
+        return guide.predict_dag(model, inputs, data, nodes, num_samples, mask)
+    X, n, obs = model.checked_arguments(inputs, data, mask)
+    if not model.is_setup:
+        raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+    if data is not None and not model.latent_inputs:
+        raise DAGInputError("predict: data is used only to infer latent inputs, and this model has none; drop "
+                            "data (predictions propagate from the roots)")
+    nodes = list(model.gp_nodes) if nodes is None else list(nodes)
+    for w in nodes:
+        if w not in model.gp_nodes and w not in model.latent_inputs:
+            raise DAGInputError(f"cannot predict node {w!r}: it is not a GP node of the graph "
+                                f"(GP nodes: {model.gp_nodes}" +
+                                (f", latent inputs: {list(model.latent_inputs)})" if model.latent_inputs else ")"))
+    num_samples = positive_int(num_samples, "num_samples")
+    batch_size = _predict_batch_size(model, num_samples, batch_size)
+    chunks = [(lo, min(lo + batch_size, n)) for lo in range(0, n, batch_size)]
+    structured, encoder = _guide_parts(guide)
+    if not model.latent_inputs:
+        q_h = {}
+    elif encoder is not None:
+        q_h = _encode_latent_inputs(model, encoder, X, n, obs)
+    else:
+        q_h = _fit_latent_inputs(model, guide, inputs, X, n, obs, latent_steps, latent_lr, latent_particles)
+    posterior = structured.inducing_posterior() if structured is not None else None
+    with suspended():
+        # draws of the latent inputs for all cases first (so that chunking does not change them)
+        hs = {h: loc + scale * standard_normal((num_samples,) + loc.shape, loc) for h, (loc, scale) in q_h.items()}
+        if posterior is not None:
+            cache = model.cholesky_cache()
+            # one draw per (sample, case, node), in the order a single pass over all cases makes them; the
+            # draws of a returned node are overwritten, chunk by chunk, by its samples
+            noise = {w: standard_normal((num_samples, n, model.output_dims[w]), model._anchor)
+                     for w in model.topo_nodes}
+            out = _PredictionBuffers(model, nodes, num_samples, n, samples={**noise, **hs})
+            for lo, hi in chunks:
+                Xc = {r: X[r][lo:hi] for r in model.root_nodes}
+                eps = {w: noise[w][:, lo:hi] for w in model.topo_nodes}
+                latent = {h: v[:, lo:hi] for h, v in hs.items()}
+                passes = marginal_pass(model, posterior, Xc, num_samples, cache=cache, noise=eps, latent=latent)
+                for w in nodes:
+                    if w in model.gp_nodes:
+                        out.fill(w, 0, lo, hi, *passes[w])
+        else:
+            out = _PredictionBuffers(model, nodes, num_samples, n, samples=hs)
+            for s in range(num_samples):
+                latent = {h: v[s] for h, v in hs.items()}
+                _predict_one_guide_sample(model, guide, inputs, X, n, chunks, out, s, latent)
+        for h, (loc, scale) in q_h.items():
+            if h in out.nodes:
+                out.fill(h, 0, 0, n, hs[h], loc.expand(hs[h].shape), scale.pow(2).expand(hs[h].shape))
+    return out.result(chunks)
+
+
+@torch.no_grad()
+def infer_latent_inputs(model, guide, inputs, data=None, mask=None, num_steps=300, lr=0.05, num_particles=16,
+                        batch_size=None):
+    """Infer the latent inputs of (new) cases from the nodes observed for them, with the model and the guide's
+    ``q(U)`` frozen.
+
+    Fits ``q(h_i) = N(μ_i, diag σ_i²)`` per case by maximising the cases' ELBO
+    ``Σ_i E_{q(h_i) q(U) p(F | U, h_i)}[Σ_w log p(y_w^{(i)} | F_w^{(i)})] - KL(q(h_i) || N(0, I))`` with Adam,
+    starting from the prior, ``num_particles`` reparameterised draws of ``h`` per case and step (the per-case
+    latent layer of Salimbeni, Dutordoir, Hensman & Deisenroth 2019, "Deep Gaussian processes with
+    importance-weighted variational inference", ICML, used for confounders by Perlino et al. 2026,
+    arXiv:2607.09645, Sec. 6 and App. E.3.4). The expected log-likelihood is evaluated as in
+    :class:`~pyro_dag.infer.DAGELBO` (marginal ancestral sampling, closed form at each observed node) for an
+    :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`; for other guides ``num_particles`` draws of ``U``
+    from the guide are made once and held fixed during the fit. Cases with nothing observed (and all cases
+    when ``data`` is ``None``) keep the prior ``N(0, I)``. The cases are fitted independently, in chunks of
+    ``batch_size``.
+
+    :param guide: the trained guide. :param dict inputs: ``{root: [n, d_r]}``.
+    :param dict data: ``{node: [n, d_w]}``, NaN = missing. :param dict mask: optional, as in :meth:`DAGDGP.forward <pyro_dag.DAGDGP.forward>`.
+    :param int num_steps: Adam steps. :param float lr: Adam's learning rate.
+    :param int num_particles: draws of ``h`` per case and step.
+    :param int batch_size: cases per chunk (default as in :func:`predict`).
+    :returns: ``{h: (loc [n, d_h], scale [n, d_h])}``, the moments of ``q(h)``.
+    """
+    X, n, obs = model.checked_arguments(inputs, data, mask)
+    if not model.is_setup:
+        raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+    return _fit_latent_inputs(model, guide, inputs, X, n, obs, num_steps, lr, num_particles, batch_size)
+
+
+def _predict_batch_size(model, num_samples, batch_size):
+    if batch_size is None:
+        size = sum(model.output_dims[w] * model.num_inducing[w] for w in model.topo_nodes)
+        return max(1, model.predict_chunk_elements // (num_samples * size))
+    return positive_int(batch_size, "batch_size")
+
+
+def _guide_parts(guide):
+    """``(part with an inducing posterior, AutoLatentEncoder part)`` of a guide or an ``AutoGuideList`` (each
+    ``None`` if absent)."""
+    parts = list(guide) if isinstance(guide, AutoGuideList) else [guide]
+    structured = next((p for p in parts if hasattr(p, "inducing_posterior")), None)
+    encoder = next((p for p in parts if hasattr(p, "encode")), None)
+    return structured, encoder
+
+
+def _encode_latent_inputs(model, encoder, X, n, obs):
+    """``q(h)`` of the cases from an :class:`~pyro_dag.infer.autoguide.encoder.AutoLatentEncoder` (one pass);
+    cases with nothing observed keep the prior."""
+    if encoder.prototype_trace is None:
+        raise RuntimeError("predict: the AutoLatentEncoder has not been trained (run the guide once first)")
+    kw = {"dtype": model.dtype, "device": model.device}
+    q = {h: (torch.zeros((n, d), **kw), torch.ones((n, d), **kw)) for h, d in model.latent_inputs.items()}
+    seen = torch.zeros(n, dtype=torch.bool, device=model.device)
+    for w, (_, m) in obs.items():
+        seen |= m.any(-1)
+    if bool(seen.any()):
+        idx = seen.nonzero().squeeze(-1)
+        X_seen = {r: x[idx] for r, x in X.items()}
+        encoded = encoder.encode(X_seen, {w: (y[idx], m[idx]) for w, (y, m) in obs.items()}, len(idx))
+        for h, (loc, scale) in encoded.items():
+            q[h][0][idx] = loc.detach()
+            q[h][1][idx] = scale.detach()
+    return q
+
+
+def _fit_latent_inputs(model, guide, inputs, X, n, obs, num_steps, lr, num_particles, batch_size=None):
+    num_steps = int(num_steps)
+    if num_steps < 0:
+        raise DAGInputError(f"latent_steps / num_steps must be >= 0, got {num_steps}")
+    if not (float(lr) > 0 and np.isfinite(float(lr))):
+        raise DAGInputError(f"latent_lr / lr must be a finite positive number, got {lr!r}")
+    S = positive_int(num_particles, "latent_particles / num_particles")
+    kw = {"dtype": model.dtype, "device": model.device}
+    q = {h: (torch.zeros((n, d), **kw), torch.ones((n, d), **kw)) for h, d in model.latent_inputs.items()}
+    seen = torch.zeros(n, dtype=torch.bool, device=model.device)
+    for w, (_, m) in obs.items():
+        seen |= m.any(-1)
+    if num_steps == 0 or not bool(seen.any()):
+        return q
+    batch_size = _predict_batch_size(model, S, batch_size)
+    structured, _ = _guide_parts(guide)
+    posterior = structured.inducing_posterior() if structured is not None else None
+    with suspended():
+        cache = {w: tuple(t.detach() for t in v) for w, v in model.cholesky_cache().items()}
+        us = None
+        if posterior is None:  # U drawn from the guide once, held fixed during the fit: [S, d_w, M_w]
+            traces = [pyro.poutine.trace(guide).get_trace(inputs) for _ in range(S)]
+            us = {w: torch.stack([t.nodes[f"{w}.u"]["value"].detach() for t in traces]) for w in model.topo_nodes}
+        cases = seen.nonzero().squeeze(-1)
+        for lo in range(0, len(cases), batch_size):
+            idx = cases[lo:lo + batch_size]
+            Xc = {r: X[r][idx] for r in model.root_nodes}
+            obs_c = {w: (y[idx], m[idx]) for w, (y, m) in obs.items()}
+            fitted = _fit_latent_chunk(model, posterior, us, Xc, obs_c, cache, len(idx), num_steps, lr, S)
+            for h, (loc, scale) in fitted.items():
+                q[h][0][idx] = loc
+                q[h][1][idx] = scale
+    return q
+
+
+def _fit_latent_chunk(model, posterior, us, X, obs, cache, B, num_steps, lr, S):
+    kw = {"dtype": model.dtype, "device": model.device}
+    locs = {h: torch.zeros((B, d), **kw, requires_grad=True) for h, d in model.latent_inputs.items()}
+    log_scales = {h: torch.zeros((B, d), **kw, requires_grad=True) for h, d in model.latent_inputs.items()}
+    params = list(locs.values()) + list(log_scales.values())
+    optim = torch.optim.Adam(params, lr=float(lr))
+    with torch.enable_grad():
+        for _ in range(num_steps):
+            optim.zero_grad()
+            latent, kl = {}, 0.0
+            for h in model.latent_inputs:
+                loc, log_s = locs[h], log_scales[h]
+                scale = log_s.exp()
+                latent[h] = loc + scale * torch.randn((S,) + loc.shape, **kw)
+                kl = kl + 0.5 * (loc.pow(2) + scale.pow(2) - 1.0 - 2.0 * log_s).sum()
+            if us is None:
+                passes = marginal_pass(model, posterior, X, S, cache=cache, latent=latent)
+            else:
+                passes = _sampled_u_pass(model, us, X, latent, cache)
+            ell = 0.0
+            for w, (y, m) in obs.items():
+                _, loc_w, var_w = passes[w]
+                e = model.likelihoods[w].expected_log_prob(y, loc_w, var_w)
+                ell = ell + torch.where(m, e, torch.zeros_like(e)).sum() / S
+            loss = kl - ell
+            if not bool(torch.isfinite(loss)):
+                raise NonFiniteLossError(f"infer_latent_inputs: the loss of the latent fit is {float(loss)}; "
+                                         "lower lr (latent_lr) or check the data of the new cases")
+            # gradients of the local parameters only (the model's own .grad stay untouched)
+            for p, g in zip(params, torch.autograd.grad(loss, params)):
+                p.grad = g
+            optim.step()
+    return {h: (locs[h].detach(), log_scales[h].detach().exp()) for h in model.latent_inputs}
+
+
+def _sampled_u_pass(model, us, X, latent, cache):
+    """Ancestral pass with fixed draws ``us = {w: [S, d_w, M_w]}`` of the inducing outputs and latent inputs
+    ``{h: [S, B, d_h]}``; ``{node: (f, loc, var)}`` ``[S, B, d_w]``."""
+    values = dict(X)
+    values.update(latent)
+    out = {}
+    for w in model.topo_nodes:
+        a, r = model.node_conditional(w, values, cache)
+        loc = a @ us[w].transpose(-1, -2)
+        var = r.unsqueeze(-1).expand_as(loc)
+        f = loc + var.sqrt() * torch.randn_like(loc)
+        values[w] = f
+        out[w] = (f, loc, var)
+    return out
+
+
+def _predict_one_guide_sample(model, guide, inputs, X, n, chunks, out, s, latent=None):
+    """Sample ``s`` of :meth:`predict` with a guide that is not structured: one ``U`` from the guide, pushed
+    through the DAG chunk by chunk (``latent``: ``{h: [n, d_h]}`` values of the latent inputs)."""
+    latent = latent or {}
+    guide_trace = pyro.poutine.trace(guide).get_trace(inputs)
+    us = {w: guide_trace.nodes[f"{w}.u"]["value"] for w in model.topo_nodes}
+    cache = model.cholesky_cache()
+    noise = {w: torch.randn((n, model.output_dims[w]), dtype=model.dtype, device=model.device)
+             for w in model.topo_nodes}
+    for lo, hi in chunks:
+        values = {r: X[r][lo:hi] for r in model.root_nodes}
+        values.update({h: v[lo:hi] for h, v in latent.items()})
+        for w in model.topo_nodes:
+            a, r = model.node_conditional(w, values, cache)
+            loc = a @ us[w].transpose(-1, -2)
+            var = r.unsqueeze(-1).expand_as(loc)
+            f = loc + var.sqrt() * noise[w][lo:hi]
+            values[w] = f
+            if w in out.nodes:
+                out.fill(w, s, lo, hi, f.unsqueeze(0), loc.unsqueeze(0), var.unsqueeze(0))
+
+
+class _PredictionBuffers:
+    """Output tensors of :func:`predict`, filled chunk by chunk (samples ``[S, n, d]`` and moments)."""
+
+    def __init__(self, model, nodes, num_samples, n, samples=None):
+        self.model, self.nodes, self.num_samples = model, list(nodes), num_samples
+        kw = {"dtype": model.dtype, "device": model.device}
+        samples = samples or {}
+
+        def buffer(w):
+            d = model.latent_inputs[w] if w in model.latent_inputs else model.output_dims[w]
+            return torch.empty((num_samples, n, d), **kw)
+
+        self.draws = {w: (samples[w] if w in samples else buffer(w), buffer(w), buffer(w)) for w in self.nodes}
+
+    def fill(self, w, s, lo, hi, f, loc, var):
+        """Write ``f``, ``loc``, ``var`` ``[k, hi - lo, d]`` for samples ``s .. s + k`` and cases ``lo .. hi``."""
+        for buf, v in zip(self.draws[w], (f, loc, var)):
+            buf[s:s + v.shape[0], lo:hi] = v
+
+    def result(self, chunks):
+        """``{node: NodePrediction}``; the moments over the samples are computed chunk by chunk of cases."""
+        out = {}
+        for w in self.nodes:
+            f, loc, var = self.draws[w]
+            mean, variance = torch.empty_like(loc[0]), torch.empty_like(loc[0])
+            y_mean = y_var = None
+            for lo, hi in chunks:
+                lc, vc = loc[:, lo:hi], var[:, lo:hi]
+                mean[lo:hi] = lc.mean(0)
+                variance[lo:hi] = vc.mean(0) + lc.var(0, unbiased=False)
+                # latent inputs have no likelihood
+                moments = self.model.likelihoods[w].predictive_moments(lc, vc) if w in self.model.gp_nodes else None
+                if moments is not None:
+                    ym, yv = moments
+                    if y_mean is None:
+                        y_mean, y_var = torch.empty_like(mean), torch.empty_like(mean)
+                    y_mean[lo:hi] = ym.mean(0)
+                    y_var[lo:hi] = yv.mean(0) + ym.var(0, unbiased=False)
+            out[w] = NodePrediction(f, mean, variance, loc, var, y_mean, y_var)
+        return out
+
+
+handoff.register_prediction(predict, infer_latent_inputs)
