@@ -29,28 +29,23 @@ import torch
 
 from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 
+from .causal import posterior_scatter
 from .config import COLLAPSED_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
-from .exact import MAX_NODES, ExactStructurePosterior, _zeta
+from .evidence import parse_evidence
+from .exact import MAX_NODES, ExactStructurePosterior
+from .graph_priors import GRAPH_PRIORS, fair_prior_log
 from .mechanisms import BGeSEM, LinearGaussianSEM
 from .scores import _edge_prior_logs, _scores_for_masks
+from .subsets import zeta_transform
 
 __all__ = ["CandidateTables", "candidate_tables", "fair_prior_log", "order_mcmc", "select_candidates"]
 
-GRAPH_PRIORS = ("edge", "fair")
 SELECTIONS = ("greedy", "pairwise")
 MAX_CANDIDATES = 20
 GREEDY_MAX_SIZE = 4          # largest parent set the greedy selection scores (select_candidates' max_size)
 REVERSE_TOP = 8              # select_candidates' reverse_top
 MAX_EFFECT_CANDIDATES = 14
-
-
-def fair_prior_log(p, sizes):
-    """``log p(G_i)`` of the fair prior (Eggeling et al. 2019): ``-log(p · C(p - 1, |G_i|))``, normalised over
-    the ``2^{p-1}`` parent sets of a node (every size equally likely). ``sizes``: array of ``|G_i|``."""
-    sizes = np.asarray(sizes)
-    lc = np.array([math.lgamma(p) - math.lgamma(k + 1) - math.lgamma(p - k) for k in range(p)])
-    return -math.log(p) - lc[np.clip(sizes, 0, p - 1)]
 
 
 class _LocalTable:
@@ -111,7 +106,7 @@ class CandidateTables:
         self.candidates = [[int(k) for k in row if k >= 0] for row in self.cand]
         self.log_1mq = log_1mq
         self._g = _LocalTable(log_g, self.cand)
-        self._zeta = _LocalTable(_zeta(log_g.copy(), self.K), self.cand)
+        self._zeta = _LocalTable(zeta_transform(log_g.copy(), self.K), self.cand)
         self._beta = _BetaTable(self._zeta, self.cand, log_1mq)
         self._log_Z_cache = None
 
@@ -171,12 +166,12 @@ class CandidateTables:
             f = int(self._g.local(j, forb))
             bad = ((loc & r) != r) | ((loc & f) != 0)
             g[j, bad] = -np.inf
-            zeta[j] = _zeta(g[j].copy(), self.K)
+            zeta[j] = zeta_transform(g[j].copy(), self.K)
         return _LocalTable(g, self.cand), _LocalTable(zeta, self.cand)
 
     def _max_table(self, g):
         """``max_{G ⊆ S ∩ C_i} g_i(G)`` as a table indexed like ``g``."""
-        return _LocalTable(_zeta(g.arr.copy(), self.K, op=np.maximum), self.cand)
+        return _LocalTable(zeta_transform(g.arr.copy(), self.K, op=np.maximum), self.cand)
 
     def _parent_sets(self, i, S):
         """Global masks of every admissible parent set of ``i`` within ``S`` (the subsets of ``S ∩ C_i``)."""
@@ -189,12 +184,10 @@ class CandidateTables:
     def _effect_tables(self, X, g):
         """Subset sums of the BGe posterior-mean weights over the candidate subsets, ``(zpos, zneg)`` each
         ``[p, K, 2^K]`` (``[j, k, m]``: weight of candidate ``k`` of node ``j``; positive and negative parts apart)."""
-        from .causal import _scatter
-
         if self.K > MAX_EFFECT_CANDIDATES:
             raise ValueError(f"exact causal effects keep p K 2^K numbers; use at most {MAX_EFFECT_CANDIDATES} "
                              f"candidates per node, got K = {self.K}")
-        R = _scatter(X).numpy()
+        R = posterior_scatter(X).numpy()
         K = self.K
         loc = np.arange(1 << K, dtype=np.int64)
         bits = ((loc[:, None] >> np.arange(K)) & 1).astype(float)             # [2^K, K]
@@ -210,7 +203,7 @@ class CandidateTables:
         with np.errstate(divide="ignore"):
             pos = g.arr[:, None, :] + np.log(np.maximum(m, 0.0))
             neg = g.arr[:, None, :] + np.log(np.maximum(-m, 0.0))
-        return _zeta(pos, K), _zeta(neg, K)
+        return zeta_transform(pos, K), zeta_transform(neg, K)
 
     def _expected_columns(self, tabs, zeta, j, S):
         """``[n, p]`` ``E[b_j | G_j ⊆ S ∩ C_j]`` for nodes ``j`` ``[n]`` and predecessor masks ``S`` ``[n]``."""
@@ -384,8 +377,6 @@ def _forced(include, p, names):
     out = [[] for _ in range(p)]
     if include is None:
         return out
-    from .evidence import parse_evidence
-
     edges = include if isinstance(include, dict) else {tuple(e): True for e in include}
     ev = parse_evidence(edges, p, names)
     for (k, i), present in ev.edges.items():

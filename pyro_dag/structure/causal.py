@@ -14,13 +14,15 @@ import numpy as np
 import torch
 
 from .mechanisms import BGeSEM
+from .subsets import zeta_transform
 
 __all__ = ["bge_mean_weights", "total_effects"]
 
 MAX_TABLE_NODES = 16
 
 
-def _scatter(X):
+def posterior_scatter(X):
+    """``[p, p]`` float64 posterior scatter matrix ``R`` of :class:`~pyro_dag.structure.BGeSEM` for data ``X``."""
     X = torch.as_tensor(np.asarray(X, dtype=float) if not torch.is_tensor(X) else X, dtype=torch.float64)
     R, _ = BGeSEM(X.shape[1])._R(X)
     return R
@@ -33,7 +35,7 @@ def bge_mean_weights(X, A):
     :param A: ``[..., p, p]`` 0/1 DAGs (``A[i, j] = 1``: ``i -> j``).
     :returns: ``[..., p, p]`` float64 ``B`` with ``B[:, j] = R_{pa,pa}^{-1} R_{pa,j}`` on ``pa_j`` and 0 elsewhere.
     """
-    R = _scatter(X)
+    R = posterior_scatter(X)
     A = torch.as_tensor(A, dtype=torch.float64)
     a = A.transpose(-1, -2)                                            # [..., j, i]: parents of j
     M = a.unsqueeze(-1) * a.unsqueeze(-2) * R + torch.diag_embed(1 - a)
@@ -46,7 +48,7 @@ def mean_weight_table(X, masks):
     """``[p, len(masks), p]``: entry ``[j, m, i]`` = the BGe posterior-mean weight of ``i -> j`` when node ``j``'s
     parent set is the bitmask ``masks[m]`` (0 outside the set; masks containing ``j`` give the weights of the set
     without ``j``, callers give them zero probability)."""
-    R = _scatter(X)
+    R = posterior_scatter(X)
     p = R.shape[0]
     masks = np.asarray(masks, dtype=np.int64)
     bits = torch.as_tensor(((masks[:, None] >> np.arange(p)) & 1).astype(float))   # [n, p]
@@ -75,8 +77,6 @@ def mean_weight_zeta(X, g):
         (positive and negative parts kept apart so that log-space sums stay exact); memory ``16 p² 2^p`` bytes,
         hence ``p ≤ 16``.
     """
-    from .exact import _zeta
-
     p = g.shape[0]
     if p > MAX_TABLE_NODES:
         raise ValueError(f"exact causal-effect tables hold p² 2^p numbers; use them for p ≤ {MAX_TABLE_NODES}, "
@@ -85,7 +85,7 @@ def mean_weight_zeta(X, g):
     with np.errstate(divide="ignore"):
         pos = g[:, None, :] + np.log(np.maximum(m, 0.0))
         neg = g[:, None, :] + np.log(np.maximum(-m, 0.0))
-    return _zeta(pos, p), _zeta(neg, p)
+    return zeta_transform(pos, p), zeta_transform(neg, p)
 
 
 def expected_columns(zpos, zneg, zeta, j, S):

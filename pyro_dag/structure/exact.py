@@ -31,26 +31,19 @@ import torch
 
 from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 
+from .causal import MAX_TABLE_NODES, expected_columns, mean_weight_zeta
 from .config import COLLAPSED_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
+from .graph_priors import fair_prior_log
 from .mechanisms import BGeSEM, LinearGaussianSEM
 from .order_scorer import OrderScorer
 from .posterior import DAGPosterior
-from .scores import _edge_prior_logs, _mask_bits, _submasks_up_to, local_scores
+from .scores import _edge_prior_logs, local_scores
+from .subsets import logsumexp, mask_bits, subset_dp, submasks_up_to, zeta_transform
 
 __all__ = ["ExactStructurePosterior", "OrderScorer", "exact_posterior", "local_scores"]
 
 MAX_NODES = 20
-
-
-def _zeta(z, p, op=np.logaddexp):
-    """In-place log-space subset sum: ``z[S] <- logsumexp_{G ⊆ S} z[G]`` along the last axis (``2^p``); with
-    ``op=np.maximum`` the subset maximum."""
-    idx = np.arange(1 << p)
-    for i in range(p):
-        with_i = idx[(idx >> i) & 1 == 1]
-        z[..., with_i] = op(z[..., with_i], z[..., with_i ^ (1 << i)])
-    return z
 
 
 def _log_diff(a, b):
@@ -91,13 +84,13 @@ class ExactStructurePosterior(DAGPosterior):
         self.node_names = node_names
         self.data = None
         self._q = q
-        bits = _mask_bits(np.arange(1 << p), p)                           # [2^p, p]
+        bits = mask_bits(np.arange(1 << p), p)                            # [2^p, p]
         # g_j(G) = f_j(G) + Σ_{i ∈ G} log(q_ij / (1 - q_ij));  c_j(S) = Σ_{i ∈ S} log(1 - q_ij)
         log_1mq, odds = _edge_prior_logs(q)                               # [i, j], [j, i]
         g = log_f + odds @ bits.T.astype(float)                           # [p, 2^p]
         g[~np.isfinite(log_f)] = -np.inf
         self._c = log_1mq.T @ bits.T.astype(float)                        # [p, 2^p]
-        self._setup(g, _zeta(g.copy(), p))
+        self._setup(g, zeta_transform(g.copy(), p))
         self.log_evidence = self._log_Z - math.lgamma(p + 1)              # uniform over the p! orders
         self._conditioned_cache = {}
 
@@ -108,23 +101,9 @@ class ExactStructurePosterior(DAGPosterior):
         self._g, self._zeta = g, zeta
         c = self._c
         full = (1 << p) - 1
-        bits = _mask_bits(np.arange(1 << p), p)
-        self._beta = c + self._zeta                                       # β_j(S)
-        pop = bits.sum(1)
-        L = np.full(1 << p, -np.inf)
-        R = np.full(1 << p, -np.inf)
-        L[0] = R[0] = 0.0
-        for level in range(1, p + 1):
-            S = np.nonzero(pop == level)[0]
-            cand_L = np.full((len(S), p), -np.inf)
-            cand_R = np.full((len(S), p), -np.inf)
-            for k in range(p):
-                has = (S >> k) & 1 == 1
-                Sk = S[has] ^ (1 << k)
-                cand_L[has, k] = L[Sk] + self._beta[k, Sk]
-                cand_R[has, k] = R[Sk] + self._beta[k, full ^ S[has]]
-            L[S] = _logsumexp(cand_L, axis=1)
-            R[S] = _logsumexp(cand_R, axis=1)
+        beta = self._beta = c + self._zeta                                # β_j(S)
+        L = subset_dp(p, lambda k, rest, S: beta[k, rest])                # L(S) = Σ_{k ∈ S} L(S ∖ k) β_k(S ∖ k)
+        R = subset_dp(p, lambda k, rest, T: beta[k, full ^ T])            # R(T) = Σ_{k ∈ T} β_k(V ∖ T) R(T ∖ k)
         self._L, self._R = L, R
         self._log_Z = float(L[full])
         P = np.zeros((p, p))
@@ -142,7 +121,7 @@ class ExactStructurePosterior(DAGPosterior):
                 zs, zsi = self._zeta[j, S], self._zeta[j, S ^ (1 << i)]
                 part = _log_diff(zs, zsi)
                 terms = L[S] + (c[j, S] + part) + R[full ^ S ^ (1 << j)]
-                P[i, j] = math.exp(min(0.0, _logsumexp(terms) - self._log_Z))
+                P[i, j] = math.exp(min(0.0, logsumexp(terms) - self._log_Z))
         self._edge_probs = P
 
     # ----------------------------------------------------------------------------------------------- evidence
@@ -180,28 +159,24 @@ class ExactStructurePosterior(DAGPosterior):
         for j in ev.nodes:
             bad = ((idx & ev.required[j]) != ev.required[j]) | ((idx & ev.forbidden[j]) != 0)
             g[j, bad] = -np.inf
-            zeta[j] = _zeta(g[j].copy(), p)
+            zeta[j] = zeta_transform(g[j].copy(), p)
         return g, zeta
 
     # the table interface an OrderSPN's leaves use (shared with CandidateTables)
     def _max_table(self, g):
         """``[p, 2^p]`` ``max_{G ⊆ S} g_j(G)``."""
-        return _zeta(g.copy(), self.num_nodes, op=np.maximum)
+        return zeta_transform(g.copy(), self.num_nodes, op=np.maximum)
 
     def _parent_sets(self, i, S):
         """Masks of every parent set of ``i`` within the predecessor mask ``S``."""
-        return _submasks_up_to([k for k in range(self.num_nodes) if (S >> k) & 1], self.num_nodes)
+        return submasks_up_to([k for k in range(self.num_nodes) if (S >> k) & 1], self.num_nodes)
 
     def _effect_tables(self, X, g):
         """Subset sums of the BGe posterior-mean weights (:func:`~pyro_dag.structure.causal.mean_weight_zeta`)."""
-        from .causal import mean_weight_zeta
-
         return mean_weight_zeta(X, g)
 
     def _expected_columns(self, tabs, zeta, j, S):
         """``[n, p]`` ``E[b_j | G_j ⊆ S]`` (:func:`~pyro_dag.structure.causal.expected_columns`)."""
-        from .causal import expected_columns
-
         return expected_columns(tabs[0], tabs[1], zeta, j, S)
 
     def _given(self, given):
@@ -234,22 +209,9 @@ class ExactStructurePosterior(DAGPosterior):
         """
         cond = self._given(given)
         p = self.num_nodes
-        gmax = _zeta(cond._g.copy(), p, op=np.maximum)                    # max_{G ⊆ S} g_j(G)
+        gmax = zeta_transform(cond._g.copy(), p, op=np.maximum)           # max_{G ⊆ S} g_j(G)
         bmax = cond._c + gmax
-        bits = _mask_bits(np.arange(1 << p), p)
-        pop = bits.sum(1)
-        M = np.full(1 << p, -np.inf)
-        arg = np.zeros(1 << p, dtype=np.int64)
-        M[0] = 0.0
-        for level in range(1, p + 1):
-            S = np.nonzero(pop == level)[0]
-            cand = np.full((len(S), p), -np.inf)
-            for k in range(p):
-                has = (S >> k) & 1 == 1
-                Sk = S[has] ^ (1 << k)
-                cand[has, k] = M[Sk] + bmax[k, Sk]
-            arg[S] = cand.argmax(1)
-            M[S] = cand.max(1)
+        _, arg = subset_dp(p, lambda k, rest, S: bmax[k, rest], lambda cand: cand.max(1), return_argmax=True)
         order, T = [], (1 << p) - 1
         while T:
             k = int(arg[T])
@@ -259,7 +221,7 @@ class ExactStructurePosterior(DAGPosterior):
         A = np.zeros((p, p))
         pred = 0
         for k in order:
-            subs = _submasks_up_to([i for i in range(p) if (pred >> i) & 1], p)
+            subs = submasks_up_to([i for i in range(p) if (pred >> i) & 1], p)
             G = int(subs[np.argmax(cond._g[k, subs])])
             A[:, k] = (G >> np.arange(p)) & 1
             pred |= 1 << k
@@ -310,8 +272,6 @@ class ExactStructurePosterior(DAGPosterior):
         ``p ≤ 16``); only the order is sampled, ``num_samples`` exact order draws, with the standard error of the
         mean under ``return_stderr``. For ``p > 16``: the average over exact DAG samples.
         """
-        from .causal import MAX_TABLE_NODES, expected_columns, mean_weight_zeta
-
         if self.num_nodes > MAX_TABLE_NODES:
             return super().causal_effects(num_samples, seed, given=given, data=data, return_stderr=return_stderr)
         cond = self._given(given)
@@ -367,19 +327,11 @@ class ExactStructurePosterior(DAGPosterior):
                 S = T ^ (1 << k)
                 pos -= 1
                 orders[s, pos] = k
-                subsets = _submasks_up_to([i for i in range(p) if (S >> i) & 1], p)
+                subsets = submasks_up_to([i for i in range(p) if (S >> i) & 1], p)
                 G = subsets[_draw(rng, self._g[k, subsets])]
                 out[s, :, k] = (G >> np.arange(p)) & 1
                 T = S
         return torch.as_tensor(out), orders
-
-
-def _logsumexp(a, axis=None):
-    m = np.max(a, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
-    return np.squeeze(out, axis=axis) if axis is not None else float(out.reshape(()))
 
 
 def _draw(rng, logw):
@@ -438,9 +390,7 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         log_f = config.likelihood_scale * local_scores(mech, X)
         const = 0.0
         if graph_prior == "fair":
-            from .candidates import fair_prior_log
-
-            log_f = log_f + fair_prior_log(p, _mask_bits(np.arange(1 << p), p).sum(1))[None, :]
+            log_f = log_f + fair_prior_log(p, mask_bits(np.arange(1 << p), p).sum(1))[None, :]
             # q = 1/2: every order has p(p-1)/2 pairs, so the edge factors are one constant, removed below
             q = np.full((p, p), 0.5)
             np.fill_diagonal(q, 0.0)

@@ -4,7 +4,8 @@ import math
 import numpy as np
 import torch
 
-from .scores import _edge_prior_logs, _mask_bits, _masks_up_to, _scores_for_masks, _submasks_up_to
+from .scores import _edge_prior_logs, _scores_for_masks
+from .subsets import mask_bits, masks_up_to, submasks_up_to
 
 __all__ = ["OrderScorer"]
 
@@ -37,9 +38,9 @@ class OrderScorer:
         log_1mq, odds = _edge_prior_logs(q)                                  # [i, j], [j, i]
         cap = p - 1 if max_parents is None else min(int(max_parents), p - 1)
         if candidates is None or candidates >= p - 1:
-            masks = _masks_up_to(p, cap)
+            masks = masks_up_to(p, cap)
             f_all = _scores_for_masks(mechanism, X, masks)                   # [p, n], shared masks
-            bits = _mask_bits(masks, p)
+            bits = mask_bits(masks, p)
             node_masks = [masks[~bits[:, j]] for j in range(p)]
             node_f = [f_all[j][~bits[:, j]] for j in range(p)]
             self.candidate_parents = [[i for i in range(p) if i != j] for j in range(p)]
@@ -51,12 +52,12 @@ class OrderScorer:
                 gain[j] = -np.inf
                 cand = np.argsort(-gain)[:int(candidates)]
                 self.candidate_parents.append(sorted(int(i) for i in cand))
-                masks = _submasks_up_to(cand, cap)
+                masks = submasks_up_to(cand, cap)
                 node_masks.append(masks)
                 node_f.append(_scores_for_masks(mechanism, X, masks)[j])
         self._masks = [torch.as_tensor(m) for m in node_masks]
         self._f = [torch.as_tensor(f) for f in node_f]
-        self._odds = [torch.as_tensor(_mask_bits(m, p).astype(float) @ odds[j]) for j, m in enumerate(node_masks)]
+        self._odds = [torch.as_tensor(mask_bits(m, p).astype(float) @ odds[j]) for j, m in enumerate(node_masks)]
         self._log_1mq = torch.as_tensor(log_1mq.T)                           # [j, i]
         self._cache = {}
         self.cache_size = 1_000_000

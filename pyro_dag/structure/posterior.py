@@ -14,7 +14,9 @@ import numbers
 
 import torch
 
+from .causal import bge_mean_weights, total_effects
 from .evidence import parse_evidence
+from .mechanisms import BGeSEM
 
 __all__ = ["DAGPosterior"]
 
@@ -130,8 +132,6 @@ class DAGPosterior(abc.ABC):
         Sample-based default: the average over ``num_samples`` DAG samples given ``given``; standard error of
         the mean per entry with ``return_stderr``. ``data``: ``[N, p]`` data (default: the posterior's ``data``).
         """
-        from .causal import bge_mean_weights, total_effects
-
         _check_num_samples(num_samples)
         X = self._data_for_effects(data)
         S = self.sample(num_samples, seed, given=given)
@@ -145,8 +145,6 @@ class DAGPosterior(abc.ABC):
         """``E_{G~q}[log p(X_test | G)]`` with the BGe marginal likelihood of the test data
         (:class:`~pyro_dag.structure.BGeSEM`, prior-predictive as in Wang, Wicker & Kwiatkowska 2022, §6), over
         ``num_samples`` DAG samples (given ``given``). ``X_test``: ``[M, p]``."""
-        from .mechanisms import BGeSEM
-
         _check_num_samples(num_samples)
         X = torch.as_tensor(X_test, dtype=torch.float64)
         if X.dim() != 2 or X.shape[1] != self.num_nodes:

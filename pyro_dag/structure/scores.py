@@ -5,20 +5,14 @@ set of every node; :class:`~pyro_dag.structure.OrderScorer` and :func:`~pyro_dag
 build on it.
 """
 import copy
-import itertools
 
 import numpy as np
 import torch
 
 from .mechanisms import BGeSEM, LinearGaussianSEM
+from .subsets import mask_bits
 
 __all__ = ["local_scores"]
-
-
-def _mask_bits(masks, p):
-    """``[n, p]`` bool: bit ``i`` of each of the ``n`` subset masks."""
-    masks = np.asarray(masks, dtype=np.int64)
-    return ((masks[:, None] >> np.arange(p)) & 1).astype(bool)
 
 
 def _edge_prior_logs(q):
@@ -55,7 +49,7 @@ def _scores_for_masks(mechanism, X, masks):
     X = X.to(torch.float64)
     p = X.shape[1]
     score = _node_score_fn(mechanism, X)
-    bits = _mask_bits(masks, p)                                          # [n, p]
+    bits = mask_bits(masks, p)                                          # [n, p]
     eye = torch.eye(p, dtype=torch.float64)
     chunk = int(max(64, min(4096, 2 ** 25 // p ** 3)))
     out = np.empty((p, len(masks)))
@@ -79,24 +73,3 @@ def local_scores(mechanism, X):
     """
     return _scores_for_masks(mechanism, X, np.arange(1 << X.shape[1]))
 
-
-def _submasks_up_to(nodes, k):
-    """Masks of the subsets of ``nodes`` with at most ``k`` elements (all ``2^len(nodes)``, in binary counting
-    order over ``nodes``, when ``k ≥ len(nodes)``)."""
-    nodes = [int(i) for i in nodes]
-    if k >= len(nodes):
-        subs = np.zeros(1, dtype=np.int64)
-        for i in nodes:
-            subs = np.concatenate([subs, subs | (1 << i)])
-        return subs
-    out = [0]
-    for size in range(1, min(k, len(nodes)) + 1):
-        out.extend(sum(1 << int(i) for i in c) for c in itertools.combinations(nodes, size))
-    return np.array(out, dtype=np.int64)
-
-
-def _masks_up_to(p, k):
-    """Subset masks of ``p`` bits with at most ``k`` bits set (all ``2^p`` when ``k ≥ p``)."""
-    if k >= p:
-        return np.arange(1 << p, dtype=np.int64)
-    return _submasks_up_to(range(p), k)
