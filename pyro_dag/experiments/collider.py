@@ -1,4 +1,5 @@
-"""The latent-collider experiment of the DAG-DGP paper: the model, its fit, evaluation and plots.
+"""The latent-collider experiment of the DAG-DGP paper: the model, its fit, evaluation and figure
+(:func:`pyro_dag.plot.plot_collider`, re-exported here).
 
 Perlino, Hamelijnck, Johansen & Damoulas (2026), "Deep Gaussian Processes on Directed Acyclic Graphs",
 arXiv:2607.09645, App. G.3 (Table 1, Fig. 4). Used by ``pyro-dag fit collider``, the collider tutorial and the
@@ -32,7 +33,8 @@ from ..gp.likelihoods import Gaussian
 from ..infer import DAGELBO
 from ..infer.autoguide import AutoStructuredGuide
 from ..infer.training import JointAdam, train
-from ..metrics.regression import crps_samples, nlpd_mixture
+from ..metrics.regression import crps_samples, nlpd_mixture, rmse
+from ..plot import plot_collider
 from ..threads import DEFAULT_NUM_THREADS, limit_threads
 from ..utils import freeze
 
@@ -223,10 +225,9 @@ def collider_metrics(model, guide, ds, inputs, num_samples=500):
     out = {}
     f = pred["w3"].samples  # [S, n, 1]
     for split, mask in (("train", train), ("test", ~train)):
-        err = pred["w3"].mean[mask] - truth[mask]
-        out[f"rmse_{split}"] = err.pow(2).mean().sqrt().item()
+        out[f"rmse_{split}"] = rmse(pred["w3"].mean[mask], truth[mask]).item()
         out[f"crps_{split}"] = crps_samples(f[:, mask], truth[mask]).item()
-    out["rmse_all"] = (pred["w3"].mean - truth).pow(2).mean().sqrt().item()
+    out["rmse_all"] = rmse(pred["w3"].mean, truth).item()
     noise_sd = model.likelihoods["w3"].variance.sqrt()
     y = ds.y_full.to(truth)
     out["nlpd_test"] = nlpd_mixture(pred["w3"].loc[:, ~train], (pred["w3"].var[:, ~train] + noise_sd**2).sqrt(),
@@ -240,55 +241,6 @@ def collider_metrics(model, guide, ds, inputs, num_samples=500):
     out["parent_var_w2"] = pred["w2"].variance.mean().item()
     out["parent_var"] = 0.5 * (out["parent_var_w1"] + out["parent_var_w2"])
     return out
-
-
-def plot_collider(result, path):
-    """Save a 2×2 figure: the parents' posteriors over their roots, the child reconstruction, and the
-    explaining-away cloud of (w1, w2) posterior samples at a few cases."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ds, pred = result["data"], result["prediction"]
-    fig, axes = plt.subplots(2, 2, figsize=(10, 8))
-    n2 = ds.x2_grid.shape[0]
-    for ax, node, grid, sel in ((axes[0, 0], "w1", ds.x1_grid, slice(None, None, n2)),
-                                (axes[0, 1], "w2", ds.x2_grid, slice(0, n2))):
-        mean = pred[node].mean[sel, 0].cpu()
-        sd = pred[node].variance[sel, 0].clamp_min(0).sqrt().cpu()
-        ax.plot(grid, ds.truth[node][sel, 0], "k--", label="truth")
-        ax.plot(grid, mean, "C0", label="posterior mean")
-        ax.fill_between(grid, mean - 2 * sd, mean + 2 * sd, color="C0", alpha=0.25, label="±2 sd")
-        ax.set_xlabel(f"x{node[1]}")
-        ax.set_title(f"parent {node} (identifiable up to a shift)")
-        ax.legend(fontsize=8)
-    ax = axes[1, 0]
-    truth = ds.truth["w3"][:, 0]
-    mean = pred["w3"].mean[:, 0].cpu()
-    train = ds.train_mask
-    ax.scatter(truth[train], mean[train], s=10, label="observed cases")
-    ax.scatter(truth[~train], mean[~train], s=14, marker="x", label="held-out cases")
-    lims = [float(truth.min()) - 0.1, float(truth.max()) + 0.1]
-    ax.plot(lims, lims, "k:", lw=1)
-    m = result["metrics"]
-    ax.set_title(f"child w3: RMSE train {m['rmse_train']:.3f}, test {m['rmse_test']:.3f}")
-    ax.set_xlabel("noise-free w3")
-    ax.set_ylabel("posterior mean")
-    ax.legend(fontsize=8)
-    ax = axes[1, 1]
-    w1, w2 = pred["w1"].samples[..., 0].cpu(), pred["w2"].samples[..., 0].cpu()
-    for k, case in enumerate([0, 40, 82, 120, 164]):
-        ax.scatter(w1[:, case] - w1[:, case].mean(), w2[:, case] - w2[:, case].mean(), s=3, alpha=0.4,
-                   color=f"C{k}")
-    ax.set_xlabel("w1 - mean")
-    ax.set_ylabel("w2 - mean")
-    ax.set_title(f"posterior (w1, w2) at 5 cases: mean |corr| {m['mean_abs_corr']:.2f}")
-    ax.axis("equal")
-    fig.suptitle(f"latent collider, {m['structure']} guide, {m['steps']} steps")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def save_collider_outputs(result, out_dir):

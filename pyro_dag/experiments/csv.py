@@ -34,7 +34,8 @@ import numpy as np
 import pyro
 import torch
 
-from .sachs import node_metrics
+from ..metrics.regression import node_metrics
+from ..plot import save_held_out_figure
 
 __all__ = ["CSVInputError", "parse_latent", "load_csv_problem", "fit_csv", "save_csv_outputs", "CSVProblem"]
 
@@ -300,46 +301,6 @@ def _finite_json(x):
     return x
 
 
-def save_figure(model, pred, targets, path, title=None, nodes=None):
-    """The DAG coloured by each node's held-out RMSE (:func:`pyro_dag.plot.dag`) and observed-vs-predicted
-    panels (predictive mean ± 2 sd against the held-out values), written to ``path``.
-
-    :param dict pred: ``{node: NodePrediction}`` at the held-out cases. :param dict targets: ``{node: [n, 1]}``.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    from .. import plot
-
-    nodes = list(targets) if nodes is None else list(nodes)
-    cols = min(4, len(nodes))
-    rows = (len(nodes) + cols - 1) // cols
-    fig = plt.figure(figsize=(3.2 * cols + 1, 4.5 + 3.0 * rows))
-    grid = fig.add_gridspec(1 + rows, cols, height_ratios=[1.6] + [1] * rows)
-    ax = fig.add_subplot(grid[0, :])
-    plot.dag(model, {w: pred[w] for w in nodes}, targets={w: targets[w] for w in nodes}, ax=ax,
-             title=title or "held-out RMSE per node")
-    for k, w in enumerate(nodes):
-        a = fig.add_subplot(grid[1 + k // cols, k % cols])
-        y = targets[w][:, 0].numpy()
-        mu = pred[w].y_mean[:, 0].numpy() if pred[w].y_mean is not None else pred[w].mean[:, 0].numpy()
-        var = pred[w].y_variance if pred[w].y_variance is not None else pred[w].variance
-        sd = var[:, 0].sqrt().numpy()
-        ok = np.isfinite(y)
-        a.errorbar(y[ok], mu[ok], yerr=2 * sd[ok], fmt="o", ms=2, alpha=0.4, lw=0.5)
-        lo, hi = float(np.nanmin(np.r_[y[ok], mu[ok]])), float(np.nanmax(np.r_[y[ok], mu[ok]]))
-        a.plot([lo, hi], [lo, hi], "k--", lw=0.8)
-        a.set_title(w, fontsize=9)
-        a.set_xlabel("observed", fontsize=8)
-        a.set_ylabel("predicted", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def save_csv_outputs(result, out_dir):
     """Write ``metrics.json``, ``predictions.csv`` and ``figure.png`` of :func:`fit_csv`'s result to ``out_dir``.
 
@@ -367,6 +328,6 @@ def save_csv_outputs(result, out_dir):
                                        else getattr(pred[w], k)[te]))
                                   for k in pred[w]._fields}) for w in p.nodes}
     targets = p.tensors(p.test_rows, p.nodes)
-    fpath = save_figure(result["model"], sub, targets, os.path.join(out_dir, "figure.png"),
+    fpath = save_held_out_figure(result["model"], sub, targets, os.path.join(out_dir, "figure.png"),
                         title=f"held-out RMSE per node (standardised units), {metrics['n_test']} test rows")
     return mpath, ppath, fpath

@@ -25,8 +25,9 @@ prediction, PKA's and Raf's included, is the model's propagated predictive (samp
 observed values, feed the children). The predictive of a noisy test observation is the equally weighted mixture
 over ``S`` draws of ``N(loc_s, var_s + τ_w²)``.
 
-**Metrics** per node, then averaged over nodes (:func:`node_metrics`): RMSE of the predictive mean, CRPS (from
-noisy predictive samples), NLPD (the mixture), PICP of the central 95 % interval (noisy sample quantiles).
+**Metrics** per node, then averaged over nodes (:func:`~pyro_dag.metrics.node_metrics`): RMSE of the predictive
+mean, CRPS (from noisy predictive samples), NLPD (the mixture), PICP of the central 95 % interval (noisy sample
+quantiles).
 Metrics are in standardised log units; ``"all_log_units"`` / ``"unseen_log_units"`` convert
 them to log units (:func:`to_log_units`; the paper does not say in which of the two it reports). Two averages:
 ``"all"`` over the 9 GP nodes (PKA, Raf, Mek, Erk, Akt, P38, Jnk, PIP3, PIP2; the paper's
@@ -56,7 +57,8 @@ import pyro
 import torch
 
 from ..datasets.sachs import SACHS_NODES, sachs, sachs_graph
-from ..metrics.regression import crps_samples, nlpd_mixture
+from ..metrics.regression import node_metrics
+from ..plot import save_held_out_figure
 
 __all__ = ["SachsSplit", "sachs_split", "sachs_dag", "sachs_model", "fit_sachs", "save_sachs_outputs", "node_metrics",
            "average_metrics", "to_log_units",
@@ -191,25 +193,6 @@ def sachs_model(latent=True, num_inducing=32, lengthscale=0.1, noise=0.01, seed=
 
 
 # ---------------------------------------------------------------------------------------------------- metrics
-def node_metrics(loc, var, noise_var, y, num_noise_draws=1, seed=0):
-    """Held-out metrics of one node from a predictive mixture.
-
-    :param torch.Tensor loc: ``[S, n]`` component means. :param torch.Tensor var: ``[S, n]`` their variances
-        (latent ``F`` only). :param noise_var: the likelihood's noise variance ``τ²`` (float or tensor).
-    :param torch.Tensor y: ``[n]`` observed test values.
-    :returns: ``{"rmse", "crps", "nlpd", "picp"}`` (floats): RMSE of the mixture mean; CRPS and the 95 % interval
-        (PICP) from ``S`` noisy draws ``loc_s + sqrt(var_s + τ²) ε``; NLPD of the mixture.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    scale = (var + noise_var).clamp_min(1e-300).sqrt()
-    draws = torch.cat([loc + scale * torch.randn(loc.shape, generator=gen, dtype=loc.dtype)
-                       for _ in range(num_noise_draws)])
-    mean = loc.mean(0)
-    lo, hi = torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=loc.dtype), dim=0)
-    return {"rmse": float((mean - y).pow(2).mean().sqrt()), "crps": float(crps_samples(draws, y)),
-            "nlpd": float(nlpd_mixture(loc, scale, y)), "picp": float(((y >= lo) & (y <= hi)).to(y.dtype).mean())}
-
-
 def average_metrics(per_node, nodes):
     """``{metric: mean over nodes}`` of ``per_node = {node: {metric: value}}``."""
     keys = next(iter(per_node.values())).keys()
@@ -420,8 +403,6 @@ def save_sachs_outputs(result, out_dir):
     import json
     import os
 
-    from .csv import save_figure
-
     os.makedirs(out_dir, exist_ok=True)
     keep = {k: v for k, v in result.items() if k not in ("model", "guide", "prediction", "split")}
     split = result["split"]
@@ -431,8 +412,9 @@ def save_sachs_outputs(result, out_dir):
     jpath = os.path.join(out_dir, "sachs_metrics.json")
     with open(jpath, "w") as f:
         json.dump(keep, f, indent=2, default=str)
-    fpath = save_figure(result["model"], result["prediction"], split.test_data, os.path.join(out_dir, "sachs.png"),
-                        title=f"Sachs {result['task']} (seed {result['seed']}, {result['method']}): held-out RMSE "
-                              "per node, standardised log units", nodes=GP_NODES)
+    fpath = save_held_out_figure(result["model"], result["prediction"], split.test_data,
+                                 os.path.join(out_dir, "sachs.png"),
+                                 title=f"Sachs {result['task']} (seed {result['seed']}, {result['method']}): held-out "
+                                       "RMSE per node, standardised log units", nodes=GP_NODES)
     return jpath, fpath
 
