@@ -20,6 +20,7 @@ import torch
 
 from ..datasets.multifidelity import FUNCTIONS, chain_problem, graphical_problem
 from ..metrics import crps_gaussian
+from ..plot import save_observed_vs_predicted
 from .emulator import MultiFidelityEmulator
 
 __all__ = ["CHAIN_SIZES", "PROBLEMS", "PROTOCOLS", "make_problem", "run_protocol", "pooled_folds",
@@ -207,51 +208,9 @@ def run_protocol(problem, protocol="published", structure="chordal", steps=1000,
 
 
 def _figure(em, p, out, problem, protocol):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     X, y = p.test
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pred = em.predict(X, [p.target])[p.target]
-    fig, ax = plt.subplots(figsize=(4, 4))
-    ax.errorbar(y[:, 0], pred.mean, yerr=2 * pred.std, fmt="o", ms=3, alpha=0.7)
-    lo, hi = float(y.min()), float(y.max())
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1)
-    ax.set_xlabel(f"true {p.target}")
-    ax.set_ylabel(f"predicted {p.target} (±2 sd)")
-    ax.set_title(f"{problem}, {protocol}", fontsize=9)
-    fig.tight_layout()
     path = os.path.join(out, f"multifidelity_{problem}_{protocol}.png")
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def run_multifidelity_cli(parser, args):
-    """``pyro-dag fit multifidelity --problem P --protocol published|hf-scarce``: prints the high fidelity's
-    metrics and writes the JSON and the figure to ``--out``."""
-    from ..threads import limit_threads
-
-    if args.problem not in PROBLEMS:
-        parser.error(f"argument --problem: choose from {', '.join(PROBLEMS)}, got {args.problem!r}")
-    if args.guide == "full":
-        parser.error("argument --guide: multifidelity takes chordal (DAG-SVI) or mean_field (DAG-VI)")
-    steps = 1000 if args.steps is None else args.steps
-    with limit_threads(args.threads):
-        pretrain = 500 if getattr(args, "pretrain_steps", None) is None else args.pretrain_steps
-        out = run_protocol(args.problem, args.protocol, structure=args.guide, steps=steps, pretrain_steps=pretrain,
-                           seed=args.seed, out=args.out, progress=not args.no_progress)
-    m = out["metrics"]
-    label = "DAG-SVI" if args.guide == "chordal" else "DAG-VI"
-    es = f"  weighted ES {m['energy_score']:.4g}" if "energy_score" in m else ""
-    print(f"multifidelity {args.problem} | {args.protocol} | {label}, {steps} steps | high fidelity RMSE "
-          f"{m['rmse']:.4g}  N-RMSE {m['nrmse']:.3f}  CRPS {m['crps']:.4g}{es}  ({m['seconds']:.0f} s per fit)")
-    if "shapley_mean_share" in out["result"]:
-        r = out["result"]
-        print(f"  Shapley shares of {r['shapley_players']}: mean {np.round(r['shapley_mean_share'], 3).tolist()}, "
-              f"variance {np.round(r['shapley_variance_share'], 3).tolist()}")
-    print("  wrote " + ", ".join(out["paths"]))
-    return 0
+    return save_observed_vs_predicted(y[:, 0], pred.mean, pred.std, p.target, f"{problem}, {protocol}", path)

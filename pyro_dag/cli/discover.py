@@ -1,5 +1,5 @@
 """``pyro-dag discover``: Bayesian structure learning from the command line (SVI-DAG, Zinage 2026,
-arXiv:2608.04930; the exact posterior of the same model for small graphs).
+arXiv:2608.04930; the exact posterior of the same model for small graphs, :mod:`pyro_dag.structure`).
 
 * ``pyro-dag discover sachs`` -- the shipped Sachs data (7466 x 11, :func:`pyro_dag.datasets.sachs`) scored
   against the 17-edge acyclic consensus DAG;
@@ -11,11 +11,14 @@ Writes to ``--out``: ``discover.json`` (settings, node names, edge probabilities
 ``edge_probs.png`` (heat map of ``P(i -> j)``) and ``posterior_graph.png`` (the posterior-mean graph: edges with
 ``P > 0.5``, width proportional to probability). With ``--given "A->B,!C->D"`` (edge evidence, ``!`` = absent)
 it also prints the conditional edge table and MAP DAG (exact with ``--exact``, from the samples otherwise) and
-writes ``edge_probs_given.png`` (the conditional heat map beside the unconditional one).
+writes ``edge_probs_given.png`` (the conditional heat map beside the unconditional one). The figures are drawn by
+:mod:`pyro_dag.plot`.
 """
 import json
 import os
 import time
+
+from ..plot import save_conditional_heatmap, save_structure_figures
 
 __all__ = ["add_parser", "run"]
 
@@ -74,7 +77,7 @@ def _load(args):
     if args.dataset == "sachs":
         if args.truth:
             raise SystemExit("--truth is only for --csv; sachs is scored against its consensus DAG")
-        from pyro_dag.datasets import sachs
+        from ..datasets import sachs
 
         d = sachs()
         return d.data, list(d.nodes), d.adjacency, "sachs (7466 x 11, consensus DAG with 17 edges)"
@@ -156,7 +159,7 @@ def _check_options(args):
 
 
 def _metrics(P, S, truth):
-    from pyro_dag.metrics.structure import auprc, auroc, brier, expected_f1, expected_shd, is_dag
+    from ..metrics.structure import auprc, auroc, brier, expected_f1, expected_shd, is_dag
 
     out = {}
     out["dag"] = {
@@ -181,62 +184,10 @@ def _metrics(P, S, truth):
     return out
 
 
-def _edge_heatmap(ax, P, names, title, fontsize=None):
-    """Draw the ``[p, p]`` edge probabilities ``P[i, j] = P(i -> j)`` on ``ax``; returns the image."""
-    im = ax.imshow(P, vmin=0, vmax=1, cmap="viridis")
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=90)
-    ax.set_yticks(range(len(names)))
-    ax.set_yticklabels(names)
-    ax.set_xlabel("child j")
-    ax.set_ylabel("parent i")
-    ax.set_title(title, fontsize=fontsize)
-    return im
-
-
-def _plots(P, names, out_dir, threshold=0.5):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import networkx as nx
-
-    p = len(names)
-    fig, ax = plt.subplots(figsize=(0.55 * p + 2.5, 0.5 * p + 2))
-    im = _edge_heatmap(ax, P, names, "posterior P(i -> j)")
-    fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    heat = os.path.join(out_dir, "edge_probs.png")
-    fig.savefig(heat, dpi=120)
-    plt.close(fig)
-
-    g = nx.DiGraph()
-    g.add_nodes_from(names)
-    for i in range(p):
-        for j in range(p):
-            if i != j and P[i, j] > threshold:
-                g.add_edge(names[i], names[j], prob=float(P[i, j]))
-    fig, ax = plt.subplots(figsize=(7, 6))
-    pos = nx.circular_layout(g)
-    nx.draw_networkx_nodes(g, pos, ax=ax, node_color="#dde8f7", node_size=900)
-    nx.draw_networkx_labels(g, pos, ax=ax, font_size=8)
-    widths = [1 + 4 * (d["prob"] - threshold) / (1 - threshold) for _, _, d in g.edges(data=True)]
-    nx.draw_networkx_edges(g, pos, ax=ax, width=widths, arrowsize=15, node_size=900, connectionstyle="arc3,rad=0.08")
-    nx.draw_networkx_edge_labels(g, pos, ax=ax, font_size=6,
-                                 edge_labels={(u, v): f"{d['prob']:.2f}" for u, v, d in g.edges(data=True)})
-    ax.set_title(f"posterior-mean graph (P > {threshold})")
-    ax.axis("off")
-    fig.tight_layout()
-    graph = os.path.join(out_dir, "posterior_graph.png")
-    fig.savefig(graph, dpi=120)
-    plt.close(fig)
-    return heat, graph
-
-
 def _given(args, post, P, names, result):
     """``--given``: conditional edge probabilities and MAP DAG, printed, stored and drawn next to the
     unconditional heat map (``edge_probs_given.png``)."""
-    from .evidence import parse_evidence_string
+    from ..structure.evidence import parse_evidence_string
 
     try:
         evidence = post.parse_evidence(parse_evidence_string(args.given))
@@ -256,30 +207,13 @@ def _given(args, post, P, names, result):
         print(f"    {a}->{b}  {q:.3f} | {q0:.3f}")
     edges = [f"{names[i]}->{names[j]}" for i in range(len(names)) for j in range(len(names)) if A[i, j] > 0.5]
     print("  MAP DAG given the evidence: " + (", ".join(edges) if edges else "(no edges)"))
-    _plot_given(P.numpy(), Pg.numpy(), names, args.out, label)
+    save_conditional_heatmap(P.numpy(), Pg.numpy(), names, args.out, label)
     return {"evidence": args.given, "prob": prob, "edge_probs": Pg.tolist(), "map_dag": A.tolist()}
-
-
-def _plot_given(P, Pg, names, out_dir, label):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    p = len(names)
-    fig, axes = plt.subplots(1, 2, figsize=(1.1 * p + 4, 0.5 * p + 2.2))
-    for ax, M, title in ((axes[0], P, "P(i -> j)"), (axes[1], Pg, f"P(i -> j | {label})")):
-        im = _edge_heatmap(ax, M, names, title, fontsize=9)
-    fig.colorbar(im, ax=axes, fraction=0.03)
-    path = os.path.join(out_dir, "edge_probs_given.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def run(args):
     """Execute ``pyro-dag discover`` (see the module docstring); returns 0."""
-    from pyro_dag.threads import limit_threads
+    from ..threads import limit_threads
 
     _check_options(args)
     with limit_threads(args.threads):
@@ -287,14 +221,16 @@ def run(args):
 
 
 def _run(args):
-    from .fitting import fit
+    # from its module, not the package, so that a test's patched fit is the one called
+    from ..structure.fitting import fit
 
     X, names, truth, desc = _load(args)
     likelihood = args.likelihood or "linear"
     weighting = args.weighting  # None: fit's default
     t0 = time.perf_counter()
     if args.exact:
-        from .exact import MAX_NODES, exact_posterior
+        from ..structure import exact_posterior
+        from ..structure.exact import MAX_NODES
 
         if likelihood not in ("linear", "bge"):
             raise SystemExit(f"--exact needs a collapsed likelihood (--likelihood linear or bge), not {likelihood}")
@@ -337,7 +273,7 @@ def _run(args):
             c = m["cpdag"]
             print(f"  CPDAG level: AUROC {100 * c['auroc']:.1f}  E-F1 {100 * c['expected_f1']:.1f}  "
                   f"E-SHD {c['expected_shd']:.2f}")
-    heat, graph = _plots(P.numpy(), names, args.out)
+    heat, graph = save_structure_figures(P.numpy(), names, args.out)
     if args.given:
         result["given"] = _given(args, post, P, names, result)
     path = os.path.join(args.out, "discover.json")

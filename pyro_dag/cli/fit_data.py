@@ -1,0 +1,134 @@
+"""``pyro-dag fit sachs`` and ``pyro-dag fit --csv FILE --graph FILE``: the options of the two data sets with
+real data (:func:`add_data_arguments`) and their run (:func:`run_data`), which checks the options that depend on
+each other before any training, then fits the DAG-DGP paper's Sachs regression
+(:mod:`pyro_dag.experiments.sachs`) or your own data (:mod:`pyro_dag.experiments.csv`), prints the held-out
+metrics and writes the outputs.
+"""
+import os
+import sys
+
+from .arguments import non_negative_int, positive_int, prepare_output_dir, unit_interval
+
+__all__ = ["DATA_OPTIONS", "add_data_arguments", "run_data"]
+
+#: The ``dest`` names of the options of :func:`add_data_arguments` (``pyro-dag fit collider`` refuses them).
+DATA_OPTIONS = ("task", "csv", "graph", "inputs", "latent", "test_fraction", "pretrain_steps", "num_inducing",
+                 "latent_steps")
+
+
+def add_data_arguments(fit):
+    """Options of ``pyro-dag fit sachs`` and ``pyro-dag fit --csv``."""
+    fit.add_argument("--task", choices=["interpolation", "extrapolation"], default=None,
+                     help="sachs: interpolation (random 80/20 split) or extrapolation (test on both 10%% tails of a "
+                          "random projection of the standardised PKC, Plcg; default)")
+    fit.add_argument("--csv", default=None, metavar="FILE",
+                     help="fit your own data: a CSV file with one column per graph node (header = node names)")
+    fit.add_argument("--graph", default=None, metavar="FILE",
+                     help="with --csv: the DAG, as an edge list ('a -> b' per line), a bnlearn model string "
+                          "('[A][B|A]'), or a .gml / .graphml file")
+    fit.add_argument("--inputs", default=None, metavar="A,B",
+                     help="with --csv: the observed roots (comma-separated; default every root of the graph)")
+    fit.add_argument("--latent", action="append", default=[], metavar="NAME:DIM:CHILD,CHILD",
+                     help="with --csv: add a latent input (hidden confounder) NAME of dimension DIM feeding the "
+                          "children; repeatable (e.g. --latent h1:1:PKA --latent h2:1:Raf). The children's observed "
+                          "test values are used to infer it for the test rows")
+    fit.add_argument("--test-fraction", type=unit_interval, default=None,
+                     help="with --csv: share of rows held out at random, in (0, 1) (default 0.2)")
+    fit.add_argument("--pretrain-steps", type=non_negative_int, default=None,
+                     help="sachs / --csv: node-wise pretraining steps (default: the recipe's; 200 for --csv)")
+    fit.add_argument("--num-inducing", type=positive_int, default=None,
+                     help="with --csv: inducing points per node (default 32)")
+    fit.add_argument("--latent-steps", type=positive_int, default=300,
+                     help="sachs / --csv: steps of the test cases' latent-input fit (default 300)")
+
+
+def run_data(args):
+    """``pyro-dag fit sachs`` and ``pyro-dag fit --csv FILE --graph FILE``."""
+    from ..threads import limit_threads
+
+    parser = args.subparser
+    if args.csv is None and args.dataset is None:
+        parser.error("give a built-in data set (collider, sachs) or your own data with --csv FILE --graph FILE")
+    if args.csv is not None and args.dataset is not None:
+        parser.error(f"argument --csv: fits your own data, so drop the data set {args.dataset!r}")
+    if args.csv is None:
+        for name in ("graph", "inputs", "latent", "test_fraction", "num_inducing"):
+            if getattr(args, name) not in (None, []):
+                parser.error(f"argument --{name.replace('_', '-')}: an option of 'fit --csv', not of 'fit sachs'")
+        if args.guide == "full":
+            parser.error("argument --guide: sachs compares chordal (DAG-SVI) and mean_field (DAG-VI)")
+    else:
+        if args.graph is None:
+            parser.error("argument --csv: needs --graph FILE (the DAG over the CSV's columns)")
+        if args.task is not None:
+            parser.error("argument --task: an option of 'fit sachs', not of 'fit --csv'")
+        if args.test_fraction is not None and not 0 < args.test_fraction < 1:
+            parser.error(f"argument --test-fraction: must be in (0, 1), got {args.test_fraction}")
+        for option, path in (("--csv", args.csv), ("--graph", args.graph)):
+            if not os.path.isfile(path):
+                parser.error(f"argument {option}: {path} is not a file")
+    prepare_output_dir(parser, args.out)
+    if args.checkpoint is not None:
+        prepare_output_dir(parser, args.checkpoint, option="--checkpoint")
+    if args.csv is None:
+        from ..experiments.sachs import fit_sachs, save_sachs_outputs
+
+        method = "dag_svi" if args.guide == "chordal" else "dag_vi"
+        task = args.task or "extrapolation"
+        with limit_threads(args.threads):
+            result = fit_sachs(task, args.seed, method, recipe=args.recipe, num_steps=args.steps,
+                               pretrain_steps=args.pretrain_steps, num_particles=args.num_particles, lr=args.lr,
+                               latent_steps=args.latent_steps, progress=not args.no_progress,
+                               checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every)
+            paths = save_sachs_outputs(result, args.out)
+        a, u = result["all"], result["unseen"]
+        print(f"sachs {task} | seed {args.seed} | {method} | recipe {args.recipe}: {result['pretrain_steps']} "
+              f"pretraining + {result['num_steps']} joint steps, {result['seconds_train']:.0f} s")
+        print(f"  9-node average: RMSE {a['rmse']:.3f}  CRPS {a['crps']:.3f}  NLPD {a['nlpd']:.3f}  "
+              f"PICP {a['picp']:.3f}")
+        print(f"  7 nodes other than PKA, Raf: RMSE {u['rmse']:.3f}  CRPS {u['crps']:.3f}")
+    else:
+        from ..experiments.csv import CSVInputError, fit_csv, save_csv_outputs
+        from ..graph import DAGStructureError
+
+        inputs = None if args.inputs is None else [s.strip() for s in args.inputs.split(",") if s.strip()]
+        rank = 0
+        if args.distributed:
+            from ..infer.distributed import DistributedSetupError, init_process_group
+
+            try:
+                rank, _ = init_process_group()
+            except DistributedSetupError as e:
+                parser.error(f"argument --distributed: {e}")
+        try:
+            with limit_threads(args.threads):
+                result = fit_csv(args.csv, args.graph, inputs=inputs, latent=args.latent,
+                                 test_fraction=0.2 if args.test_fraction is None else args.test_fraction,
+                                 seed=args.seed, num_steps=2000 if args.steps is None else args.steps,
+                                 pretrain_steps=200 if args.pretrain_steps is None else args.pretrain_steps,
+                                 structure=args.guide, num_inducing=args.num_inducing or 32,
+                                 lr=0.01 if args.lr is None else args.lr,
+                                 recipe="adam" if args.recipe == "paper" else "recommended",
+                                 latent_steps=args.latent_steps, progress=not args.no_progress,
+                                 checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                                 num_threads=args.threads, distributed=args.distributed)
+                paths = save_csv_outputs(result, args.out) if rank == 0 else []
+            if args.distributed:
+                import torch.distributed
+
+                torch.distributed.destroy_process_group()
+                if rank != 0:
+                    return 0
+        except (CSVInputError, DAGStructureError, FileNotFoundError) as e:
+            print(f"pyro-dag fit: error: {e}", file=sys.stderr)
+            return 2
+        m = result["metrics"]
+        print(f"{args.csv} | {m['n_train']} training / {m['n_test']} test rows | guide {args.guide} | "
+              f"{m['pretrain_steps']} pretraining + {m['num_steps']} steps, {m['train_seconds']:.0f} s")
+        for w, met in m["per_node"].items():
+            note = "  (used to infer the latent inputs)" if met["used_to_infer_latent"] else ""
+            print(f"  {w:>12}: RMSE {met['rmse']:.3f} (data units {met['rmse_data_units']:.4g})  "
+                  f"CRPS {met['crps']:.3f}  PICP {met['picp']:.2f}{note}")
+        print(f"  average: RMSE {m['average']['rmse']:.3f}  CRPS {m['average']['crps']:.3f}")
+    print("  wrote " + ", ".join(paths))
+    return 0
