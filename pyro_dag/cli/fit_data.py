@@ -13,7 +13,7 @@ __all__ = ["DATA_OPTIONS", "add_data_arguments", "run_data"]
 
 #: The ``dest`` names of the options of :func:`add_data_arguments` (``pyro-dag fit collider`` refuses them).
 DATA_OPTIONS = ("task", "csv", "graph", "inputs", "latent", "test_fraction", "pretrain_steps", "num_inducing",
-                 "latent_steps")
+                "latent_steps")
 
 
 def add_data_arguments(fit):
