@@ -203,7 +203,7 @@ def run_d16(g, args, old=None):
 
     from pyro_dag.metrics import auroc
     from pyro_dag.structure import fit, order_spn
-    from pyro_dag.structure.candidates import candidate_tables
+    from pyro_dag.structure.parent_set_tables import candidate_tables
 
     d = args.d
     X, Xt, A, W = er_data(d, seed=1000 + g)
@@ -259,7 +259,8 @@ def run_d32(g, args):
     sample-based peer (one exact DAG per order-MCMC order)."""
     from pyro_dag.metrics import auroc
     from pyro_dag.structure import order_spn
-    from pyro_dag.structure.candidates import candidate_tables, order_mcmc
+    from pyro_dag.structure.order_sampler import order_mcmc
+    from pyro_dag.structure.parent_set_tables import candidate_tables
 
     d = args.d
     X, Xt, A, W = er_data(d, seed=1000 + g)
@@ -348,7 +349,7 @@ def candidate_recall(args, Ks=(8, 12, 16, 20)):
     ``n`` true edges lies inside the candidate sets (the ceiling of any candidate-restricted method's coverage)."""
     import numpy as np
 
-    from pyro_dag.structure.candidates import select_candidates
+    from pyro_dag.structure.candidate_selection import select_candidates
 
     rows = []
     for g in range(args.graphs):

@@ -23,32 +23,37 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
 * one call (:mod:`.fitting`): :func:`fit` with a :class:`FitConfig` (:mod:`.config`) -> :class:`StructurePosterior`
   (:mod:`.variational`);
 * exact reference (:mod:`.exact`, :mod:`.order_scorer`, :mod:`.scores`): :func:`exact_posterior` with a
-  :class:`StructureConfig` -> :class:`ExactStructurePosterior`; :class:`OrderScorer`, :func:`local_scores`;
+  :class:`StructureConfig` -> :class:`ExactStructurePosterior`; :class:`OrderScorer`, :func:`local_scores`; the
+  subset algebra and the dynamic programme over subsets they share (:mod:`.subsets`); the graph priors
+  (:mod:`.graph_priors`);
 * the query interface every posterior shares (:mod:`.posterior`): :class:`DAGPosterior`, with edge evidence
   ``{(i, j): present}`` (:mod:`.evidence`) for conditional queries;
-* the order circuit of Wang, Wicker & Kwiatkowska 2022 (:mod:`.order_spn`): :func:`order_spn` -> :class:`OrderSPN`,
-  exact conditional, MAP, sampling and causal-effect queries; linear causal effects (:mod:`.causal`):
-  :func:`bge_mean_weights`, :func:`total_effects`; candidate parent sets for circuits beyond ``p = 20``
-  (:mod:`.candidates`): :func:`candidate_tables` -> :class:`CandidateTables`, :func:`select_candidates`,
-  :func:`order_mcmc`.
+* the order circuit of Wang, Wicker & Kwiatkowska 2022 (:mod:`.order_circuit`): :class:`OrderSPN`, exact
+  conditional, MAP, sampling and causal-effect queries, built by :func:`order_spn` (:mod:`.order_circuit_builder`);
+  linear causal effects (:mod:`.causal`): :func:`bge_mean_weights`, :func:`total_effects`; candidate parent sets
+  for circuits beyond ``p = 20``: :func:`candidate_tables` -> :class:`CandidateTables` (:mod:`.parent_set_tables`),
+  :func:`select_candidates` (:mod:`.candidate_selection`), :func:`order_mcmc` (:mod:`.order_sampler`).
 """
 from pyro_dag.graph import is_acyclic
 
 from .adjacency import fill_offdiag, offdiag
 from .autoguide import AutoEdgeFlowGuide, EdgeOffsetNet
-from .candidates import CandidateTables, candidate_tables, order_mcmc, select_candidates
+from .candidate_selection import select_candidates
 from .causal import bge_mean_weights, total_effects
 from .config import FitConfig, StructureConfig
 from .constraints import dag
+from .evidence import Evidence, parse_evidence
 from .exact import ExactStructurePosterior, exact_posterior
 from .fitting import fit
 from .flows import ConditionalSplineCoupling, EdgeFlow, OrderMaskAffine, edge_flow
 from .mechanisms import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
 from .model import StructureModel, structure_model
+from .order_circuit import OrderSPN
+from .order_circuit_builder import order_spn
+from .order_sampler import order_mcmc
 from .order_scorer import OrderScorer
-from .evidence import Evidence, parse_evidence
-from .order_spn import OrderSPN, order_spn
 from .ordered_dag import OrderedDAG, RelaxedOrderedDAG
+from .parent_set_tables import CandidateTables, candidate_tables
 from .posterior import DAGPosterior
 from .priors import LogisticBeta, edge_belief_prior, edge_prior_parameters, sparsity_prior
 from .scores import local_scores

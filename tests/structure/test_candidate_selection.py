@@ -11,8 +11,8 @@ import torch
 from test_exact import _brute_force
 
 from pyro_dag.structure import exact_posterior
-from pyro_dag.structure.candidates import (_greedy_node, _parent_set_scorer, candidate_tables,
-                                           select_candidates)
+from pyro_dag.structure.candidate_selection import _greedy_node, _parent_set_scorer, select_candidates
+from pyro_dag.structure.parent_set_tables import candidate_tables
 from pyro_dag.structure.mechanisms import BGeSEM, LinearGaussianSEM
 from pyro_dag.structure.scores import local_scores
 

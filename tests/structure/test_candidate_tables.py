@@ -12,10 +12,11 @@ from test_order_spn import _circuit_pairs
 from test_queries import _holds
 
 from pyro_dag.structure import exact_posterior, order_spn
-from pyro_dag.structure.candidates import candidate_tables, order_mcmc
-from pyro_dag.structure.graph_priors import fair_prior_log
 from pyro_dag.structure.causal import bge_mean_weights, total_effects
+from pyro_dag.structure.graph_priors import fair_prior_log
 from pyro_dag.structure.mechanisms import BGeSEM
+from pyro_dag.structure.order_sampler import order_mcmc
+from pyro_dag.structure.parent_set_tables import candidate_tables
 from pyro_dag.structure.scores import local_scores
 
 CANDS = [[1, 2], [0, 3, 4], [1], [0, 1, 2, 4], [2, 3]]

@@ -13,48 +13,27 @@ in the circuit, each one pass over it (§4.4, Table 1).
 
 Here the leaves use the tables of :class:`~pyro_dag.structure.ExactStructurePosterior` (its model: BGe or the
 collapsed linear-Gaussian score with the library's edge prior, every other node a candidate parent, so
-``p ≤ 20``); with its order-dependent prior factor ``c_i(S1) = Σ_{k ∈ S1} log(1 - q_ki)`` the unnormalised leaf
-value is ``β_i(S1) = c_i(S1) + log Σ_{G ⊆ S1} p̃_i(G)``, so a circuit whose support holds every order *is* the
-exact posterior. The splits come from an oracle's orders (§5.1): orders from
-:meth:`~pyro_dag.structure.ExactStructurePosterior.sample_orders`, the orders a
-:class:`~pyro_dag.structure.StructurePosterior` mixes over (:meth:`~pyro_dag.structure.StructurePosterior.support`),
-any array of orders, or random splits; at a sum node the orders that agree with the node's path (``S1`` first,
-then ``S2``) are cut at ``⌊|S2|/2⌋`` and the ``K`` heaviest distinct splits kept (sub-problems of at most
-``enum_threshold`` variables take all their balanced splits, as the paper does). The sum weights have the closed
-form of the exact ELBO (§5.2, Prop. 5): ``φ_k = softmax_k(log Z_k)``, ``Z_k`` the unnormalised mass of child
-``k``; then ``q(σ, G) = p̃(σ, G) 1[σ ∈ support] / Z_support``, the ELBO is ``log Z_support`` and
-``KL(q ‖ p) = -log coverage``, ``coverage = Z_support / Z`` (:attr:`coverage`).
+``p ≤ 20``) or of :class:`~pyro_dag.structure.CandidateTables` (parents restricted to candidate sets); with the
+order-dependent prior factor ``c_i(S1) = Σ_{k ∈ S1} log(1 - q_ki)`` the unnormalised leaf value is
+``β_i(S1) = c_i(S1) + log Σ_{G ⊆ S1} p̃_i(G)``, so a circuit whose support holds every order *is* the exact
+posterior. The sum weights have the closed form of the exact ELBO (§5.2, Prop. 5): ``φ_k = softmax_k(log Z_k)``,
+``Z_k`` the unnormalised mass of child ``k``; then ``q(σ, G) = p̃(σ, G) 1[σ ∈ support] / Z_support``, the ELBO is
+``log Z_support`` and ``KL(q ‖ p) = -log coverage``, ``coverage = Z_support / Z`` (:attr:`OrderSPN.coverage`).
+:func:`~pyro_dag.structure.order_spn` (:mod:`~pyro_dag.structure.order_circuit_builder`) builds the circuit.
 """
-import itertools
 import math
-import numbers
 
 import numpy as np
 import torch
 
 from .exact import ExactStructurePosterior
+from .parent_set_tables import CandidateTables
 from .posterior import DAGPosterior, _check_num_samples
+from .subsets import popcount
 
-__all__ = ["OrderSPN", "order_spn"]
+__all__ = ["OrderSPN", "TABLE_TYPES"]
 
-DEFAULT_EXPANSION = (64, 16, 6, 2)
-
-
-GREEDY_MAX_NODES = 20
-
-
-def _TABLE_TYPES():
-    from .candidates import CandidateTables
-
-    return (ExactStructurePosterior, CandidateTables)
-
-
-def _popcount(x):
-    return bin(int(x)).count("1")
-
-
-def _bits_of(mask, p):
-    return [i for i in range(p) if (mask >> i) & 1]
+TABLE_TYPES = (ExactStructurePosterior, CandidateTables)     # the leaf tables a circuit can use
 
 
 def _group_lse(x, starts):
@@ -69,7 +48,7 @@ def _group_lse(x, starts):
 class OrderSPN(DAGPosterior):
     """A regular Order SPN over (order, DAG) pairs (Wang, Wicker & Kwiatkowska 2022, Definition 1; see the module
     docstring), with the :class:`~pyro_dag.structure.posterior.DAGPosterior` queries answered exactly in the
-    circuit. Build it with :func:`order_spn`.
+    circuit. Build it with :func:`~pyro_dag.structure.order_spn`.
 
     Layout (one entry per depth): region levels (``S1``, ``S2`` bitmasks; leaves have ``|S2| = 1``) alternate with
     product levels (parent sum, left and right child regions, ``log φ``); the products of a sum are contiguous.
@@ -81,7 +60,7 @@ class OrderSPN(DAGPosterior):
     """
 
     def __init__(self, tables, regions, products, node_names=None):
-        if not isinstance(tables, _TABLE_TYPES()):
+        if not isinstance(tables, TABLE_TYPES):
             raise TypeError(f"OrderSPN: tables must be an ExactStructurePosterior or CandidateTables; "
                             f"got {type(tables).__name__}")
         self.tables = tables
@@ -319,7 +298,7 @@ class OrderSPN(DAGPosterior):
             subs = self.tables._parent_sets(i, S1)
             G = int(subs[np.argmax(g_e[i, subs])])
             A[:, i] = (G >> np.arange(p)) & 1
-        order = [i for i, S1 in sorted(leaves, key=lambda t: _popcount(t[1]))]
+        order = [i for i, S1 in sorted(leaves, key=lambda t: popcount(t[1]))]
         A = torch.as_tensor(A)
         return (A, order) if return_order else A
 
@@ -366,7 +345,7 @@ class OrderSPN(DAGPosterior):
         leaf_s, leaf_i, leaf_S1 = map(np.concatenate, (leaf_s, leaf_i, leaf_S1))
         out = np.zeros((num_samples, p, p))
         orders = np.zeros((num_samples, p), dtype=np.int64)
-        pos = np.array([_popcount(m) for m in leaf_S1], dtype=np.int64)
+        pos = np.array([popcount(m) for m in leaf_S1], dtype=np.int64)
         orders[leaf_s, pos] = leaf_i
         pairs = {}
         for n, key in enumerate(zip(leaf_i.tolist(), leaf_S1.tolist())):
@@ -446,194 +425,3 @@ class OrderSPN(DAGPosterior):
             return out
 
         return walk(0, 0)
-
-
-def _split_log_masses(beta, S1, S2):
-    """Exact log mass of every balanced split of the sub-problem ``(S1, S2)``: ``{S21 mask: log Σ`` over the
-    orders of ``S2`` (after ``S1``) that put ``S21`` first of ``Π_i β_i(pred_i)}``, by a forward and a backward
-    sum over the ``2^|S2|`` subsets of ``S2`` (the order dynamic programme of the sub-problem)."""
-    p = beta.shape[0]
-    nodes = np.array(_bits_of(S2, p), dtype=np.int64)
-    n = len(nodes)
-    loc = np.arange(1 << n, dtype=np.int64)
-    lbits = (loc[:, None] >> np.arange(n)) & 1                               # [2^n, n]
-    glob = (lbits * (1 << nodes)).sum(1) | S1                               # S1 ∪ the subset
-    pop = lbits.sum(1)
-    F = np.full(1 << n, -np.inf)
-    B = np.full(1 << n, -np.inf)
-    F[0] = 0.0
-    B[-1] = 0.0
-    for level in range(1, n + 1):
-        T = np.nonzero(pop == level)[0]
-        cand = np.full((len(T), n), -np.inf)
-        for a in range(n):
-            has = (T >> a) & 1 == 1
-            Ta = T[has] ^ (1 << a)
-            cand[has, a] = F[Ta] + beta[nodes[a], glob[Ta]]
-        F[T] = np.logaddexp.reduce(cand, axis=1)
-    for level in range(n - 1, -1, -1):
-        U = np.nonzero(pop == level)[0]
-        cand = np.full((len(U), n), -np.inf)
-        for a in range(n):
-            free = (U >> a) & 1 == 0
-            cand[free, a] = beta[nodes[a], glob[U[free]]] + B[U[free] | (1 << a)]
-        B[U] = np.logaddexp.reduce(cand, axis=1)
-    h = n // 2
-    T = np.nonzero(pop == h)[0]
-    return dict(zip((glob[T] ^ S1).tolist(), (F[T] + B[T]).tolist()))
-
-
-def _oracle_orders(tables, oracle, num_orders, seed):
-    """``(orders [M, p] int64, weights [M])`` from the oracle, or ``None`` for random splits."""
-    from .variational import StructurePosterior
-
-    from .candidates import CandidateTables, order_mcmc
-
-    if oracle is None or (isinstance(oracle, str) and oracle == "random"):
-        return None
-    if isinstance(oracle, str):
-        if oracle not in ("exact", "greedy", "mcmc"):
-            raise ValueError(f"oracle must be 'exact', 'greedy', 'mcmc', 'random', a StructurePosterior or an array "
-                             f"of orders; got {oracle!r}")
-        if oracle == "greedy":
-            if tables.num_nodes <= GREEDY_MAX_NODES:
-                return None
-            oracle = "mcmc"                            # for the sub-problems too large to enumerate
-        if oracle == "exact" and isinstance(tables, CandidateTables):
-            raise ValueError("oracle='exact' needs an ExactStructurePosterior; with CandidateTables use 'mcmc' "
-                             "or 'greedy'")
-        if oracle == "mcmc":
-            return order_mcmc(tables, num_orders, seed=seed), np.ones(num_orders)
-        orders, _ = tables.sample_orders(num_orders, seed=seed)
-        return orders.numpy(), np.ones(len(orders))
-    if isinstance(oracle, StructurePosterior):
-        r, w = oracle.support()
-        return torch.argsort(-r.detach().cpu(), -1).numpy(), w.detach().cpu().double().numpy()
-    if isinstance(oracle, tuple) and len(oracle) == 2:
-        orders, weights = oracle
-    else:
-        orders, weights = oracle, None
-    orders = np.asarray(torch.as_tensor(orders).cpu(), dtype=np.int64)
-    p = tables.num_nodes
-    if orders.ndim != 2 or orders.shape[1] != p or not (np.sort(orders, 1) == np.arange(p)).all():
-        raise ValueError(f"oracle orders must be an [M, {p}] array of permutations of 0..{p - 1} (upstream first)")
-    weights = np.ones(len(orders)) if weights is None else np.asarray(torch.as_tensor(weights), dtype=float)
-    if weights.shape != (len(orders),) or (weights < 0).any() or not weights.sum() > 0:
-        raise ValueError("oracle weights must be [M], non-negative and not all zero")
-    return orders, weights
-
-
-def order_spn(tables, oracle="exact", *, num_orders=1000, expansion=DEFAULT_EXPANSION, enum_threshold=4,
-              parameters="closed_form", fill=True, seed=0):
-    """Build an :class:`OrderSPN` on the leaf tables of an exact posterior, its splits from an oracle (Wang, Wicker &
-    Kwiatkowska 2022, §5, Algorithm "TRUST").
-
-    :param ExactStructurePosterior tables: the model (local scores and edge prior) the leaves use
-        (:func:`~pyro_dag.structure.exact_posterior`).
-    :param oracle: where the splits come from: ``"exact"`` (``num_orders`` orders drawn from ``tables``),
-        ``"greedy"`` (at every sum node the ``K`` balanced splits of largest exact mass in its sub-problem, by the
-        sub-problem's order dynamic programme over the ``2^|S2|`` subsets of its variables: the coverage-greedy
-        oracle, beyond the paper's samplers),
-        a :class:`~pyro_dag.structure.StructurePosterior` (the orders of its support, with their weights),
-        an ``[M, p]`` array of orders (upstream first) or ``(orders, weights)``, or ``"random"``/``None``
-        (random balanced splits; the paper's ablation).
-    :param expansion: ``K`` per sum layer (the last repeats); the paper's d = 16 setting is ``(64, 16, 6, 2)``.
-    :param int enum_threshold: sub-problems of at most this many variables take all their balanced splits.
-    :param str parameters: ``"closed_form"`` (the exact-ELBO optimum) or ``"uniform"`` (equal weights).
-    :param bool fill: when the oracle proposes fewer than ``K`` distinct splits, add random distinct ones.
-    :param int seed: seeds the oracle draws and the random splits.
-    :returns: :class:`OrderSPN`.
-    """
-    if not isinstance(tables, _TABLE_TYPES()):
-        raise TypeError(f"order_spn: tables must be an ExactStructurePosterior (exact_posterior(...)) or "
-                        f"CandidateTables (candidate_tables(...)); got {type(tables).__name__}")
-    expansion = tuple(int(k) for k in (expansion if not isinstance(expansion, numbers.Integral) else (expansion,)))
-    if not expansion or min(expansion) < 1:
-        raise ValueError(f"expansion must be positive integers; got {expansion}")
-    if parameters not in ("closed_form", "uniform"):
-        raise ValueError(f"parameters must be 'closed_form' or 'uniform'; got {parameters!r}")
-    p = tables.num_nodes
-    rng = np.random.default_rng(seed)
-    got = _oracle_orders(tables, oracle, num_orders, seed)
-    greedy = isinstance(oracle, str) and oracle == "greedy"
-    if got is not None:
-        orders, weights = got
-        pos = np.argsort(orders, 1)                                          # [M, p] position of each node
-        prefix = np.zeros((len(orders), p + 1), dtype=np.int64)
-        prefix[:, 1:] = np.cumsum(1 << orders, 1)
-
-    def balanced(nodes):
-        h = len(nodes) // 2
-        return [sum(1 << nodes[k] for k in c) for c in itertools.combinations(range(len(nodes)), h)]
-
-    def splits(S1, S2, K):
-        nodes = _bits_of(S2, p)
-        n, h = len(nodes), len(nodes) // 2
-        if n <= enum_threshold:
-            return balanced(nodes)
-        chosen = []
-        if greedy and n <= GREEDY_MAX_NODES:
-            masses = _split_log_masses(tables._beta, S1, S2)
-            chosen = [m for m, v in sorted(masses.items(), key=lambda t: -t[1])[:K] if np.isfinite(v)]
-        elif got is not None:
-            n1 = _popcount(S1)
-            ok = (prefix[:, n1] == S1) & (prefix[:, n1 + n] == (S1 | S2)) & (weights > 0)
-            if not ok.any():
-                ok = weights > 0
-            sub = pos[ok][:, nodes]                                          # positions of S2's nodes
-            first = np.argsort(sub, 1)[:, :h]
-            masks = (1 << np.asarray(nodes, dtype=np.int64))[first].sum(1)
-            tot = {}
-            for m, w in zip(masks.tolist(), weights[ok].tolist()):
-                tot[m] = tot.get(m, 0.0) + w
-            chosen = [m for m, _ in sorted(tot.items(), key=lambda t: -t[1])[:K]]
-        if ((got is None and not greedy) or fill) and len(chosen) < K:
-            total = math.comb(n, h)
-            if total <= 4 * K:
-                rest = [m for m in balanced(nodes) if m not in set(chosen)]
-                rng.shuffle(rest)
-                chosen += rest[:K - len(chosen)]
-            else:
-                seen = set(chosen)
-                while len(chosen) < K:
-                    m = sum(1 << nodes[k] for k in rng.choice(n, size=h, replace=False))
-                    if m not in seen:
-                        seen.add(m)
-                        chosen.append(m)
-        return chosen
-
-    regions, products = [], []
-    cur_S1, cur_S2 = [0], [(1 << p) - 1]
-    depth = 0
-    while cur_S1:
-        K = expansion[min(depth, len(expansion) - 1)]
-        leaf = np.full(len(cur_S1), -1, dtype=np.int64)
-        start = np.full(len(cur_S1), -1, dtype=np.int64)
-        par, left, right, nS1, nS2 = [], [], [], [], []
-        for r, (S1, S2) in enumerate(zip(cur_S1, cur_S2)):
-            if _popcount(S2) == 1:
-                leaf[r] = S2.bit_length() - 1
-                continue
-            start[r] = len(par)
-            for S21 in splits(S1, S2, K):
-                par.append(r)
-                left.append(len(nS1))
-                nS1.append(S1)
-                nS2.append(S21)
-                right.append(len(nS1))
-                nS1.append(S1 | S21)
-                nS2.append(S2 ^ S21)
-        regions.append({"S1": np.array(cur_S1, dtype=np.int64), "S2": np.array(cur_S2, dtype=np.int64),
-                        "leaf": leaf, "start": start})
-        if par:
-            products.append({"parent": np.array(par, dtype=np.int64), "left": np.array(left, dtype=np.int64),
-                             "right": np.array(right, dtype=np.int64), "logphi": np.zeros(len(par))})
-        cur_S1, cur_S2 = nS1, nS2
-        depth += 1
-    spn = OrderSPN(tables, regions, products)
-    spn.oracle = oracle if isinstance(oracle, str) else ("random" if oracle is None else type(oracle).__name__)
-    if parameters == "closed_form":
-        spn._fit_closed_form()
-    else:
-        spn._set_uniform()
-    return spn

@@ -9,19 +9,14 @@ most ``K`` possible parents, and its parent-set distribution given the predecess
 prior ``q`` the order-dependent factor ``c_i(S) = Σ_{k ∈ S} log(1 - q_ki)`` still runs over all of ``S``, so with
 ``C_i`` = every other node the tables *are* the exact posterior's. Results are exact for this restricted posterior.
 
-:func:`candidate_tables` builds :class:`CandidateTables` from data. Candidates: by default the *greedy* selection
-of Viinikka et al. 2020 (*Towards Scalable Bayesian Learning of Causal DAGs*, NeurIPS, §4.1 and App. A, the choice
-of Wang, Wicker & Kwiatkowska 2022, App. F), which adds one node at a time, the one whose best parent set together
-with the candidates chosen so far scores highest, so that parents which only explain ``x_i`` jointly with others
-are found (the single-parent score gain misses them); or by the single-parent score gain ``f_i({k}) - f_i(∅)``
-(the "top-K pairwise" heuristic); or from any ``[p, p]`` score such as a fit's edge marginals; or given
-explicitly; edges a user already believes in can be forced into the sets (``include``). Optional in-degree bound;
-the library's edge prior or the "fair" prior of Eggeling et al. 2019 (``p(G_i) ∝ 1 / C(p - 1, |G_i|)``, the prior
-of Wang, Wicker & Kwiatkowska 2022, App. F).
-:func:`order_mcmc` draws orders from the tables by order MCMC (Friedman & Koller 2003), the oracle an order circuit
-uses where the exact order sampler is out of reach.
+:func:`candidate_tables` builds :class:`CandidateTables` from data, with candidates given explicitly, the ``K``
+highest of a ``[p, p]`` score, or chosen from the data (:mod:`~pyro_dag.structure.candidate_selection`, by
+default the greedy selection of Viinikka et al. 2020, *Towards Scalable Bayesian Learning of Causal DAGs*,
+NeurIPS, §4.1); edges a user already believes in can be forced into the sets (``include``). Optional in-degree
+bound; the library's edge prior or the "fair" prior of Eggeling et al. 2019 (``p(G_i) ∝ 1 / C(p - 1, |G_i|)``,
+:mod:`~pyro_dag.structure.graph_priors`; the prior of Wang, Wicker & Kwiatkowska 2022, App. F). Orders from the
+tables come from order MCMC (:func:`~pyro_dag.structure.order_mcmc`).
 """
-import math
 import numbers
 
 import numpy as np
@@ -29,22 +24,21 @@ import torch
 
 from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 
+from .candidate_selection import (GREEDY_MAX_SIZE, REVERSE_TOP, candidate_sets, forced_candidates,
+                                  top_candidates)
 from .causal import posterior_scatter
 from .config import COLLAPSED_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
-from .evidence import parse_evidence
 from .exact import MAX_NODES, ExactStructurePosterior
 from .graph_priors import GRAPH_PRIORS, fair_prior_log
 from .mechanisms import BGeSEM, LinearGaussianSEM
+from .order_sampler import order_mcmc
 from .scores import _edge_prior_logs, _scores_for_masks
 from .subsets import zeta_transform
 
-__all__ = ["CandidateTables", "candidate_tables", "fair_prior_log", "order_mcmc", "select_candidates"]
+__all__ = ["CandidateTables", "candidate_tables"]
 
-SELECTIONS = ("greedy", "pairwise")
 MAX_CANDIDATES = 20
-GREEDY_MAX_SIZE = 4          # largest parent set the greedy selection scores (select_candidates' max_size)
-REVERSE_TOP = 8              # select_candidates' reverse_top
 MAX_EFFECT_CANDIDATES = 14
 
 
@@ -254,188 +248,6 @@ def _bge_candidate_scores(X, j, cand, mech):
     return out
 
 
-def _parent_set_scorer(X, mech):
-    """``score(j, sets) -> [M]`` local log evidence ``f_j(G)`` of node ``j`` for parent sets ``sets`` ``[M, L]``
-    (node indices, ``-1`` pads; no set may hold ``j``). BGe: the family formula of
-    :class:`~pyro_dag.structure.BGeSEM` on the gathered blocks of its ``R`` (no ``[p, p]`` matrix per set);
-    the linear likelihood: its node evidence of the sets as global masks."""
-    if isinstance(mech, BGeSEM):
-        R, t = mech._R(X)
-        R = R.numpy()
-        N = X.shape[0]
-
-        def logdet(idx):                                                  # [M, L] -> [M]
-            ok = idx >= 0
-            c = np.maximum(idx, 0)
-            both = ok[:, :, None] & ok[:, None, :]
-            M = np.where(both, R[c[:, :, None], c[:, None, :]], np.eye(idx.shape[1]))
-            return np.linalg.slogdet(M)[1]
-
-        def score(j, sets):
-            sets = np.asarray(sets, dtype=np.int64).reshape(len(sets), -1)
-            L = sets.shape[1]
-            out = np.empty(len(sets))
-            step = max(1, 2 ** 22 // (L + 1) ** 2)                        # keeps the [M, L+1, L+1] blocks small
-            for s in range(0, len(sets), step):
-                a = sets[s:s + step]
-                aj = np.concatenate([a, np.full((len(a), 1), j, dtype=np.int64)], 1)
-                l = torch.as_tensor((a >= 0).sum(1), dtype=torch.float64)
-                out[s:s + step] = mech._family(N, t, l, torch.as_tensor(logdet(a)),
-                                               torch.as_tensor(logdet(aj))).numpy()
-            return out
-        return score
-
-    def score(j, sets):
-        sets = np.asarray(sets, dtype=np.int64).reshape(len(sets), -1)
-        masks = np.where(sets >= 0, np.left_shift(1, np.maximum(sets, 0)), 0).sum(1)
-        return _scores_for_masks(mech, X, masks)[j]
-    return score
-
-
-def _greedy_node(score, p, i, K, num_last, max_size, include=()):
-    """Node ``i``'s other nodes in the priority order of the greedy selection of Viinikka et al. 2020 (§4.1,
-    "greedy", criterion "score"): ``include`` first, then, one at a time, the outside node ``u`` with the largest
-    ``max_{S ⊆ C, |S| < max_size} f_i(S ∪ {u})`` (``C`` the nodes ranked so far) until ``K - num_last`` are
-    ranked, then the others by that value with the final ``C`` (the first ``K`` are the greedy candidates). The
-    maximum is kept per ``u`` and updated with the subsets that contain the newest candidate only."""
-    C = [int(k) for k in include]
-    U = [u for u in range(p) if u != i and u not in C]
-    subsets = [()]
-    for c in C:                                                           # the subsets of the forced candidates
-        subsets += [S + (c,) for S in subsets if len(S) < max_size - 1]
-    best = np.full(len(U), -np.inf)
-
-    def update(new):
-        if not new or not U:
-            return
-        sets = np.full((len(new) * len(U), max(len(S) for S in new) + 1), -1, dtype=np.int64)
-        for a, S in enumerate(new):
-            sets[a * len(U):(a + 1) * len(U), :len(S)] = S
-        sets[np.arange(len(sets)), np.tile([len(S) for S in new], (len(U), 1)).T.ravel()] = np.tile(U, len(new))
-        best[:] = np.maximum(best, score(i, sets).reshape(len(new), len(U)).max(0))
-
-    update(subsets)
-    while len(C) < K - num_last and U:
-        a = int(np.argmax(best))                                          # ties: the lowest index
-        c = U.pop(a)
-        best_rest = np.delete(best, a)
-        C.append(c)
-        new = [S + (c,) for S in subsets if len(S) < max_size - 1]
-        subsets += new
-        best = best_rest
-        update(new)
-    return C + [U[a] for a in np.argsort(-best, kind="stable")]
-
-
-def select_candidates(data, num_candidates=16, *, likelihood="bge", selection="greedy", num_last=None,
-                      max_size=GREEDY_MAX_SIZE, reverse_top=REVERSE_TOP, include=None, config=None, **settings):
-    """Candidate parent sets ``C_i`` for :func:`candidate_tables` (Viinikka et al. 2020, *Towards Scalable
-    Bayesian Learning of Causal DAGs*, NeurIPS, §4.1; Wang, Wicker & Kwiatkowska 2022, App. F).
-
-    ``selection="greedy"`` (the paper's choice, Viinikka et al.'s best heuristic): for each node, add one node at a
-    time, the one ``u`` maximising ``max_{S ⊆ C_i, |S| < max_size} f_i(S ∪ {u})`` (``f_i`` the local log
-    evidence), until ``K - num_last`` are chosen; the last ``num_last`` are the next best by that value. Since the
-    score cannot orient an edge (Markov equivalence), a parent is often ranked highly in the other direction only:
-    with ``reverse_top = r`` node ``i`` keeps its first ``r`` greedy candidates, then takes the nodes ``k`` that
-    rank ``i`` among *their* first ``r``, then the rest of its ranking, up to ``K`` (on the d = 32 ER graphs of
-    ``benchmarks/structure_trust.py``, K = 16: recall of the true parents 0.91 against 0.89 without and 0.78 for
-    the pairwise gain). ``"pairwise"``: the ``K`` largest single-parent gains ``f_i({k}) - f_i(∅)``. Cost
-    (greedy): about ``Σ_t C(t, < max_size) (p - t)`` local scores per node (``t < K - num_last``), well under a
-    second for ``p = 32, K = 16``.
-
-    :param data: ``[N, p]`` tensor, array or DataFrame (standardised first when the config says so, as
-        :func:`candidate_tables`).
-    :param int num_candidates: ``K`` (at most ``p - 1``; every other node when ``K ≥ p - 1``).
-    :param str likelihood: ``"bge"`` or ``"linear"``.
-    :param str selection: ``"greedy"`` or ``"pairwise"``.
-    :param int num_last: greedy only: candidates added at once at the end (default ``min(6, K)``, as Viinikka et
-        al.'s software).
-    :param int max_size: greedy only: largest parent set scored in the search (``None``: unbounded, exponential
-        in ``K``; the tables built on the candidates are not bounded by it).
-    :param int reverse_top: greedy only: ``r`` above (``None``: the plain greedy sets).
-    :param include: edges forced into the candidate sets, pairs ``(k, i)`` (``k -> i``) of indices or node names,
-        or an evidence dict ``{(k, i): present}`` (its present edges); they count towards ``K`` and the greedy
-        search starts from them.
-    :returns: list of ``p`` sorted lists of node indices.
-    """
-    if config is None:
-        config = StructureConfig()
-    config = config.structure_config()
-    if likelihood not in COLLAPSED_LIKELIHOODS:
-        raise ValueError(f"select_candidates needs a collapsed likelihood, 'linear' or 'bge'; got {likelihood!r}")
-    config = config.replace(likelihood=likelihood, **settings)
-    X, names = prepare_data(data, torch.float64, None)
-    if config.standardize:
-        X = standardize_columns(X)
-    mech = LinearGaussianSEM(X.shape[1], marginalize=True) if likelihood == "linear" else BGeSEM(X.shape[1])
-    return _select(X, mech, num_candidates, selection, num_last, max_size, _forced(include, X.shape[1], names),
-                   reverse_top)
-
-
-def _forced(include, p, names):
-    """``[p]`` lists of forced candidates from ``include`` (edge pairs or an evidence dict)."""
-    out = [[] for _ in range(p)]
-    if include is None:
-        return out
-    edges = include if isinstance(include, dict) else {tuple(e): True for e in include}
-    ev = parse_evidence(edges, p, names)
-    for (k, i), present in ev.edges.items():
-        if present and k not in out[i]:
-            out[i].append(k)
-    return out
-
-
-def _top_k(S, forced, K):
-    """Per node ``i`` the ``K`` nodes ``k`` with the highest score ``S[k, i]`` (``[p, p]``), the forced ones first
-    and never ``i`` itself, as sorted lists."""
-    S = np.array(S, dtype=np.float64)
-    np.fill_diagonal(S, -np.inf)
-    for i, f in enumerate(forced):
-        S[f, i] = np.inf
-    return [sorted(np.argsort(-S[:, i], kind="stable")[:K].tolist()) for i in range(S.shape[1])]
-
-
-def _select(X, mech, num_candidates, selection, num_last, max_size, forced, reverse_top):
-    """Candidate sets of every node (see :func:`select_candidates`)."""
-    if selection not in SELECTIONS:
-        raise ValueError(f"selection must be one of {SELECTIONS}; got {selection!r}")
-    if not isinstance(num_candidates, numbers.Integral) or num_candidates < 0:
-        raise ValueError(f"num_candidates must be a non-negative integer; got {num_candidates!r}")
-    N, p = X.shape
-    K = min(int(num_candidates), p - 1)
-    if any(len(f) > K for f in forced):
-        i = next(i for i, f in enumerate(forced) if len(f) > K)
-        raise ValueError(f"include forces {len(forced[i])} candidates on node {i}, more than num_candidates = {K}; "
-                         f"raise num_candidates")
-    if K == p - 1:
-        return [[k for k in range(p) if k != i] for i in range(p)]
-    if selection == "pairwise":
-        single = _scores_for_masks(mech, X, np.concatenate([[0], 1 << np.arange(p, dtype=np.int64)]))
-        return _top_k(single[:, 1:].T - single[:, :1].T, forced, K)          # [k, i]
-    num_last = min(6, K) if num_last is None else int(num_last)
-    if not 0 <= num_last <= K:
-        raise ValueError(f"num_last must be in 0..num_candidates ({K}); got {num_last}")
-    max_size = p if max_size is None else int(max_size)
-    if max_size < 1:
-        raise ValueError(f"max_size must be at least 1; got {max_size}")
-    score = _parent_set_scorer(X, mech)
-    rank = [_greedy_node(score, p, i, K, num_last, max_size, forced[i]) for i in range(p)]
-    if reverse_top is None:
-        return [sorted(r[:K]) for r in rank]
-    if not isinstance(reverse_top, numbers.Integral) or reverse_top < 0:
-        raise ValueError(f"reverse_top must be a non-negative integer or None; got {reverse_top!r}")
-    top = min(int(reverse_top), K)
-    first = [set(r[:max(top, len(f))]) for r, f in zip(rank, forced)]
-    out = []
-    for i, r in enumerate(rank):
-        # the score cannot tell i -> k from k -> i (Markov equivalence): k that ranks i among its own first
-        # candidates comes next, before the rest of i's greedy ranking
-        back = [k for k in r if k not in first[i] and i in first[k]]
-        order = [k for k in r if k in first[i]] + back + [k for k in r if k not in first[i] and k not in back]
-        out.append(sorted(order[:K]))
-    return out
-
-
 def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=None, candidate_scores=None,
                      selection="greedy", include=None, max_parents=None, graph_prior="edge", edge_beliefs=None,
                      config=None, node_names=None, num_threads=DEFAULT_NUM_THREADS, **settings):
@@ -476,7 +288,7 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
         X = standardize_columns(X)
     mech = LinearGaussianSEM(p, marginalize=True) if likelihood == "linear" else BGeSEM(p)
     names = node_names if node_names is not None else names
-    forced = _forced(include, p, names)
+    forced = forced_candidates(include, p, names)
     with limit_threads(num_threads):
         if candidates is not None:
             if len(candidates) != p:
@@ -494,10 +306,10 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
             S = np.asarray(torch.as_tensor(candidate_scores, dtype=torch.float64))
             if S.shape != (p, p):
                 raise ValueError(f"candidate_scores must be [{p}, {p}]; got {S.shape}")
-            sets = _top_k(S, forced, K)
+            sets = top_candidates(S, forced, K)
         else:
             size = GREEDY_MAX_SIZE if max_parents is None else min(GREEDY_MAX_SIZE, int(max_parents))
-            sets = _select(X, mech, num_candidates, selection, None, size, forced, REVERSE_TOP)
+            sets = candidate_sets(X, mech, num_candidates, selection, None, size, forced, REVERSE_TOP)
         K = max(len(c) for c in sets)
         if K > MAX_CANDIDATES:
             raise ValueError(f"at most {MAX_CANDIDATES} candidates per node (2^K tables); got {K}")
@@ -549,50 +361,3 @@ def _with_prior(log_f, cand, graph_prior, config, edge_beliefs, max_parents, nod
     out.config, out.graph_prior, out.max_parents = config, graph_prior, max_parents
     out._log_f, out._edge_beliefs = log_f, edge_beliefs
     return out
-
-
-def order_mcmc(tables, num_samples=1000, *, num_steps=None, burn_in=None, seed=None):
-    """Orders from ``p(σ) ∝ Π_i β_i(σ_<i)`` by Metropolis-Hastings with random transpositions (order MCMC, Friedman
-    & Koller 2003) on the tables of an :class:`~pyro_dag.structure.ExactStructurePosterior` or
-    :class:`CandidateTables`.
-
-    :param int num_samples: orders returned (thinned evenly from ``num_steps`` after ``burn_in``).
-    :param int num_steps: chain length after burn-in (default ``20 num_samples``); ``burn_in`` default
-        ``num_steps // 4``.
-    :returns: ``[num_samples, p]`` int64 orders (upstream first).
-    """
-    if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
-        raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
-    p = tables.num_nodes
-    rng = np.random.default_rng(seed)
-    num_steps = 20 * num_samples if num_steps is None else int(num_steps)
-    burn_in = num_steps // 4 if burn_in is None else int(burn_in)
-    beta = tables._beta
-    nodes = np.arange(p)
-
-    def scores(order):
-        pred = np.concatenate([[0], np.cumsum(1 << order.astype(np.int64))[:-1]])
-        return beta[order, pred]
-
-    # start from the best of a few random orders
-    order = max((rng.permutation(p) for _ in range(20)), key=lambda o: scores(o).sum())
-    cur = scores(order)
-    total = burn_in + num_steps
-    keep = set(np.linspace(burn_in, total - 1, num_samples).astype(int).tolist())
-    out = []
-    for step in range(total):
-        a, b = sorted(rng.choice(p, size=2, replace=False))
-        new = order.copy()
-        new[a], new[b] = new[b], new[a]
-        seg = slice(a, b + 1)
-        pred = np.concatenate([[0], np.cumsum(1 << new.astype(np.int64))[:-1]])
-        s_new = beta[new[seg], pred[seg]]
-        delta = s_new.sum() - cur[seg].sum()
-        if np.isfinite(delta) and math.log(rng.random() + 1e-300) < delta or not np.isfinite(cur[seg].sum()):
-            order = new
-            cur = cur.copy()
-            cur[seg] = s_new
-        if step in keep:
-            out.append(order.copy())
-    del nodes
-    return np.array(out, dtype=np.int64)
