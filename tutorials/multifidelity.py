@@ -6,7 +6,7 @@ A simulator hierarchy is a DAG: the design input ``x`` is a root, each fidelity 
 design points, and a fidelity's parents are ``x`` and the fidelities it refines (Perlino, Hamelijnck, Johansen &
 Damoulas 2026, *Deep Gaussian Processes on Directed Acyclic Graphs*, arXiv:2607.09645, Sec. 7 and Sec. 8.1; the
 chain case is the MF-DGP of Cutajar et al. 2019). :class:`~pyro_dag.emulation.MultiFidelityEmulator` goes from
-per-fidelity ``(X, y)`` arrays to predictions at every fidelity, and :func:`pyro_dag.attribution.shapley` says how
+per-fidelity ``(X, y)`` arrays to predictions at every fidelity, and :func:`pyro_dag.emulation.shapley` says how
 much each lower fidelity contributes to the high fidelity's prediction (the paper's Fig. 7).
 
 Run it as a script (``python tutorials/multifidelity.py``, a few minutes on one core) or cell by cell. With

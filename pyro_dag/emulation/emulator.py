@@ -514,7 +514,7 @@ class MultiFidelityEmulator:
 
     def shapley(self, X, fidelity=None, **kwargs):
         """Shapley attribution of ``fidelity`` (default: the highest) at ``X`` to the fidelities it refines
-        (:func:`pyro_dag.attribution.shapley`, in standardised units; shares are unit-free)."""
+        (:func:`pyro_dag.emulation.shapley`, in standardised units; shares are unit-free)."""
         from .attribution import shapley
 
         fidelity = self.mf.fidelities[-1] if fidelity is None else fidelity

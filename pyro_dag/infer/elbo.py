@@ -50,7 +50,7 @@ class DAGELBO(ELBO):
         values already drawn (Algorithm 1 dense, Algorithm 2 sparse); its cost per node grows with the node's
         elimination-tree path. ``"joint"`` (beyond the paper): one joint draw of the inducing outputs per
         (sample, case) pair by a single block back-substitution, and each sink's predictive Rao-Blackwellised
-        over its own block (:class:`~pyro_dag.infer.autoguide.posteriors.JointSampleState`); the same ELBO in
+        over its own block (:class:`~pyro_dag.infer.autoguide.samplers.JointSampleState`); the same ELBO in
         expectation at a cost per node independent of the graph's depth, with more gradient variance.
         Mean-field guides are unaffected.
     :param bool antithetic: draw the ``S`` samples in antithetic pairs, ``ε`` and ``-ε`` (``S`` must be even;

@@ -15,7 +15,7 @@ def marginal_pass(model, posterior, X, num_samples, idx=None, cache=None, sample
                   state=None, noise=None, latent=None):
     """Marginal ancestral sampling through the whole DAG (Perlino et al. 2026, Prop. 9; Algorithms 1-3, App. E.3).
 
-    :param posterior: an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`.
+    :param posterior: an :class:`~pyro_dag.infer.autoguide.gaussians.InducingPosterior`.
     :param dict X: root design matrices ``{root: [n, d_r]}`` (already checked).
     :param int num_samples: ``S``.
     :param idx: optional case indices ``[B]``.

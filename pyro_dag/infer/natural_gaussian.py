@@ -7,7 +7,8 @@ variational parameters with Adam; the step is that of Khan & Lin (2017) and Sali
 import torch
 
 from .autoguide.families import MeanFieldFamily, StructuredFamily, substituted_posterior
-from .autoguide.posteriors import DenseAncestralState, DenseGaussianPosterior, InducingPosterior, MeanFieldPosterior
+from .autoguide.gaussians import DenseGaussianPosterior, InducingPosterior, MeanFieldPosterior
+from .autoguide.samplers import DenseAncestralState
 from .checks import LIKELY_CAUSES, NonFiniteLossError, check_finite_loss, training_step
 from .natural import family_param_names, freezing_optim_args, gaussian_kl
 
@@ -236,7 +237,7 @@ class GaussianNaturalGradient:
 
 class _MomentPosterior(InducingPosterior):
     """``N(m, Σ)`` given by its moments, for one evaluation of DAGELBO with the conditional sampler, whose dense
-    ancestral state (:class:`~pyro_dag.infer.autoguide.posteriors.DenseAncestralState`, Algorithm 1) reads only
+    ancestral state (:class:`~pyro_dag.infer.autoguide.samplers.DenseAncestralState`, Algorithm 1) reads only
     ``loc`` and ``covariance``: differentiating with respect to a leaf ``Σ`` gives ``∂E/∂Σ`` without a Cholesky
     factorisation and its backward pass. :meth:`kl` is the KL's value only (no gradient):
     :class:`GaussianNaturalGradient` adds the KL's exact gradient, ``(m, ½(I - Λ))``, itself. Joint draws

@@ -30,7 +30,7 @@ import torch
 
 from ..gp.likelihoods import Gaussian
 from .autoguide.families import StructuredFamily
-from .autoguide.posteriors import JointSampleState, MeanFieldState
+from .autoguide.samplers import JointSampleState, MeanFieldState
 from .checks import LIKELY_CAUSES, NonFiniteLossError
 from ..dgp.handoff import suspended
 from .marginal import marginal_pass

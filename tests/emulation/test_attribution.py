@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pyro_dag import DAGDGP, kernels
-from pyro_dag.attribution import normalised_shares, shapley, shapley_values
+from pyro_dag.emulation.attribution import normalised_shares, shapley, shapley_values
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 from pyro_dag.infer.training import train
 

@@ -91,22 +91,22 @@ def test_fit_collider_is_train_with_the_papers_adam():
 
 
 def test_an_interrupted_fit_collider_resumes_to_the_same_numbers(tmp_path, monkeypatch):
-    from pyro_dag.infer.training import loop
+    from pyro_dag.infer.training import run as loop
 
     kw = dict(steps=8, progress=False, num_eval_samples=20, antithetic=True, natural_gradient=0.01,
               natural_gradient_after=4)
     whole = experiment.fit_collider(**kw)
-    one_step = loop._Run._one_step
+    one_step = loop.TrainingRun._one_step
 
     def interrupted(self, s):
         if s == 6:
             raise KeyboardInterrupt
         return one_step(self, s)
 
-    monkeypatch.setattr(loop._Run, "_one_step", interrupted)
+    monkeypatch.setattr(loop.TrainingRun, "_one_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         experiment.fit_collider(checkpoint=str(tmp_path), checkpoint_every=3, resume=True, **kw)
-    monkeypatch.setattr(loop._Run, "_one_step", one_step)
+    monkeypatch.setattr(loop.TrainingRun, "_one_step", one_step)
     resumed = experiment.fit_collider(checkpoint=str(tmp_path), checkpoint_every=3, resume=True, **kw)
     assert resumed["train"].resumed_from == 3
     assert resumed["losses"] == whole["losses"]

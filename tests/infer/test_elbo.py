@@ -272,7 +272,7 @@ def test_joint_sampler_dense_equals_sparse(problem):
 
 def test_joint_sampler_sink_predictive_matches_brute_force():
     """The sink's Gaussian given the other blocks equals conditioning the dense joint covariance."""
-    from pyro_dag.infer.autoguide.posteriors import JointSampleState
+    from pyro_dag.infer.autoguide.samplers import JointSampleState
 
     model, inputs, data = collider_problem()
     guide = setup_guide(model, inputs, data, structure="chordal", backend="dense")

@@ -1,7 +1,7 @@
 """Variational families of :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`: parameters -> posterior.
 
 Each family is a :class:`~pyro.nn.PyroModule` holding the variational parameters, with a
-``posterior()`` method that builds an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`
+``posterior()`` method that builds an :class:`~pyro_dag.infer.autoguide.gaussians.InducingPosterior`
 from them (inside the guide's ``forward``, so Pyro's parameter capture sees every parameter).
 """
 import contextlib
@@ -37,7 +37,7 @@ def _scale_for(init_scale, node):
 @contextlib.contextmanager
 def substituted_posterior(family, posterior):
     """Within the block, ``family.posterior()`` returns ``posterior`` (an
-    :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior` with the family's block layout) instead of
+    :class:`~pyro_dag.infer.autoguide.gaussians.InducingPosterior` with the family's block layout) instead of
     building one from the parameters. Used by :class:`~pyro_dag.infer.natural.GaussianNaturalGradient` to
     differentiate the ELBO with respect to the moments ``(m, Σ)``.
     """

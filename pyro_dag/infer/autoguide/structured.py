@@ -41,10 +41,12 @@ from pyro.ops.tensor_utils import periodic_repeat
 from torch.distributions import biject_to, constraints
 
 from ... import graph as dag_graph
+from ...dgp import DAGDGP
 from ...param_store import check_param_store
 from ...dgp.handoff import current_estimator, suspended
 from .families import StructuredFamily, _assign, make_family
 from .gaussians import Block
+from .scales import initial_scales
 
 __all__ = ["AutoStructuredGuide", "InducingDistribution"]
 
@@ -57,7 +59,7 @@ GUIDE_PARAM_STORE_FIXES = ("Call pyro.clear_param_store() before building a new 
 
 class InducingDistribution(TorchDistribution):
     """A Pyro distribution over the concatenated latent vector of an
-    :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior`: event shape ``[P]``, reparameterised.
+    :class:`~pyro_dag.infer.autoguide.gaussians.InducingPosterior`: event shape ``[P]``, reparameterised.
 
     :param posterior: the Gaussian, whose coordinates are in its block order.
     :param torch.Tensor index: optional ``[P]`` permutation: coordinate ``i`` of this distribution is coordinate
@@ -279,9 +281,6 @@ class AutoStructuredGuide(AutoGuide):
         """The default initial scales of a DAGDGP's whitened inducing outputs: for each observed node with a Gaussian
         likelihood, the scale its data implies (:func:`pyro_dag.infer.training.initial_scales`); 1.0 (the prior's)
         for the other nodes, and for models that only call a DAGDGP inside a function of their own."""
-        from ...dgp import DAGDGP
-        from ..training.scales import initial_scales
-
         model = self._user_model[0]
         if not isinstance(model, DAGDGP):
             return 1.0
@@ -376,7 +375,7 @@ class AutoStructuredGuide(AutoGuide):
     # ------------------------------------------------------------------------------------------------- state
     @property
     def blocks(self):
-        """The block layout (:class:`~pyro_dag.infer.autoguide.posteriors.Block` per node or site), in the
+        """The block layout (:class:`~pyro_dag.infer.autoguide.gaussians.Block` per node or site), in the
         family's (elimination) order."""
         self._require_setup()
         return self.family.blocks
@@ -394,7 +393,7 @@ class AutoStructuredGuide(AutoGuide):
                                "guide (it returns {})")
 
     def inducing_posterior(self):
-        """The current Gaussian as an :class:`~pyro_dag.infer.autoguide.posteriors.InducingPosterior` (in the
+        """The current Gaussian as an :class:`~pyro_dag.infer.autoguide.gaussians.InducingPosterior` (in the
         family's block order; for a DAGDGP, ``q(U)``)."""
         self._require_setup()
         return self.family.posterior()

@@ -10,6 +10,8 @@ import pyro
 import torch
 from pyro.nn import PyroModule
 
+from ...dgp import DAGDGP
+
 __all__ = ["GROUPS", "find_dagdgp", "group_tensors", "group_param_names", "lr_multiplier_args"]
 
 #: Parameter groups of a :class:`~pyro_dag.DAGDGP`: ``"inducing"`` (the inducing inputs ``Z_w``), ``"likelihood"``
@@ -24,8 +26,6 @@ def find_dagdgp(model):
 
     :raises ValueError: if ``model`` holds more than one.
     """
-    from ...dgp import DAGDGP
-
     if isinstance(model, DAGDGP):
         return model
     if isinstance(model, torch.nn.Module):

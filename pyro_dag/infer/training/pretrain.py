@@ -25,8 +25,10 @@ import math
 
 import torch
 
+from ...dgp import DAGDGP
 from ..autoguide.families import MeanFieldFamily
 from ..checks import check_finite_gradients, check_finite_loss, training_step
+from .validation import structured_part
 
 __all__ = ["pretrainable_nodes", "node_elbo", "pretrain_nodes"]
 
@@ -109,8 +111,6 @@ def pretrain_nodes(model, guide, inputs, data, num_steps, lr=0.01, mask=None, no
     :raises ValueError: naming a node that cannot be fitted alone.
     :raises NonFiniteLossError: naming the step, if the loss or a gradient is not finite.
     """
-    from ...dgp import DAGDGP
-
     if not isinstance(model, DAGDGP):
         raise ValueError(f"pretrain_nodes needs a DAGDGP model, got {type(model).__name__}")
     if not model.is_setup:
@@ -127,8 +127,6 @@ def pretrain_nodes(model, guide, inputs, data, num_steps, lr=0.01, mask=None, no
             raise ValueError(f"pretrain_nodes: node {w!r} cannot be fitted alone: {why}; the joint steps train it")
     if not nodes:
         return [], []
-    from .loop import structured_part
-
     target = structured_part(guide)
     if target is None:
         raise ValueError(f"pretrain_nodes writes each node's q(V_w) into an AutoStructuredGuide; got "

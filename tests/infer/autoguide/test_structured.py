@@ -13,7 +13,7 @@ from pyro_dag import DAGDGP
 from pyro_dag import graph as G
 from pyro_dag.infer import DAGELBO
 from pyro_dag.infer.autoguide import AutoStructuredGuide
-from pyro_dag.infer.autoguide.posteriors import DenseGaussianPosterior, SparseChordalPosterior
+from pyro_dag.infer.autoguide.gaussians import DenseGaussianPosterior, SparseChordalPosterior
 
 
 @st.composite

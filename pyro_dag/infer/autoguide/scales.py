@@ -1,6 +1,7 @@
 """Data-driven initial scales of the inducing posterior of observed nodes."""
 import torch
 
+from ...dgp import DAGDGP
 from ...gp.likelihoods import Gaussian
 
 __all__ = ["initial_scales"]
@@ -32,8 +33,6 @@ def initial_scales(model, inputs, data, mask=None, max_scale=1.0):
     :param float max_scale: upper bound of the scales (default 1, the prior's).
     :returns: ``{node: float}``.
     """
-    from ...dgp import DAGDGP
-
     if not isinstance(model, DAGDGP):
         raise ValueError(f"initial_scales needs a DAGDGP model, got {type(model).__name__}")
     if not model.is_setup:

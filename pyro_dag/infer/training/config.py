@@ -1,0 +1,221 @@
+"""The settings of one training run as a frozen :class:`TrainConfig` (as
+:class:`~pyro_dag.structure.StructureConfig` is for structure learning): every option of
+:func:`~pyro_dag.infer.train`, checked once, when the config is built."""
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import pyro
+
+from ...threads import DEFAULT_NUM_THREADS
+from .groups import GROUPS
+
+__all__ = ["TrainConfig", "SVI_RECIPES"]
+
+#: The recipes of stochastic variational inference (:mod:`~pyro_dag.infer.training.recipes`; ``"lamp"`` is
+#: registered there by :mod:`pyro_dag.infer.lamp`).
+SVI_RECIPES = ("recommended", "adam")
+
+
+def _is_int(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _check(cond, message):
+    if not cond:
+        raise ValueError(f"train: {message}")
+
+
+def _positive_real(x):
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    r"""The options of one :func:`~pyro_dag.infer.train` run (Perlino, Hamelijnck, Johansen & Damoulas 2026,
+    "Deep Gaussian Processes on Directed Acyclic Graphs", arXiv:2607.09645, Algorithm 4, and the recipes of
+    :mod:`~pyro_dag.infer.training.recipes`). Frozen: derive variants with ``dataclasses.replace``. Every option is
+    checked when the config is built (a ``ValueError`` naming it), except for a recipe registered with its own
+    options (``"lamp"``), which checks them itself, and the recipe's name, which :func:`~pyro_dag.infer.train`
+    looks up.
+
+    :param int num_steps: joint steps, ``>= 1`` (warm start included, pretraining not).
+    :param str recipe: ``"recommended"`` (default), ``"adam"`` or ``"lamp"``: latent-MAP fitting (Chang & Sung
+        2026) with a :class:`~pyro_dag.infer.LatentMAP` as ``guide``, ``num_steps`` epochs of
+        :meth:`~pyro_dag.infer.LatentMAP.fit`, ``optim_args`` a dict of
+        :class:`~pyro_dag.infer.lamp.LaMPSettings` fields; the other options do not apply.
+    :param float lr: Adam's learning rate (default 0.01).
+    :param elbo: the ELBO estimator (default ``DAGELBO(num_particles, antithetic=...)`` for an
+        AutoStructuredGuide of a DAGDGP, ``Trace_ELBO(num_particles)`` otherwise).
+    :param int num_particles: samples per step of the default estimator (default 4).
+    :param bool antithetic: antithetic pairs in the default DAGELBO (default: on with ``"recommended"``).
+    :param float natural_gradient: ``γ`` in [0, 1] of the natural-gradient steps (0: Adam only).
+    :param int natural_gradient_after: Adam steps of the main phase (after the warm start) before the
+        natural-gradient steps take over (default 1000: Adam must first find the basin of the posterior's mean;
+        natural-gradient steps from a distant mean can make the loss jump by orders of magnitude, so runs of
+        up to 1000 steps are Adam only).
+    :param float natural_gradient_max_kl: trust region of those steps in nats: ``γ`` is halved until a step moves
+        ``q`` by at most this KL (default ``None``: 2 nats,
+        :data:`~pyro_dag.infer.training.guard.DEFAULT_NATURAL_GRADIENT_MAX_KL`; ``math.inf``: no limit).
+    :param bool natural_gradient_guard: stop the natural-gradient phase when it makes the loss worse (default on):
+        window means of 50 losses are compared with the best so far (the last Adam window included); a window
+        worse by more than ``max(3 sd, 5 %)`` restores the best window's parameters, hands the remaining steps to
+        Adam and warns (:class:`~pyro_dag.infer.training.guard.NaturalGradientDivergenceWarning`, naming the node
+        whose noise variance grew most; :attr:`TrainResult.natural_gradient_stopped`). After every run, a node whose
+        noise variance exceeds twice its training data's variance is named in a
+        :class:`~pyro_dag.infer.training.guard.NoiseRunawayWarning`.
+    :param float sink_step_size: ``γ`` of a conjugate natural-gradient step on the Gaussian sinks after every
+        Adam step (:class:`~pyro_dag.infer.SinkNaturalGradient`; 0, the default: off).
+    :param int warm_start: mean-field warm-start steps for a structured guide (default 0).
+    :param int pretrain_steps: node-wise pretraining steps (default 0: none). Each observed node whose parents
+        are roots or observed nodes is fitted alone as a sparse GP on its observed parents
+        (:func:`~pyro_dag.infer.training.pretrain_nodes`); nodes with latent parents are left to the joint steps.
+    :param float freeze_fraction: fraction in [0, 1] of the joint steps during which ``freeze`` is held fixed.
+    :param freeze: parameter groups to hold: ``"inducing"``, ``"likelihood"``, ``"kernel"`` (default the first two).
+    :param float likelihood_lr_multiplier: multiplies Adam's learning rate of the likelihood parameters (the
+        paper's heavy-ion runs use 0.1, Sec. 7).
+    :param optim_args: Adam's arguments, a dict or a ``pyro.optim``-style callable ``param_name -> dict``
+        (default ``{"lr": lr}``); ``likelihood_lr_multiplier`` applies on top.
+    :param validation: held-out ``(inputs, data)`` (or ``(inputs, data, model_kwargs)``, e.g. with its own
+        ``mask``) evaluated every ``validate_every`` steps of the main phase and at the last step
+        (:func:`validation_loss`: the estimator's loss with fixed draws, which leave the training's random
+        stream untouched), or a callable ``() -> float`` (lower is better).
+    :param int validate_every: steps between validations (default 50).
+    :param int patience: stop after this many validations without a new best (default ``None``: never).
+    :param bool restore_best: with validation, end with the parameters of the best validation loss (default).
+    :param callbacks: callables ``(step, loss) -> bool`` called after every step (1-based step); a true return
+        value stops the run.
+    :param bool progress: a tqdm bar with the running ELBO (mean of the last 25 steps).
+    :param num_threads: intra-op threads for the run (:func:`pyro_dag.threads.limit_threads`; default 1;
+        ``None`` keeps the process's settings).
+    :param fixed_kernels: ``"auto"`` (default): run inside :meth:`~pyro_dag.DAGDGP.fixed_kernels` when every
+        kernel hyperparameter and inducing input is fixed; ``True`` / ``False`` to force.
+    :param checkpoint: a file path (or an existing directory, for ``train_checkpoint.pt`` in it). The
+        parameters (Pyro's parameter store: the model's and the guide's), the optimiser's moments, the
+        natural-gradient counters, the step, the loss and validation history and the torch / numpy / Python
+        random-number states are written every ``checkpoint_every`` steps and at the end, atomically (a
+        temporary file, then ``os.replace``).
+    :param int checkpoint_every: steps between checkpoints (default 100).
+    :param bool resume: continue from ``checkpoint`` if it exists (build the model and guide as in the saved
+        run first); a run killed and resumed gives the uninterrupted run's losses bit for bit. The recipe's
+        settings must match the saved ones (``num_steps`` may grow).
+    :param dict model_kwargs: extra keyword arguments of every model/guide call (e.g. ``{"mask": ...}``).
+    :param str name: the loop's name in error messages (``"{name}, step k: ..."``) and on the progress bar.
+    :param bool distributed: data-parallel training over the ``torch.distributed`` process group
+        (:mod:`pyro_dag.infer.distributed`; launch with ``torchrun``): ``inputs`` / ``data`` are this process's
+        shard (:func:`pyro_dag.infer.distributed.shard`), ``model_kwargs["subsample_size"]`` its minibatch;
+        the shards' ELBOs sum to the full-data ELBO (global KL counted once), the global parameters'
+        gradients are all-reduced and broadcast from rank 0 at the start, per-case parameters stay on their
+        shard, and the losses are full-data estimates, the same on every process. Adam steps only: the
+        natural-gradient phase is off by default (an explicit ``natural_gradient > 0``, ``sink_step_size`` or
+        ``warm_start`` raises); validation losses are averaged over the processes; each process writes its
+        own checkpoint (``checkpoint`` with ``.rank{r}of{R}`` before the extension). Pretraining runs on each
+        shard and rank 0's result is broadcast. Callbacks must decide alike on every process.
+
+    Example::
+
+        config = TrainConfig(num_steps=3000, lr=0.005, validation=(X_val, Y_val), patience=5)
+        result = train(model, guide, inputs, data, config=config)
+    """
+
+    num_steps: int
+    recipe: str = "recommended"
+    lr: float = 0.01
+    elbo: object = None
+    num_particles: int = None
+    antithetic: bool = None
+    natural_gradient: float = None
+    natural_gradient_after: int = None
+    natural_gradient_max_kl: float = None
+    natural_gradient_guard: bool = True
+    sink_step_size: float = 0.0
+    warm_start: int = 0
+    pretrain_steps: int = 0
+    freeze_fraction: float = 0.0
+    freeze: tuple = ("inducing", "likelihood")
+    likelihood_lr_multiplier: float = 1.0
+    optim_args: object = None
+    validation: object = None
+    validate_every: int = 50
+    patience: int = None
+    restore_best: bool = True
+    callbacks: tuple = field(default=())
+    progress: bool = True
+    num_threads: object = DEFAULT_NUM_THREADS
+    fixed_kernels: object = "auto"
+    checkpoint: object = None
+    checkpoint_every: int = 100
+    resume: bool = False
+    model_kwargs: dict = None
+    name: str = "train"
+    distributed: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "callbacks", tuple(self.callbacks))
+        if self.recipe in SVI_RECIPES:  # other recipes (registered in recipes.RECIPES) check their own options
+            self._check()
+
+    @property
+    def freeze_groups(self):
+        """The parameter groups of ``freeze`` as a tuple."""
+        return (self.freeze,) if isinstance(self.freeze, str) else tuple(self.freeze)
+
+    def _check(self):
+        _check(_is_int(self.num_steps) and self.num_steps >= 1, f"num_steps must be a positive integer, got {self.num_steps!r}")
+        _check(_positive_real(self.lr), f"lr must be a positive finite number, got {self.lr!r}")
+        if self.elbo is not None:
+            _check(self.num_particles is None and self.antithetic is None,
+                   "num_particles and antithetic configure the default ELBO; with elbo= given, set them on it")
+            _check(hasattr(self.elbo, "differentiable_loss"), f"elbo must be a Pyro ELBO (with differentiable_loss), got "
+                                                         f"{self.elbo!r}")
+        if self.num_particles is not None:
+            _check(_is_int(self.num_particles) and self.num_particles >= 1,
+                   f"num_particles must be a positive integer, got {self.num_particles!r}")
+            _check(not (self.antithetic and self.num_particles % 2),
+                   f"antithetic pairs the samples, so num_particles must be even, got {self.num_particles}")
+        for name, value in (("natural_gradient", self.natural_gradient), ("sink_step_size", self.sink_step_size)):
+            _check(value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 1),
+                   f"{name} must be a step size in (0, 1] (0: off), got {value!r}")
+        _check(not (self.natural_gradient and self.sink_step_size),
+               "use either natural_gradient (the whole posterior) or sink_step_size (the sinks only)")
+        _check(self.natural_gradient_max_kl is None or (isinstance(self.natural_gradient_max_kl, numbers.Real)
+                                                   and not isinstance(self.natural_gradient_max_kl, bool)
+                                                   and self.natural_gradient_max_kl > 0),
+               f"natural_gradient_max_kl must be a positive number of nats (math.inf: no trust region) or None, got "
+               f"{self.natural_gradient_max_kl!r}")
+        _check(self.natural_gradient_after is None or (_is_int(self.natural_gradient_after) and self.natural_gradient_after >= 0),
+               f"natural_gradient_after must be a non-negative integer, got {self.natural_gradient_after!r}")
+        _check(_is_int(self.warm_start) and self.warm_start >= 0, f"warm_start must be a non-negative integer, got {self.warm_start!r}")
+        _check(self.warm_start < self.num_steps, f"warm_start ({self.warm_start}) must be smaller than num_steps ({self.num_steps})")
+        _check(_is_int(self.pretrain_steps) and self.pretrain_steps >= 0,
+               f"pretrain_steps must be a non-negative integer, got {self.pretrain_steps!r}")
+        _check(isinstance(self.freeze_fraction, numbers.Real) and not isinstance(self.freeze_fraction, bool)
+               and 0 <= self.freeze_fraction <= 1, f"freeze_fraction must be a fraction of the steps in [0, 1], got "
+                                             f"{self.freeze_fraction!r}")
+        for g in self.freeze_groups:
+            _check(g in GROUPS, f"freeze names an unknown parameter group {g!r}; choose from {GROUPS}")
+        _check(_positive_real(self.likelihood_lr_multiplier),
+               f"likelihood_lr_multiplier must be a positive finite number, got {self.likelihood_lr_multiplier!r}")
+        _check(self.optim_args is None or isinstance(self.optim_args, dict) or callable(self.optim_args),
+               f"optim_args must be a dict or a callable param_name -> dict, got {self.optim_args!r}")
+        _check(self.validation is None or callable(self.validation)
+               or (isinstance(self.validation, (tuple, list)) and len(self.validation) in (2, 3)),
+               "validation must be an (inputs, data) pair, an (inputs, data, model_kwargs) triple or a callable "
+               "returning a loss")
+        _check(_is_int(self.validate_every) and self.validate_every >= 1,
+               f"validate_every must be a positive integer, got {self.validate_every!r}")
+        _check(self.patience is None or (_is_int(self.patience) and self.patience >= 1),
+               f"patience must be a positive integer (validations without improvement) or None, got {self.patience!r}")
+        _check(self.patience is None or self.validation is not None, "patience needs validation= (an (inputs, data) pair)")
+        for cb in self.callbacks:
+            _check(callable(cb), f"callbacks must be callables (step, loss) -> bool, got {cb!r}")
+        _check(self.fixed_kernels in ("auto", True, False), f"fixed_kernels must be 'auto', True or False, got "
+                                                       f"{self.fixed_kernels!r}")
+        _check(_is_int(self.checkpoint_every) and self.checkpoint_every >= 1,
+               f"checkpoint_every must be a positive integer, got {self.checkpoint_every!r}")
+        _check(not self.resume or self.checkpoint is not None, "resume=True needs checkpoint= (the file to resume from)")
+        # Checkpoints read and write Pyro's global parameter store; with module-local parameters the store is empty,
+        # so a self.checkpoint would silently hold no parameters and a self.resume would restart from the initial values.
+        _check(self.checkpoint is None or not pyro.settings.get("module_local_params"),
+               "checkpoint= saves Pyro's global parameter store, which pyro.settings.set(module_local_params=True) "
+               "leaves empty; train without module-local parameters to checkpoint, or drop checkpoint=")

@@ -1,0 +1,44 @@
+"""What a training run returns: :class:`TrainResult`, one type for every recipe of
+:func:`~pyro_dag.infer.train` (stochastic variational inference and latent-MAP fitting alike)."""
+from dataclasses import dataclass, field
+
+__all__ = ["TrainResult"]
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    :ivar list losses: the loss (negative ELBO estimate, a float) of every step run, warm-start steps included;
+        each is evaluated at the parameters before the step.
+    :ivar list pretrain_losses: the summed node-wise losses of the pretraining steps.
+    :ivar list pretrained_nodes: the nodes fitted alone first.
+    :ivar list validation: ``(step, validation loss)`` pairs.
+    :ivar best_step: the step of the lowest validation loss (``None`` without validation).
+    :ivar best_validation_loss: that loss.
+    :ivar stopped: ``None`` (all steps ran), ``"early_stopping"`` or ``"callback"``.
+    :ivar dict settings: the resolved recipe (ELBO, learning rate, natural-gradient phase, freezing, ...).
+    :ivar float seconds: wall-clock seconds of the steps run in this call (pretraining excluded).
+    :ivar float warm_start_seconds: of which in the mean-field warm start.
+    :ivar int resumed_from: the step the run resumed after (``0`` for a fresh run).
+    :ivar natural_gradient_stopped: the step at which the divergence guard stopped the natural-gradient phase
+        (:class:`~pyro_dag.infer.training.guard.NaturalGradientGuard`), else ``None``.
+    """
+
+    losses: list = field(default_factory=list)
+    pretrain_losses: list = field(default_factory=list)
+    pretrained_nodes: list = field(default_factory=list)
+    validation: list = field(default_factory=list)
+    best_step: int = None
+    best_validation_loss: float = None
+    stopped: str = None
+    settings: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    warm_start_seconds: float = 0.0
+    resumed_from: int = 0
+    natural_gradient_stopped: int = None
+
+    @property
+    def num_steps(self):
+        """Steps run (warm start included)."""
+        return len(self.losses)

@@ -1,0 +1,326 @@
+"""One run of an SVI recipe of :func:`~pyro_dag.infer.train`: the estimator, freezing, the loop, validation and
+checkpoints; the phases (:mod:`~pyro_dag.infer.training.phases`) take the steps."""
+import contextlib
+import math
+import os
+import time
+
+from pyro.infer import Trace_ELBO
+
+from ..autoguide import AutoStructuredGuide
+from ..checks import check_finite_loss, training_step
+from ..distributed import DataParallel
+from ..elbo import DAGELBO
+from .checkpoint import capture_params, capture_rng_state, load_checkpoint, restore_params, restore_rng_state, save_checkpoint
+from .groups import find_dagdgp, group_tensors
+from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings
+from .phases import WARM_START_NAME, AdamPhase, NaturalGradientPhase, WarmStartPhase
+from .pretrain import pretrain_nodes
+from .result import TrainResult
+from .validation import structured_part, validation_loss
+
+__all__ = ["TrainingRun"]
+
+
+def _setup_done(guide):
+    if hasattr(guide, "family") and getattr(guide, "_model_key", None) is not None:
+        return guide.family is not None
+    return getattr(guide, "prototype_trace", None) is not None
+
+
+class TrainingRun:
+    """One run of an SVI recipe of :func:`~pyro_dag.infer.train`: the loop's state in one place, so that it can be
+    saved and restored; the phases (:mod:`~pyro_dag.infer.training.phases`) take the steps.
+
+    :param config: the run's :class:`~pyro_dag.infer.training.TrainConfig`. :param recipe: its
+        :class:`~pyro_dag.infer.training.recipes.SVIRecipe`. :param path: the checkpoint file, or ``None``.
+    """
+
+    def __init__(self, model, guide, inputs, data, config, recipe, path):
+        self.model, self.guide, self.inputs, self.data = model, guide, inputs, data
+        self.args = (inputs,) if data is None else (inputs, data)
+        self.config = config
+        groups = config.freeze_groups
+        self.kw = dict(config.model_kwargs or {})
+        self.path = path
+        self.name = config.name
+        self.dgp = find_dagdgp(model)
+        dgp = self.dgp
+        needs = [k for k in ("pretrain_steps", "freeze_fraction", "sink_step_size") if getattr(config, k)]
+        if config.likelihood_lr_multiplier != 1.0:
+            needs.append("likelihood_lr_multiplier")
+        if needs and dgp is None:
+            raise ValueError(f"train: {needs[0]} needs a DAGDGP model (as the model or a submodule)")
+        self.dag_guide = structured_part(guide) is not None and dgp is not None
+        structured = self.dag_guide and isinstance(guide, AutoStructuredGuide) and guide.structure != "mean_field"
+        elbo = config.elbo
+        if elbo is None:
+            num_particles = 4 if config.num_particles is None else config.num_particles
+            antithetic = config.antithetic
+            if self.dag_guide:
+                if antithetic is None:
+                    antithetic = recipe.antithetic and num_particles % 2 == 0
+                elbo = DAGELBO(num_particles=num_particles, antithetic=antithetic)
+            else:
+                if antithetic:
+                    raise ValueError("train: antithetic pairs are a DAGELBO option, which needs an "
+                                     "AutoStructuredGuide of a DAGDGP; pass elbo= for other guides")
+                elbo = Trace_ELBO(num_particles=num_particles)
+        self.elbo = elbo
+        self.dp = None
+        ng = config.natural_gradient
+        if config.distributed:
+            for k in ("natural_gradient", "sink_step_size", "warm_start"):
+                if getattr(config, k):
+                    raise ValueError(f"train(distributed=True): {k} steps are not data-parallel (Adam steps only); "
+                                     f"pass {k}=0")
+            ng = 0.0
+            self.dp = DataParallel(elbo)
+        if ng is None:
+            ng = recipe.natural_gradient if structured else 0.0
+        if ng and not isinstance(guide, AutoStructuredGuide):
+            raise ValueError("train: natural_gradient steps need the guide to be an AutoStructuredGuide (its "
+                             f"Gaussian posterior), got {type(guide).__name__}; pass natural_gradient=0")
+        if config.sink_step_size and not (self.dag_guide and isinstance(guide, AutoStructuredGuide)):
+            raise ValueError("train: sink_step_size needs the guide to be an AutoStructuredGuide of a DAGDGP, got "
+                             f"{type(guide).__name__}")
+        ng = float(ng)
+        after = config.natural_gradient_after
+        ng_after = 1000 if after is None else after
+        max_kl = config.natural_gradient_max_kl
+        ng_max_kl = DEFAULT_NATURAL_GRADIENT_MAX_KL if max_kl is None else float(max_kl)
+        warm = config.warm_start
+        if warm and not structured:
+            raise ValueError("train: warm_start initialises a structured (chordal / full) AutoStructuredGuide of a "
+                             "DAGDGP from a mean-field one; this guide is not one (pass warm_start=0)")
+        self.warm = warm
+        self.freeze_steps = int(math.floor(config.freeze_fraction * config.num_steps + 1e-9))
+        if dgp is not None and not dgp.is_setup:
+            if dgp is model:
+                dgp.setup(inputs, data, self.kw.get("mask"))
+            elif self.freeze_steps and "inducing" in groups:
+                raise ValueError("train: freezing the inducing inputs needs them to exist: set the DAGDGP up first "
+                                 "(dgp.setup(inputs, data)) when it is part of a larger model")
+        self.frozen = group_tensors(dgp, groups) if (dgp is not None and self.freeze_steps and groups) else {}
+        self.lr_scale = {}
+        if config.likelihood_lr_multiplier != 1.0:
+            self.lr_scale = {i: config.likelihood_lr_multiplier for i in group_tensors(dgp, "likelihood")}
+        self.optim_args = config.optim_args if config.optim_args is not None else {"lr": config.lr}
+        fk = config.fixed_kernels
+        if fk == "auto":
+            fk = dgp is not None and dgp.is_setup and _all_fixed(dgp)
+        self.use_fixed = bool(fk)
+        self.settings = {
+            "recipe": config.recipe, "lr": config.lr, "elbo": type(elbo).__name__,
+            "num_particles": getattr(elbo, "num_particles", None), "antithetic": getattr(elbo, "antithetic", False),
+            "sampler": getattr(elbo, "sampler", None), "natural_gradient": ng,
+            "natural_gradient_after": ng_after if ng else None,
+            "natural_gradient_max_kl": ng_max_kl if ng else None,
+            "natural_gradient_guard": bool(config.natural_gradient_guard) if ng else None,
+            "sink_step_size": float(config.sink_step_size), "warm_start": warm,
+            "pretrain_steps": config.pretrain_steps, "freeze_steps": self.freeze_steps,
+            "freeze": list(groups) if self.freeze_steps else [],
+            "likelihood_lr_multiplier": config.likelihood_lr_multiplier,
+            "validate_every": config.validate_every if config.validation is not None else None,
+            "patience": config.patience, "fixed_kernels": self.use_fixed,
+        }
+        if self.dp is not None:
+            self.settings["world_size"] = self.dp.world_size
+        self.result = TrainResult(settings=dict(self.settings, num_steps=config.num_steps))
+        self.step = 0
+        self.warm_phase = WarmStartPhase(self, warm)
+        self.adam_phase = AdamPhase(self)
+        self.natural = NaturalGradientPhase(self, self.adam_phase, ng, ng_after, ng_max_kl)
+        self.best_params = None
+        self.bad = 0
+        self.pretrained = False
+        self._no_freeze = {}
+
+    # ------------------------------------------------------------------ one step
+    def _one_step(self, s):
+        frozen = self.frozen if s <= self.freeze_steps else self._no_freeze
+        if self.natural.active(s):
+            loss = self.natural.step(s, frozen)
+        else:
+            loss = self.adam_phase.step(frozen)
+        check_finite_loss(loss, "the loss", self.inputs, self.data)
+        return loss
+
+    def _validate(self, s):
+        validation = self.config.validation
+        if callable(validation):
+            v = float(validation())
+        else:
+            v = validation_loss(self.model, self.guide, self.elbo, validation[0], validation[1],
+                                model_kwargs=validation[2] if len(validation) > 2 else None)
+        if self.dp is not None:
+            v = self.dp.mean(v)
+        r = self.result
+        r.validation.append((s, v))
+        if r.best_validation_loss is None or v < r.best_validation_loss:
+            r.best_step, r.best_validation_loss = s, v
+            self.best_params = capture_params() if self.config.restore_best else None
+            self.bad = 0
+        else:
+            self.bad += 1
+        if self.config.patience is not None and self.bad >= self.config.patience:
+            r.stopped = "early_stopping"
+
+    # ------------------------------------------------------------------ checkpoints
+    def _state(self):
+        r = self.result
+        gauss, sink, mf = self.natural.gauss, self.adam_phase.sink, self.warm_phase.guide
+        return {
+            "format": 1, "settings": self.settings, "step": self.step, "num_steps": self.config.num_steps,
+            "losses": list(r.losses), "pretrain_losses": list(r.pretrain_losses),
+            "pretrained_nodes": list(r.pretrained_nodes), "pretrained": self.pretrained,
+            "validation": [list(v) for v in r.validation], "best_step": r.best_step,
+            "best_validation_loss": r.best_validation_loss, "best_params": self.best_params, "bad": self.bad,
+            "stopped": r.stopped, "params": capture_params(),
+            "adam": None if self.adam_phase.adam is None else self.adam_phase.adam.state_dict(),
+            "gauss": None if gauss is None else {"num_steps": gauss.num_steps, "last_step_size": gauss.last_step_size},
+            "sink": None if sink is None else {"num_steps": sink.num_steps},
+            "guard": None if self.natural.guard is None else self.natural.guard.state(),
+            "ng_stopped": self.natural.stopped,
+            "setup": {"guide": _setup_done(self.guide), "warm": mf is not None and _setup_done(mf)},
+            "rng": capture_rng_state(),
+        }
+
+    def _save(self):
+        if self.path is not None:
+            save_checkpoint(self.path, self._state())
+
+    def _restore(self, state):
+        r = self.result
+        diff = {k: (state["settings"].get(k), v) for k, v in self.settings.items() if state["settings"].get(k) != v}
+        if diff:
+            k, (old, new) = next(iter(diff.items()))
+            raise ValueError(f"train: the checkpoint {self.path!r} was written with {k}={old!r}, this call has "
+                             f"{k}={new!r} ({len(diff)} setting(s) differ); resume with the saved run's settings "
+                             "or start a new checkpoint")
+        if state["step"] > self.config.num_steps:
+            raise ValueError(f"train: the checkpoint {self.path!r} is at step {state['step']}, beyond num_steps = "
+                             f"{self.o['num_steps']}")
+        self.step = state["step"]
+        in_warm_phase = self.warm and self.step <= self.warm
+        if in_warm_phase or state["setup"]["warm"]:
+            self.warm_phase.make_guide()
+            if state["setup"]["warm"]:
+                self.warm_phase.guide(*self.args, **self.kw)
+        if state["setup"]["guide"] and not _setup_done(self.guide):
+            self.guide(*self.args, **self.kw)
+        restore_params(state["params"], ignore_missing=() if in_warm_phase else (WARM_START_NAME,))
+        if self.step < self.warm or (self.warm and self.step == self.warm):
+            self.adam_phase.start(self.warm_phase.guide, run_guide=False)
+        else:
+            self.adam_phase.start(self.guide, run_guide=False)
+        self.adam_phase.adam.load_state_dict(state["adam"])
+        if state["sink"] is not None and self.adam_phase.sink is not None:
+            self.adam_phase.sink.num_steps = state["sink"]["num_steps"]
+        if state["gauss"] is not None:
+            natural = self.natural
+            natural.make()
+            guard = state.get("guard")
+            natural.guard = None if guard is None else NaturalGradientGuard.from_state(guard)
+            natural.stopped = r.natural_gradient_stopped = state.get("ng_stopped")
+            natural.gauss.num_steps = state["gauss"]["num_steps"]
+            natural.gauss.last_step_size = state["gauss"]["last_step_size"]
+        r.losses = list(state["losses"])
+        r.pretrain_losses = list(state["pretrain_losses"])
+        r.pretrained_nodes = list(state["pretrained_nodes"])
+        self.pretrained = state["pretrained"]
+        r.validation = [tuple(v) for v in state["validation"]]
+        r.best_step, r.best_validation_loss = state["best_step"], state["best_validation_loss"]
+        self.best_params, self.bad = state["best_params"], state["bad"]
+        r.stopped = state["stopped"]
+        r.resumed_from = self.step
+        restore_rng_state(state["rng"])
+
+    # ------------------------------------------------------------------ the run
+    def run(self):
+        state = None
+        if self.config.resume and os.path.exists(self.path):
+            state = load_checkpoint(self.path)
+        r = self.result
+        if state is None and self.config.pretrain_steps:
+            r.pretrained_nodes, r.pretrain_losses = pretrain_nodes(
+                self.dgp, self.guide, self.inputs, self.data, self.config.pretrain_steps, lr=self.config.lr,
+                mask=self.kw.get("mask"), lr_scale=self.lr_scale, progress=self.config.progress)
+            self.pretrained = True
+            self._save()
+        context = self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext()
+        with context:
+            if state is not None:
+                self._restore(state)
+            else:
+                if self.warm:
+                    self.warm_phase.make_guide()
+                    self.adam_phase.start(self.warm_phase.guide)
+                else:
+                    self.adam_phase.start(self.guide)
+            if self.dp is not None and not self.dp.is_setup:
+                self.dp.setup(self.model, self.guide, *self.args, **self.kw)
+            self._loop()
+        if self.config.validation is not None and self.config.restore_best and self.best_params is not None:
+            restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
+        if self.config.natural_gradient_guard:
+            noise_warnings(self.dgp, self.data, self.name)
+        return r
+
+    def _loop(self):
+        r, config = self.result, self.config
+        num_steps = config.num_steps
+        steps = range(self.step + 1, num_steps + 1)
+        bar = None
+        if config.progress and r.stopped is None:
+            from tqdm.auto import tqdm
+
+            bar = steps = tqdm(steps, desc=self.name, mininterval=0.5, initial=self.step, total=num_steps)
+        start = time.perf_counter()
+        warm_end = None
+        if r.stopped is not None:
+            steps = ()
+        for s in steps:
+            if self.warm and s == self.warm + 1:
+                warm_end = time.perf_counter()
+                self.warm_phase.hand_over()
+                self.adam_phase.start(self.guide)
+            label = f"{self.name} (mean-field warm start)" if s <= self.warm else self.name
+            with training_step(label, s):
+                loss = self._one_step(s)
+            self.step = s
+            r.losses.append(loss)
+            if config.validation is not None and s > self.warm and (s % config.validate_every == 0 or s == num_steps):
+                self._validate(s)
+            if self.path is not None and s % config.checkpoint_every == 0:
+                self._save()
+            for cb in config.callbacks:
+                if cb(s, loss):
+                    r.stopped = "callback"
+            if bar is not None and (s % 25 == 0 or s == num_steps):
+                recent = r.losses[-25:]
+                bar.set_postfix(elbo=f"{-sum(recent) / len(recent):.1f}")
+            if r.stopped is not None:
+                break
+        end = time.perf_counter()
+        r.seconds = end - start
+        if self.warm and self.step <= self.warm:
+            warm_end = end
+        r.warm_start_seconds = 0.0 if warm_end is None else warm_end - start
+        if bar is not None:
+            bar.close()
+        if self.path is not None:
+            self._save()
+
+
+def _all_fixed(dgp):
+    """Whether every kernel hyperparameter and inducing input of ``dgp`` is fixed (no gradient, no prior)."""
+    for w in dgp.topo_nodes:
+        kernel = dgp.kernels[w]
+        if any(p.requires_grad for p in kernel.parameters()):
+            return False
+        if any(getattr(m, "_pyro_samples", None) for m in kernel.modules()):
+            return False
+        if dgp.inducing_inputs(w).requires_grad:
+            return False
+    return True
