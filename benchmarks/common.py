@@ -1,8 +1,7 @@
-"""Shared helpers for the DAG-DGP benchmarks: one-thread set-up, JSON output, README table sections."""
+"""Shared helpers for the DAG-DGP benchmarks: one-thread set-up, JSON output, README regeneration."""
 import json
 import os
 import platform
-import re
 import time
 
 import torch
@@ -34,14 +33,21 @@ def write_json(name, payload):
 
 
 def write_readme_section(key, markdown):
-    """Replace (or append) the README section delimited by ``<!-- key:start -->`` / ``<!-- key:end -->``."""
-    start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
-    text = open(README).read() if os.path.exists(README) else "# Benchmarks\n"
-    block = f"{start}\n{markdown.strip()}\n{end}"
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
-    with open(README, "w") as f:
-        f.write(text)
+    """Regenerate the whole ``benchmarks/README.md`` from ``benchmarks/results/*.json`` (``benchmarks/report.py``).
+
+    Scripts call this after writing their JSON. ``key`` and ``markdown`` (the section the script used to splice in)
+    are ignored: the README is generated as a whole, and each section's table and text live in ``report.py``."""
+    return load_report().regenerate()
+
+
+def load_report():
+    """``benchmarks/report.py`` as a module, whichever way the calling script was started."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pyro_dag_benchmarks_report", os.path.join(HERE, "report.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def timed(fn, repeats):

@@ -409,8 +409,14 @@ def insert_block(doc, key, text):
 
 
 def write_readme_block(key, text):
-    """Write ``text`` into this author's marked block ``key`` of ``benchmarks/README.md`` (see
-    :func:`insert_block`); nothing outside the structure markers is touched."""
-    doc = open(README).read() if os.path.exists(README) else ""
-    with open(README, "w") as f:
-        f.write(insert_block(doc, key, text))
+    """Regenerate the whole ``benchmarks/README.md`` from ``benchmarks/results/*.json`` (``benchmarks/report.py``).
+
+    Scripts call this after saving their results. ``key`` and ``text`` (the block the script used to splice in with
+    :func:`insert_block`) are ignored: the README is generated as a whole by ``report.py``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pyro_dag_benchmarks_report",
+                                                  os.path.join(os.path.dirname(README), "report.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.regenerate()

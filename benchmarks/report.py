@@ -1,0 +1,1613 @@
+"""Regenerate ``benchmarks/README.md`` from the JSON files in ``benchmarks/results/`` (reads them; runs nothing).
+
+    python benchmarks/report.py                # rewrite benchmarks/README.md
+    python benchmarks/report.py --check        # exit 1 when benchmarks/README.md is not what the JSON gives
+    python benchmarks/report.py --out PATH     # write elsewhere
+
+One section per question a user asks: the command that reproduces it, one summary table built from the JSON and a
+few lines of conditions, caveats and targets. Every number in the README comes from the JSON, except the papers'
+published values and the targets quoted beside the measurements: those are the constants ``PUBLISHED`` and
+``TARGETS`` below, or are read from the benchmark script that compares against them (``script_constant``). The
+output is deterministic (sorted inputs, fixed formats, no dates of its own).
+
+Every ``benchmarks/results/**/*.json`` (except ``*_quick.json``) is read by some section or listed in
+``NOT_REPORTED`` with the reason; ``tests/test_benchmarks_report.py`` checks both that and that the committed
+README equals :func:`generate`'s output. The benchmark scripts call :func:`write` after writing their JSON (through
+``common.write_readme_section`` and ``structure_common.write_readme_block``).
+"""
+import argparse
+import ast
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+import textwrap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+README = os.path.join(HERE, "README.md")
+
+# ----------------------------------------------------------------------------------------------------------------
+# Published values and targets (not measurements). Everything else in the README is read from the JSON.
+# ----------------------------------------------------------------------------------------------------------------
+#: Values the papers report, quoted beside our measurements where the benchmark scripts do not hold them.
+PUBLISHED = {
+    # Perlino et al. 2026, arXiv:2607.09645, Table 1 / Fig. 14 (latent collider): DAG-VI vs DAG-SVI.
+    "collider": {"rmse": (0.114, 0.055), "crps": (0.075, 0.060), "abs_corr": (0.02, 0.93),
+                 "parent_var": ("1e-4", "0.16")},
+    # Perlino et al. 2026, Table 4 (heavy-ion emulator, HF-scarce): RMSE of DAG-SVI and DAG-VI.
+    "hf_scarce_rmse": {"DAG-SVI": 1.74e-2, "DAG-VI": 2.50e-2},
+    # Perlino et al. 2026, Tables 5-6 (pooled joint protocol): weighted energy score of DAG-SVI and DAG-VI.
+    "pooled_es": {"DAG-SVI": 0.158, "DAG-VI": 0.162},
+}
+#: Targets the benchmarks were run against (thresholds of the project, or the best published value to beat).
+TARGETS = {
+    "tree_ratio": 2.0, "tree_slope": 1.05,                   # default estimator: within 2x mean field, slope <= 1.05
+    "collider_svi_3000_s": 30.0, "collider_recipe_s": 10.0,  # seconds, one thread
+    "chain_ratio": 0.8,                                      # pyro_dag / GPyTorch seconds per step
+    "nuts_rhat": 1.01, "nuts_ess": 400, "nuts_cpu_s": 600,   # every inducing output and hyperparameter; 4 chains
+    "sbc_alpha": 0.05,
+    "quickstart": {"rmse_observed": 0.01, "rmse_held_out": 0.02, "var": (0.14, 0.17), "final_elbo": 180},
+    "poor_fit_rmse": 0.02,                                   # observed-case child RMSE of a poor collider fit
+    "mf_chains": 4,                                          # chains where pyro_dag <= emukit's best RMSE (of 6)
+    "sem_corr": 0.9,
+    "lamp_wins": 7,                                          # functions (of 10) with LaMP RMSE <= DSVI at n = 500, 1000
+    "trust_minutes_d16": 10, "trust_minutes_d32": 30,
+    "structure_fold_s": 600,
+    "pareto_k": 0.7, "halves_rhat": 1.05,                    # PSIS reliability; a chain stationary in itself
+    "epsr": 1.1,                                             # the usual split-EPSR rule
+    "lamp_target_ns": (500, 1000), "lamp_time_n": 1000,      # sizes of the accuracy and of the time targets
+    "lamp_gp_functions": ("schaffer", "g4", "g6"),           # where LaMP should beat a single GP
+}
+
+#: Results that no section reads, with the reason.
+NOT_REPORTED = {
+    "col_ng_a.json": "runs merged into collider.json (its settings.merge), which the collider section reads",
+    "col_ng_c.json": "runs merged into collider.json (its settings.merge), which the collider section reads",
+    "quickstart_data_seeds.json": "the Quickstart script on data sets 0-4; collider_data_seeds.json runs the same "
+                                  "recipe on the same data sets (and more) and is the one reported",
+    "multifidelity_hf_scarce_graphical.json": "one repetition, superseded by multifidelity_hf_scarce_graphical3.json "
+                                              "(three repetitions; its repetition 0 is this run)",
+}
+#: Folders of per-run files that a script aggregates into one results file (the aggregate is reported).
+PER_RUN_FOLDERS = {
+    "lamp_functions": "per-cell files aggregated by lamp_functions.py into lamp_functions.json (the collider_*.json "
+                      "cells are read directly by the LaMP section)",
+    "sachs_regression": "per-run files aggregated by sachs_regression.py into sachs_regression.json",
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading
+# ----------------------------------------------------------------------------------------------------------------
+class Results:
+    """Reads ``benchmarks/results`` and records which files each section used."""
+
+    def __init__(self, folder=RESULTS):
+        self.folder = folder
+        self.used = set()
+        self._cache = {}
+
+    def __call__(self, name):
+        self.used.add(name)
+        if name not in self._cache:
+            with open(os.path.join(self.folder, name), encoding="utf-8") as f:
+                self._cache[name] = json.load(f)
+        return self._cache[name]
+
+    def glob(self, pattern):
+        names = sorted(os.path.relpath(p, self.folder) for p in glob.glob(os.path.join(self.folder, pattern)))
+        return [n for n in names if not n.endswith("_quick.json")]
+
+
+def script_constant(path, name):
+    """A literal constant of a benchmark script (or library module), read without importing it."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise KeyError(f"{name} not found in {path}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Formatting
+# ----------------------------------------------------------------------------------------------------------------
+def f(x, d=3):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{d}f}"
+
+
+def g(x, s=3):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{s}g}"
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def se(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+
+
+def mse(xs, d=3, scale=1.0):
+    """Mean ± standard error (the value alone for one)."""
+    m, s = mean(xs) * scale, se(xs) * scale
+    return f(m, d) if math.isnan(s) else f"{f(m, d)} ± {f(s, d)}"
+
+
+def rng(xs, d=3):
+    lo, hi = min(xs), max(xs)
+    return f(lo, d) if f(lo, d) == f(hi, d) else f"{f(lo, d)}-{f(hi, d)}"
+
+
+def yes(b, good="met", bad="**missed**"):
+    return good if b else bad
+
+
+def table(head, rows):
+    for cell in list(head) + [c for row in rows for c in row]:
+        if "|" in str(cell):
+            raise ValueError(f"a table cell holds '|', which would split it: {cell!r}")
+    if any(len(row) != len(head) for row in rows):
+        raise ValueError(f"table rows of other lengths than the header ({len(head)} columns)")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def para(text):
+    return textwrap.fill(" ".join(text.split()), width=118, break_long_words=False, break_on_hyphens=False)
+
+
+class Section:
+    def __init__(self, title, command, tab, notes, sources):
+        self.title, self.command, self.table, self.notes, self.sources = title, command, tab, notes, sources
+
+    def render(self):
+        src = ", ".join(f"`results/{s}`" for s in self.sources[:4])
+        if len(self.sources) > 4:
+            src = f"{len(self.sources)} files, `results/{common_prefix(self.sources)}*.json`"
+        out = [f"### {self.title}", "", f"Reproduce: {self.command}. Data: {src}.", "", self.table, ""]
+        for n in self.notes:
+            out += [n, ""]
+        return "\n".join(out)
+
+
+def common_prefix(names):
+    pre = os.path.commonprefix(names)
+    return pre[:pre.rfind("_") + 1] if "_" in pre else pre
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sections: variational inference, speed, Pyro conformance
+# ----------------------------------------------------------------------------------------------------------------
+def sec_gradient_variance(R):
+    d = R("gradient_variance.json")
+    s = d["settings"]
+    rows = []
+    for r in d["rows"]:
+        rows.append(["mean field (DAG-VI)", "collider", s["train_steps"] if r["stage"] == "trained" else 0,
+                     g(r["total_grad_var_dagelbo"]), g(r["total_grad_var_dagelbo_antithetic"]), "–",
+                     g(r["total_grad_var_trace_elbo"]), f"{r['ratio_trace_over_dagelbo']:.1f}×", "–", "–"])
+    factor_over_sqrt = []
+    joint_worse = 0
+    for r in d["structured"]:
+        base = r["var_conditional_sqrt"] * r["cpu_seconds_conditional_sqrt"]
+        jw = r["var_joint"] * r["cpu_seconds_joint"] / base
+        tw = r["var_trace_elbo"] * r["cpu_seconds_trace_elbo"] / base
+        joint_worse += jw > 1
+        factor_over_sqrt.append(r["cpu_seconds_conditional"] / r["cpu_seconds_conditional_sqrt"])
+
+        def c(k):
+            return f"{g(r['var_' + k])} ({1000 * r['cpu_seconds_' + k]:.0f} ms)"
+        rows.append(["chordal (DAG-SVI), sparse", r["problem"], r["train_steps"], c("conditional_sqrt"),
+                     g(r["var_antithetic"]), c("joint"), c("trace_elbo"),
+                     f"{r['var_trace_elbo'] / r['var_conditional_sqrt']:.1f}×", f"{jw:.2f}", f"{tw:.2f}"])
+    ratios = [r["ratio_trace_over_dagelbo"] for r in d["rows"]] + \
+        [r["var_trace_elbo"] / r["var_conditional_sqrt"] for r in d["structured"]]
+    tab = table(["guide", "problem", "trained steps", "DAGELBO (default sampler)", "DAGELBO, antithetic pairs",
+                 "DAGELBO, joint sampler", "Trace_ELBO", "Trace_ELBO / DAGELBO", "joint work", "Trace_ELBO work"],
+                rows)
+    notes = [para(f"""Total gradient variance over all guide parameters, {s['repeats']} gradient draws per estimator
+        with
+        {s['num_particles']} samples each, same guide; in brackets CPU ms per gradient. *Work* = variance × CPU seconds
+        relative to DAGELBO's default sampler (lower is better). The structured rows' antithetic pairs ran in the sparse
+        backend's factor form, which took {rng(factor_over_sqrt, 1)}× the square-root form's CPU time for the same
+        estimator. Shared, loaded machine: compare within a row."""),
+             para(f"""Trace_ELBO's variance is {rng(ratios, 1)}× DAGELBO's everywhere. The joint sampler is cheaper per
+        gradient but noisier (more work on {joint_worse} of {len(d['structured'])} problems), so the conditional sampler
+        stays the default.""")]
+    return Section("Is DAGELBO's gradient better than Trace_ELBO's?", "`python benchmarks/gradient_variance.py`",
+                   tab, notes, ["gradient_variance.json"])
+
+
+def sec_tree_scaling(R):
+    d = R("tree_scaling.json")
+    rows = []
+    for r in d["rows"]:
+        mf = r["mean_field_cpu_s"]
+
+        def c(k):
+            return f"{r[k + '_cpu_s']:.3f}" if k + "_cpu_s" in r else "–"
+
+        def rss(k):
+            return f"{r[k + '_rss_mib']:.0f}" if k + "_rss_mib" in r else "–"
+        rows.append([r["depth"], r["gp_nodes"], f"{mf:.3f}", c("chordal_dense"), c("chordal_sparse"),
+                     c("chordal_sparse_sqrt"), c("chordal_sparse_joint"),
+                     f"{r['chordal_sparse_sqrt_cpu_s'] / mf:.2f}", f"{r['chordal_sparse_joint_cpu_s'] / mf:.2f}",
+                     " / ".join(rss(k) for k in ("mean_field", "chordal_sparse_sqrt", "chordal_sparse_joint",
+                                                  "chordal_dense"))])
+    sm = d["summary"]
+    sq, fa, jo = sm["conditional_square_root"], sm["conditional"], sm["joint"]
+    loads = [r["load"] for r in d["rows"]]
+    met = (sq["max_sparse_over_mean_field"] <= TARGETS["tree_ratio"]
+           and sq["sparse_loglog_slope"] <= TARGETS["tree_slope"])
+    tab = table(["depth", "GP nodes", "mean field (CPU s)", "dense, cond.", "sparse, cond. (factor)",
+                 "sparse, cond. (square root, default)", "sparse, joint", "square root / mean field",
+                 "joint / mean field", "peak RSS MiB (MF / square root / joint / dense)"], rows)
+    notes = [para(f"""One ELBO + gradient on binary trees (the DAG-DGP paper's Fig. 2): CPU seconds, median of
+        {d['settings']['repeats']} repeats, methods side by side in one process, float64, one thread, dense backend up
+        to
+        depth {sm['deepest_dense_depth']}. *cond.*: DAGELBO's default sampler (Algorithms 1 and 2), on the sparse
+        backend in
+        its square-root form (the default) and its block-Cholesky factor form (same draws to rounding). Peak RSS
+        includes
+        the interpreter and torch. Load average {rng(loads, 1)}: compare within a row. Plot:
+        `results/tree_scaling.png`."""),
+             para(f"""Target for the default: within {TARGETS['tree_ratio']:g}× mean field up to
+        {d['rows'][-1]['gp_nodes']} GP
+        nodes, log-log slope ≤ {TARGETS['tree_slope']:g}: {yes(met)} (worst ratio
+        {sq['max_sparse_over_mean_field']:.2f},
+        slope {sq['sparse_loglog_slope']:.2f}; factor form {fa['max_sparse_over_mean_field']:.2f} and
+        {fa['sparse_loglog_slope']:.2f}). The conditional sampler's cost per node grows with its elimination-tree path:
+        every draw reads and every update rewrites the ancestors' blocks per case, and siblings, correlated through
+        their
+        ancestors, cannot be drawn in one batched step without changing the draws; memory traffic, not flops, is the
+        cost
+        on deep trees. The joint sampler stays within {jo['max_sparse_over_mean_field']:.2f}× mean field (slope
+        {jo['sparse_loglog_slope']:.2f}) but is noisier: `DAGELBO(sampler="joint")` for large trees.""")]
+    return Section("How does the ELBO's cost scale on large trees?", "`python benchmarks/tree_scaling.py`", tab,
+                   notes, ["tree_scaling.json"])
+
+
+COLLIDER_LABELS = {
+    "mean_field": "DAG-VI, Adam (the paper's protocol)", "chordal-dense-cold": "DAG-SVI, Adam",
+    "chordal-dense-warm": "DAG-SVI, Adam, mean-field warm start", "chordal-sparse-warm":
+    "DAG-SVI (sparse backend), Adam, warm start", "mean_field-antithetic": "DAG-VI, Adam, antithetic pairs",
+    "chordal-dense-cold-antithetic": "DAG-SVI, Adam, antithetic pairs", "mean_field-sinkng":
+    "DAG-VI, Adam + sink natural gradient", "chordal-dense-cold-sinkng": "DAG-SVI, Adam + sink natural gradient",
+    "mean_field-ng": "DAG-VI, Adam then natural gradient", "chordal-dense-cold-ng":
+    "DAG-SVI, Adam then natural gradient (the recipe)", "chordal-sparse-cold-ng":
+    "DAG-SVI (sparse backend), the recipe"}
+
+
+def sec_collider(R):
+    d = R("collider.json")
+    rows = []
+    for cfg, s in d["summary"].items():
+        def c(k, dd=4):
+            return f"{s[k][0]:.{dd}f} ± {s[k][1]:.{dd}f}"
+        rows.append([f"{COLLIDER_LABELS.get(cfg, cfg)} (`{cfg}`)", s["n"], c("rmse_train"), c("rmse_test"),
+                     c("crps_test"), c("mean_abs_corr", 3), c("parent_var", 4), c("final_elbo", 1),
+                     f"{1000 * s['seconds_per_step_main'][0]:.1f}"])
+    by = {}
+    for r in d["runs"]:
+        by.setdefault(r["config"], {})[r["seed"]] = r
+
+    def paired(a, b, key):
+        seeds = sorted(set(by[a]) & set(by[b]))
+        diffs = [by[a][k][key] - by[b][k][key] for k in seeds]
+        wins = sum(x <= 0 for x in diffs)
+        return f"{mean(diffs):+.4f} ± {se(diffs):.4f} ({wins}/{len(seeds)} seeds)"
+    ng, mf = d["summary"]["chordal-dense-cold-ng"], d["summary"]["mean_field"]
+    adam = d["summary"]["chordal-dense-cold"]
+    stalled = min(r["final_elbo"] for r in d["runs"] if r["config"] == "chordal-dense-cold-sinkng")
+    P = PUBLISHED["collider"]
+    tab = table(["configuration", "seeds", "RMSE observed", "RMSE held out", "CRPS held out", "mean abs corr(w1, w2)",
+                 "parent variance", "final ELBO", "ms / step"], rows)
+    notes = [para(f"""The latent collider `x1 → w1 → w3 ← w2 ← x2` of the DAG-DGP paper (Sec. 4.1), only `w3` observed;
+        {d['settings']['steps']} steps per run, float64, one thread; mean ± sd over seeds; RMSE and CRPS of the
+        child against the noise-free surface; |corr| and variance of the parents averaged over the cases. *Adam* is the
+        paper's protocol; the recipe is `pyro-dag fit collider`'s (Adam, then `GaussianNaturalGradient`). The paper
+        reports RMSE {P['rmse'][0]} (DAG-VI) vs {P['rmse'][1]} (DAG-SVI), CRPS {P['crps'][0]:.3f} vs {P['crps'][1]:.3f},
+        mean |corr| {P['abs_corr'][0]} vs {P['abs_corr'][1]}, parent variance about {P['parent_var'][0]} vs
+        {P['parent_var'][1]} (its grid, split and CRPS estimator are not stated)."""),
+             para(f"""Held-out RMSE, the recipe minus DAG-VI paired by seed:
+        {paired('chordal-dense-cold-ng', 'mean_field-ng',
+        'rmse_test')} under the same schedule, {paired('chordal-dense-cold-ng', 'mean_field', 'rmse_test')} against the
+        paper's protocol (in brackets: seeds where DAG-SVI is at least as good). Natural gradients make the
+        explaining-away direction, which Adam shrinks, as easy as the others: final ELBO {ng['final_elbo'][0]:.0f} (Adam
+        {adam['final_elbo'][0]:.0f}), parent variance {ng['parent_var'][0]:.3f} (Adam {adam['parent_var'][0]:.3f}, mean
+        field {mf['parent_var'][0]:.1e}), near the prior variance of the parents' common shift, which the likelihood
+        cannot see. The sink steps did not pay (one seed stalled at ELBO {stalled:.0f}); the warm start hurt the
+        held-out
+        RMSE. ms / step were measured under varying load; the sparse backend is slower here by design (`H` is one
+        clique, where `backend="auto"` picks dense).""")]
+    return Section("Does the structured guide (DAG-SVI) beat mean field on the latent collider?",
+                   "`python benchmarks/collider.py`", tab, notes, ["collider.json"])
+
+
+def sec_collider_timing(R):
+    d = R("collider_timing.json")
+    rows = [[r["structure"], "yes" if r["antithetic"] else "no", f"{r['adam_ms']:.2f}", f"{r['natural_ms']:.2f}",
+             f"{r['s_3000_adam']:.1f}", f"{r['s_1000_adam_2000_natural']:.1f}"] for r in d["rows"]]
+    chordal = [r for r in d["rows"] if r["structure"] == "chordal"]
+    svi = min(r["s_3000_adam"] for r in chordal)
+    whole = d["whole_run_train_seconds"]
+    ab = d["ab_cpu_seconds"]
+    tab = table(["guide", "antithetic", "Adam ms / step", "natural-gradient ms / step", "3000 Adam steps (s)",
+                 "1000 Adam + 2000 natural (s)"], rows)
+    notes = [para(f"""Steady-state ms per step inside `model.fixed_kernels()`, {d['settings']['steps']} steps timed
+        and scaled
+        to a run; one thread; load average {d['load_before']:.1f} before, {d['load_after']:.1f} after. Targets: 3000
+        DAG-SVI steps in ≤ {TARGETS['collider_svi_3000_s']:g} s: {yes(svi <= TARGETS['collider_svi_3000_s'])}
+        ({svi:.1f} s);
+        `pyro-dag fit collider`'s recipe in ≤ {TARGETS['collider_recipe_s']:g} s:
+        {yes(max(whole) <= TARGETS['collider_recipe_s'])} (whole runs, training only:
+        {', '.join(f'{x:.1f}' for x in whole)}
+        s). A step is thousands of small tensor operations, so its time is per-operation overhead more than arithmetic:
+        the previous and current code paths took {ab['previous']:.2f} and {ab['current']:.2f} CPU s side by side (same
+        final ELBO).""")]
+    return Section("How long does a collider fit take? (collider timing)", "`python benchmarks/collider_timing.py`",
+                   tab, notes, ["collider_timing.json"])
+
+
+def sec_quickstart(R):
+    d = R("quickstart.json")
+    T = TARGETS["quickstart"]
+    rows = [[r["seed"], f"{r['rmse_observed']:.4f}", f"{r['rmse_held_out']:.4f}", f"{r['var_w1']:.3f}",
+             f"{r['var_w2']:.3f}", f"{r['final_elbo']:.1f}", f"{r['seconds']:.0f}"] for r in d["rows"]]
+    rs = d["rows"]
+    worst = (max(r["rmse_observed"] for r in rs), max(r["rmse_held_out"] for r in rs),
+             min(min(r["var_w1"], r["var_w2"]) for r in rs), max(max(r["var_w1"], r["var_w2"]) for r in rs),
+             min(r["final_elbo"] for r in rs))
+    holds = (worst[0] < T["rmse_observed"] and worst[1] < T["rmse_held_out"] and T["var"][0] < worst[2]
+             and worst[3] < T["var"][1] and worst[4] > T["final_elbo"])
+    tab = table(["optimisation seed", "child RMSE, observed", "child RMSE, held out", "parent variance w1",
+                 "parent variance w2", "final ELBO", "seconds"], rows)
+    notes = [para(f"""`examples/quickstart.py` (the README's Quickstart) unchanged but for its `seed = 0` line (the
+        data set
+        stays `collider(seed=0)`), one process per seed; seconds of the whole script on a loaded shared machine. Worst
+        over the {len(rs)} seeds: observed RMSE {worst[0]:.4f}, held-out {worst[1]:.4f}, parent variance
+        {worst[2]:.3f}-{worst[3]:.3f}, final ELBO {worst[4]:.1f}: the README's claim (RMSE below {T['rmse_observed']}
+        and
+        {T['rmse_held_out']}, variance between {T['var'][0]} and {T['var'][1]}, ELBO above {T['final_elbo']}) holds on
+        every seed: {'yes' if holds else '**no**'}.""")]
+    return Section("Does the README Quickstart hold on every optimisation seed?", "`python benchmarks/quickstart.py`",
+                   tab, notes, ["quickstart.json"])
+
+
+def sec_collider_data_seeds(R):
+    d = R("collider_data_seeds.json")
+    variants = []
+    for r in d["rows"]:
+        if r["variant"] not in variants:
+            variants.append(r["variant"])
+    rows = []
+    for ds in sorted({r["data_seed"] for r in d["rows"]}):
+        row = [ds]
+        for v in variants:
+            x = [r for r in d["rows"] if r["data_seed"] == ds and r["variant"] == v]
+            row.append("–" if not x else f"{x[0]['rmse_observed']:.4f} / {x[0]['rmse_held_out']:.4f} / "
+                                          f"{x[0]['var_w1']:.3f} / {x[0]['final_elbo']:.1f}")
+        rows.append(row)
+    poor = TARGETS["poor_fit_rmse"]
+    bad = {v: sorted(r["data_seed"] for r in d["rows"] if r["variant"] == v and r["rmse_observed"] > poor)
+           for v in sorted({r["variant"] for r in d["rows"]})}
+    oracle = [r for r in d["rows"] if "oracle" in r["variant"]]
+    cold = {r["data_seed"]: r for r in d["rows"] if r["variant"] == "recipe"}
+    tab = table(["data set"] + [f"{v}: RMSE observed / held out / var w1 / ELBO" for v in variants], rows)
+    notes = [para(f"""The Quickstart's recipe on data sets `collider(seed=k)` (one optimisation seed, one thread, load
+        average {d['load_average']}), beside `warm_start=500` and, on the worst data set, an *oracle start* from the
+        posterior of a model that observes the true parents (a diagnosis, not a method). With observed-case RMSE above
+        {poor} counting as poor, the recipe is poor on data sets {bad.get('recipe')} and `warm_start=500` on
+        {bad.get('warm_start=500')}: the README therefore fixes the data set."""
+                  + "".join(f""" On data set {o['data_seed']} the oracle start ends at ELBO {o['final_elbo']:.1f}
+        against
+        {cold[o['data_seed']]['final_elbo']:.1f} cold: the recipe holds the good optimum, but the cold Adam phase ends
+        in a
+        poor basin that the natural-gradient steps do not leave.""" for o in oracle))]
+    return Section("Does the Quickstart's recipe hold on other collider data sets?",
+                   "`python benchmarks/collider_data_seeds.py`", tab, notes, ["collider_data_seeds.json"])
+
+
+def sec_chain_gpytorch(R):
+    d = R("chain_dgp_vs_gpytorch.json")
+    s = d["settings"]
+    rows, verdict = [], []
+    for r in d["rows"]:
+        rows.append([r["n"], r["M"], f"{1000 * r['seconds_per_step_pyro_dag']:.1f}",
+                     f"{1000 * r['seconds_per_step_gpytorch']:.1f}", f"{r['ratio_pyro_dag_over_gpytorch']:.2f}",
+                     f"{r['test_nlpd_pyro_dag_at_200']:.3f} / {r['test_nlpd_pyro_dag']:.3f}",
+                     f"{r['test_nlpd_gpytorch_at_200']:.3f} / {r['test_nlpd_gpytorch']:.3f}",
+                     f"{r['test_nlpd_pyro_dag_defaults_at_200']:.3f} / {r['test_nlpd_pyro_dag_defaults']:.3f}"])
+        verdict.append(r["ratio_pyro_dag_over_gpytorch"] <= TARGETS["chain_ratio"]
+                       and r["test_nlpd_pyro_dag"] <= r["test_nlpd_gpytorch"])
+    loads = [r["load"] for r in d["rows"]]
+    tab = table(["n", "M", "pyro_dag ms / step", "GPyTorch ms / step", "ratio",
+                 "NLPD like for like (200 / all steps)", "NLPD GPyTorch (200 / all steps)",
+                 "NLPD pyro_dag defaults (200 / all steps)"], rows)
+    notes = [para(f"""A two-layer chain DGP, {s['steps']} steps of {s['optimiser']} at lr {s['lr']} on both sides,
+        {s['samples']} samples, {s['dtype']}, one thread; ms per step (median of {s['blocks']} interleaved blocks); test
+        NLPD (lower is better). *Like for like*: pyro_dag started where GPyTorch starts (the row timed); *defaults*:
+        pyro_dag's own initialisation. Load average {rng(loads, 1)}: compare the ratio. Target (ratio ≤
+        {TARGETS['chain_ratio']} and NLPD at or below GPyTorch's): met in {sum(verdict)} of {len(verdict)} rows. The
+        like-for-like start learns more slowly early on mostly because pyro_dag whitens with the upper Cholesky factor,
+        which its structured guides need; the defaults are kept for the latent collider's sake.""")]
+    return Section("Is pyro_dag as fast as GPyTorch on a two-layer deep GP?",
+                   "`python benchmarks/chain_dgp_vs_gpytorch.py`", tab, notes, ["chain_dgp_vs_gpytorch.json"])
+
+
+def sec_gpu(R):
+    d = R("gpu.json")
+    env = d["environment"]
+    rows = [["chain DGP, M = %d" % r["M"], r["n"], r["device"], f"{1000 * r['pyro_dag_s']:.1f}",
+             f"{1000 * r['gpytorch_s']:.1f}", f"{r['pyro_dag_s'] / r['gpytorch_s']:.2f}"] for r in d["chain"]]
+    rows += [[f"structure fit, ER p = {r['p']}, {r['likelihood']}", "–", r["device"],
+              f"{1000 * r['seconds_per_step']:.1f}", "–", "–"] for r in d["structure"]]
+    tab = table(["workload", "n", "device", "pyro_dag ms / step", "GPyTorch ms / step", "ratio"], rows)
+    notes = [para(f"""{env.get('gpu', 'GPU')}, torch {env['torch']}; CPU rows on the same machine with one thread; the
+        chain
+        DGP of the previous section, the structure fit in float32. Not run by CI. One run ({env['date'][:10]}): its
+        note in
+        the JSON lists the device bugs it found (since fixed, not yet re-checked on CUDA), which is why the MLP
+        structure
+        fit has no CUDA row and the tree benchmark did not run.""")]
+    return Section("How much faster is a GPU?", "`python benchmarks/gpu.py --out DIR` on a machine with a GPU", tab,
+                   notes, ["gpu.json"])
+
+
+def sec_distributed(R):
+    d = R("distributed.json")
+    rows = []
+    for r in d["runs"]:
+        rows.append([r["processes"], "gloo" if r["distributed"] else "none", r["cases_per_step"],
+                     f"{r['median_step_seconds']:.3f}; {r['fastest_step_seconds']:.3f}",
+                     f"{r['throughput_cases_per_second']:.0f}",
+                     ", ".join(f"{x:.0f}" for x in r["peak_rss_mib_per_process"])])
+    two = [r for r in d["runs"] if r["processes"] == 2][0]
+    tab = table(["processes", "process group", "cases / step", "s / step (median; fastest run)", "cases / s (median)",
+                 "peak RSS per process (MiB)"], rows)
+    notes = [para(f"""`x1, x2 → a → b`, n = {d['n']} cases sharded over the processes, {d['batch_per_process']} per
+        process
+        and step, {d['num_inducing']} inducing points per node, Adam steps of `train(..., distributed=True)`, one
+        thread per
+        process; median of {d['timed_steps']} steps, {d['repeats']} interleaved runs. Throughput 2 vs 1 gloo processes:
+        {d['throughput_ratio_2_vs_1']:.2f}× ({d['throughput_ratio_2_vs_1_fastest_runs']:.2f}× between the fastest
+        runs), on
+        {d['cores']} cores shared with other jobs (load {d['load_average_before'][0]:.1f}), so it says little about
+        dedicated
+        cores; the all-reduce of {two['allreduce_elements']} numbers takes
+        {1000 * two['allreduce_median_seconds']:.2f} ms of
+        a {1000 * two['median_step_seconds']:.0f} ms step.""")]
+    return Section("Does data-parallel training pay?", "`python benchmarks/distributed.py`", tab, notes,
+                   ["distributed.json"])
+
+
+def sec_threads(R):
+    d = R("threads.json")
+    names = {"structure": f"structure.fit, {d['steps']['structure']} steps",
+             "collider": f"fit_collider (recommended recipe), {d['steps']['collider']} steps"}
+    rows = [[names[r["workload"]], r["condition"], f"{r['seconds']['default']:.1f}", f"{r['seconds']['1']:.1f}",
+             f"{r['seconds']['2']:.1f}", f"{r['seconds']['default'] / r['seconds']['1']:.1f}×"] for r in d["results"]]
+    loaded = [r["seconds"]["default"] / r["seconds"]["1"] for r in d["results"] if r["condition"] == "loaded"]
+    tab = table(["workload", "condition", "torch default threads (s)", "1 thread (s)", "2 threads (s)",
+                 "default / 1"], rows)
+    notes = [para(f"""Median of {d['repeats']} fresh processes on {d['cpu_count']} cores; *1* and *2* pass `num_threads`
+        (`pyro_dag.threads.limit_threads`); *loaded*: a single-threaded busy loop on one core. Idle, the thread count
+        does
+        not matter; loaded, torch's default is {rng(loaded, 1)}× slower than one thread, which is why the library's
+        loops
+        and every benchmark use one.""")]
+    return Section("How many threads should a fit use?", "`python benchmarks/threads.py`", tab, notes, ["threads.json"])
+
+
+def sec_generic(R):
+    d = R("generic_hierarchical.json")
+    s = d["settings"]
+    rows = [[r["guide"], f"{r['neg_elbo']:.3f}", f"{r['gap_to_exact']:.3f}", f"{r['ms_per_step']:.1f}"]
+            for r in d["rows"]]
+    tab = table(["guide", "-ELBO", "gap to exact", "ms / step"], rows)
+    notes = [para(f"""A linear-Gaussian hierarchy ({s['groups']} groups × {s['subgroups']} subgroups), {s['steps']}
+        `Trace_ELBO` steps per guide with its default initialisation; exact `-log p(y)` =
+        {d['exact_neg_log_evidence']:.3f}.
+        ms are side by side in one run.""")]
+    return Section("How does AutoStructuredGuide do on a plain Pyro model?",
+                   "`python benchmarks/generic_hierarchical.py`", tab, notes, ["generic_hierarchical.json"])
+
+
+def sec_conformance(R):
+    d = R("pyro_conformance.json")
+    b, a = d["before"], d["after"]
+
+    def pf(x):
+        return f"{x.get('passed', 0)} passed, {x.get('failed', 0)} failed"
+    rows = [["counted cases", pf(b["final"]), pf(a["final"])]]
+    for name in sorted(a["vs_cmp"]):
+        rows.append([f"{name}, counted", pf(b["vs_cmp"][name]), pf(a["vs_cmp"][name])])
+    tab = table(["", "before", "after"], rows)
+    notes = [para(f"""Pyro's `test_autoguide.py`, `autoguide/test_gaussian.py` and `autoguide/test_inference.py`
+        (unmodified; a warning fails a test) with `AutoStructuredGuide` added to every guide parametrisation; a case
+        counts when `AutoMultivariateNormal` or `AutoGaussian` passes it; *before*: before `AutoStructuredGuide`
+        became a
+        Pyro autoguide; {d['seconds']:.0f} s. Uncounted failures: """
+                  + "; ".join(f"`{k}` ({v})" for k, v in sorted(d["not_applicable"].items())) + ".")]
+    return Section("Does AutoStructuredGuide pass Pyro's own autoguide tests?",
+                   "`python benchmarks/pyro_conformance.py` (needs the harness; says so and exits 0 without it)", tab,
+                   notes, ["pyro_conformance.json"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sections: MCMC, calibration, prior collapse
+# ----------------------------------------------------------------------------------------------------------------
+def _m(d):
+    M = d["num_inducing"]
+    return ",".join(f"{k}={v}" for k, v in sorted(M.items())) if isinstance(M, dict) else str(M)
+
+
+def _nuts_row(name, d, common_m):
+    model = d["model"]
+    observed = d.get("observe_hidden", False)
+    obs = ("a, b" if observed else "b") if model == "chain" else ("w1, w2, w3" if observed else "w3")
+    sampler = "CompiledNUTS" if d.get("compile") else "TracedNUTS" if d.get("jit") else "NUTS"
+    cfg = [] if _m(d) == common_m[model] else [f"M {_m(d)}"]
+    if d.get("collapse") == "inducing":
+        cfg.append("collapsed")
+    if d.get("full_mass"):
+        cfg.append("dense mass")
+    elif d.get("dense_block"):
+        cfg.append("dense block")
+    if d.get("hidden_kernel") not in (None, "rbf"):
+        cfg.append({"matern32": "Matérn-3/2", "matern52": "Matérn-5/2"}.get(d["hidden_kernel"], d["hidden_kernel"])
+                   + " hidden kernel")
+    if d.get("fix_latent_variance"):
+        cfg.append("hidden variance fixed")
+    if d.get("fix_child_lengthscale"):
+        parts = [p.split("=") for p in d["fix_child_lengthscale"].split(",")]
+        cfg.append(", ".join(f"{p[0].split('.')[1]}'s length-scale fixed"
+                             + (f" at {p[1]}" if len(p) > 1 else " at its set-up value")
+                             for p in parts))
+    if d.get("fixed_inducing"):
+        cfg.append("inducing inputs fixed")
+    if d.get("jitter"):
+        cfg.append(f"jitter {d['jitter']:g}")
+    cfg.append(f"accept {d['target_accept']:g}")
+    if "quiet" in name:
+        cfg.append("rerun alone on the machine")
+    cpu = sum(d["cpu_seconds_per_chain"])
+    missed = [k for k, bad in (("R-hat", d["max_rhat"] > TARGETS["nuts_rhat"]),
+                               ("ESS", d["min_ess_bulk"] < TARGETS["nuts_ess"]),
+                               ("divergences", d["divergences"] > 0), ("time", cpu > TARGETS["nuts_cpu_s"])) if bad]
+    return {"key": (model, not observed, d.get("priors") is None, d["environment"]["date"], name),
+            "model": model, "observed": observed, "met": not missed,
+            "row": [model, obs, "yes" if d.get("priors") else "no (fixed)", sampler, ", ".join(cfg),
+                    f"{'VI' if d.get('init') == 'vi' else 'MAP'}, {d.get('seed', 0)}",
+                    f"{d['chains']} × ({d['warmup']} + {d['draws']})", f"{d['max_rhat']:.3f}",
+                    f"{d['min_ess_bulk']:.0f}", d["divergences"], f"{d['mean_tree_depth']:.2f}", f"{cpu:.0f}",
+                    "met" if not missed else "not met (" + ", ".join(missed) + ")"]}
+
+
+def sec_nuts(R):
+    names = R.glob("nuts_mixing_*.json")
+    ms = {}
+    for n in names:
+        ms.setdefault(R(n)["model"], []).append(_m(R(n)))
+    common_m = {k: max(sorted(set(v)), key=v.count) for k, v in ms.items()}
+    runs = sorted((_nuts_row(n, R(n), common_m) for n in names), key=lambda r: r["key"])
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["model"], r["observed"]), []).append(r["met"])
+    label = {("chain", True): "the chain with every node observed",
+             ("chain", False): "the latent chain (only b observed)",
+             ("collider", True): "the collider with every node observed",
+             ("collider", False): "the latent collider (only w3 observed)"}
+    counts = "; ".join(f"{label[k]}: {sum(v)} of {len(v)} runs" for k, v in sorted(groups.items()))
+    fixed = {}
+    for n in names:
+        x = R(n)
+        if (not x.get("observe_hidden") and "=" in (x.get("fix_child_lengthscale") or "")
+                and x.get("fix_latent_variance")):
+            fixed.setdefault(x["model"], []).append(x.get("targets_met", False))
+    fixed_txt = " and ".join(f"the latent {k} in {sum(v)} of {len(v)} runs" for k, v in sorted(fixed.items()))
+    cmp = R("nuts_mixing_collider_fixed_block_collapsed_compiled.json")["comparison"]
+    quiet = R("nuts_mixing_collider_block_collapsed_observed_accept09_traced_quiet.json")
+    loud = R("nuts_mixing_collider_block_collapsed_observed_accept09_traced.json")
+    stack = [R(n) for n in names if "stacking" in R(n)]
+    stack_lines = []
+    ks = []
+    for s in sorted(stack, key=lambda x: x.get("seed", 0)):
+        st = s["stacking"]
+        ks += st["max_pareto_k_per_chain"]
+        nonstat = sum(x > TARGETS["halves_rhat"] for x in st["max_rhat_per_chain"])
+        stack_lines.append(f"seed {s.get('seed', 0)} (R-hat {s['max_rhat']:.3f}): {st['rmse_leaf_pooled']:.3f} → "
+                           f"{st['rmse_leaf_stacked']:.3f}, {nonstat}/{len(st['weights'])} chains non-stationary")
+    seed2 = [s for s in stack if s.get("seed") == 2]
+    modes = ""
+    if seed2:
+        pc = seed2[0]["per_chain_means"]["kernels.w3.base.lengthscale"]
+        ll = seed2[0]["per_chain_mean_log_likelihood"]
+        modes = (f" (seed {seed2[0]['seed']}: the chains from one start settle at `w3` length-scales "
+                 + " / ".join(f"{x:.2f}" for x in pc) + " with the data's log-likelihood "
+                 + " / ".join(f"{x:.1f}" for x in ll) + ")")
+    tab = table(["model", "observed", "hyperpriors", "sampler", "configuration", "start, seed",
+                 "chains × (warm-up + draws)", "max R-hat", "min bulk ESS", "divergences", "mean tree depth",
+                 "CPU s, all chains", "target"], [r["row"] for r in runs])
+    notes = [para(f"""One row per `nuts_mixing.py` results file. Target: R-hat ≤ {TARGETS['nuts_rhat']} and bulk ESS ≥
+        {TARGETS['nuts_ess']} for every inducing output and hyperparameter, no divergences, ≤ {TARGETS['nuts_cpu_s']}
+        CPU s
+        for all chains (compilation included). M is {' and '.join(f'{v} ({k})' for k, v in sorted(common_m.items()))}
+        unless the configuration says otherwise. Chains run one
+        after the other from a MAP (or mean-field VI) start, node values non-centred; *collapsed*: `collapse="inducing"`
+        (the observed leaf's inducing outputs integrated out, an observed node with children in posterior-whitened
+        coordinates); *dense block*: a dense mass matrix over the hidden inducing outputs and the hyperparameters. R-hat
+        is unrounded in the later runs. CPU seconds are noisy across rows: the same command took
+        {sum(quiet['cpu_seconds_per_chain']):.0f} CPU s alone on the machine and
+        {sum(loud['cpu_seconds_per_chain']):.0f}
+        s under load."""),
+             para(f"""Runs meeting the whole target: {counts}. Where every node is observed the posterior is identified
+        and `CompiledNUTS` with `collapse="inducing"` mixes within the budget. A hidden node is identified only up to a
+        monotone warping that its child's GP undoes, so with priors on its kernel the chains disagree; with the hidden
+        kernels fixed (`set_hyperpriors(model, fix_latent_kernels=True)`) and Matérn, {fixed_txt} meet the target;
+        the latent collider's posterior has several modes{modes}, which R-hat rightly
+        reports. The joint MAP start is degenerate (the noise falls towards 0), and before a fix it also moved the
+        kernels, noise and inducing inputs that the NUTS model kept (`--fixed-inducing` keeps the set-up ones)."""),
+             para(f"""Against the mixed NUTS reference of the latent collider with fixed hyperparameters (`--compare`):
+        corr(w1, w2) {cmp['nuts']['mean_corr']:.2f} and variance {cmp['nuts']['mean_var1']:.2f} per parent; DAG-SVI
+        {cmp['DAG-SVI']['mean_corr']:.3f} and {cmp['DAG-SVI']['mean_var1']:.3f}; DAG-VI {cmp['DAG-VI']['mean_corr']:.3f}
+        and {cmp['DAG-VI']['mean_var1']:.1e}: the structured guide gets the correlation, both are far too narrow."""),
+             para(f"""Chain stacking (`pyro_dag.diagnostics.chain_stacking`, Yao, Vehtari & Gelman 2022) on the latent
+        collider with fixed Matérn-5/2 hidden kernels, RMSE of `w3`'s posterior mean pooled → stacked (R-hat of each
+        chain's halves above {TARGETS['halves_rhat']}: non-stationary): {'; '.join(stack_lines)}. Where the chains
+        disagree the stacked mean beats the pooled one; where they agree the weights are noise. Pareto k̂ exceeds
+        {TARGETS['pareto_k']} on every chain ({rng(ks, 2)}), so the weights are not reliable,
+        and chains moving between modes break stacking's premise: neither NUTS nor stacking certifies the latent
+        collider's posterior at this budget.""")]
+    return Section("NUTS mixing: does NUTS mix on the DAG-DGP models?",
+                   "`python benchmarks/nuts_mixing.py --model chain|collider ...` (each file's options in its name)",
+                   tab, notes, names)
+
+
+def sec_traced(R):
+    d = R("traced_nuts.json")
+    rows = []
+    for m, r in d["models"].items():
+        gm, ch = r["gradient_ms"], r["chain"]
+        rows.append([m, f"{gm['eager']:.2f}", f"{gm['traced']:.2f} ({gm['eager'] / gm['traced']:.1f}×)",
+                     f"{gm['compiled']:.2f} ({gm['eager'] / gm['compiled']:.1f}×)",
+                     f"{r['max_gradient_diff']['traced']:.0e} / {r['max_gradient_diff']['compiled']:.0e}",
+                     f"{r['compile_seconds']:.0f}", f"{ch['eager']['cpu_s']:.1f}",
+                     f"{ch['traced']['cpu_s']:.1f} ({ch['eager']['cpu_s'] / ch['traced']['cpu_s']:.1f}×)",
+                     f"{ch['compiled']['cpu_s']:.1f} ({ch['eager']['cpu_s'] / ch['compiled']['cpu_s']:.1f}×)",
+                     " / ".join("yes" if r["same_trajectory"][k] else "no" for k in ("traced", "compiled"))])
+    tab = table(["model (observed)", "ms per gradient, NUTS", "TracedNUTS", "CompiledNUTS",
+                 "max gradient difference, traced / compiled", "compile s (wall)", "CPU s per chain, NUTS",
+                 "TracedNUTS", "CompiledNUTS", "same trajectory as NUTS, traced / compiled"], rows)
+    notes = [para(f"""One thread; gradient at the initial point (minimum over {d['rounds']} rounds of {d['calls']}
+        calls),
+        then one chain of each, 1 × ({d['warmup']} + {d['draws']}), from the same MAP start and seed;
+        `collapse="inducing"`
+        and hyperpriors. `TracedNUTS` replays Pyro's chain bit for bit; `CompiledNUTS` agrees to rounding, so its draws
+        part from the eager ones after a while (similar, not identical, work), and it checks the compiled gradient
+        against the uncompiled recording before the first step (TorchInductor's in-place buffer reuse, which miscompiled
+        these gradients, is switched off).""")]
+    return Section("TracedNUTS and CompiledNUTS against Pyro's NUTS: how much cheaper is a gradient?",
+                   "`python benchmarks/traced_nuts.py`", tab, notes, ["traced_nuts.json"])
+
+
+def sec_sbc(R):
+    d = R("sbc.json")
+    res = d["results"]
+    names = res["nuts"]["names"]
+    rows = [[m] + [f"{p:.3f}" if p >= 1e-3 else f"{p:.0e}" for p in res[m]["pvalue"]] for m in res]
+    thr = TARGETS["sbc_alpha"] / len(names)
+    nuts_min = min(res["nuts"]["pvalue"])
+    hyper = [i for i, n in enumerate(names) if not n.startswith("a.u")]
+    guide_max = max(res[m]["pvalue"][i] for m in res if m != "nuts" for i in hyper)
+    r0 = res["nuts"]
+    tab = table(["method"] + [f"`{n}`" for n in names], rows)
+    notes = [para(f"""`x → a` with hyperpriors, n = {d['n']}, M = {d['num_inducing']}; NUTS {d['warmup']} + {d['draws']}
+        draws thinned by {d['thin']} on `collapse="inducing"`; the guides {d['svi_steps']} DAGELBO steps;
+        {d['replications']} replications, {r0['num_bins']} rank bins (Talts et al. 2018). NUTS is
+        {'not rejected' if nuts_min > thr else '**rejected**'} (smallest p {nuts_min:.3f} against the Bonferroni
+        threshold
+        {thr:.4f}); the guides are rejected on the hyperparameters (p ≤ {guide_max:.0e}): noise biased upwards, kernel
+        hyperparameters under-dispersed, as expected of a short Gaussian fit on few cases (a diagnostic, not a
+        target).""")]
+    return Section("Are the posteriors calibrated? (simulation-based calibration)",
+                   f"`python benchmarks/sbc.py --replications {d['replications']} --methods {','.join(res)}`", tab,
+                   notes,
+                   ["sbc.json"])
+
+
+def sec_prior_collapse(R):
+    d = R("prior_collapse.json")
+    a = d["fig3a"]
+    rows = []
+    a_ok = all(r["mean"] >= r["bound"] for r in a)
+    rows.append(["(a) Theorem 1: fraction of deep slices with M_l above the threshold", f"s = {a[0]['s']}-{a[-1]['s']}",
+                 f"s = {a[1]['s']}: {a[1]['mean']:.2f} vs {a[1]['bound']:.2f}; "
+                 f"s = {a[-1]['s']}: {a[-1]['mean']:.2f} vs "
+                 f"{a[-1]['bound']:.2f}", "yes" if a_ok else "no"])
+    fb = sorted(d["fig3b"].items(), key=lambda kv: int(kv[0]))
+    last = len(fb[0][1]["C_mc"]) - 1
+    rows.append(["(b) Prop. 4, product SE fusion: C_l = E‖Δ_w‖²", "k = " + ", ".join(k for k, _ in fb),
+                 f"l = {last}: " + "; ".join(f"{r['C_mc'][-1]:.3f} vs {r['C_bound'][-1]:.3f}" for _, r in fb),
+                 "yes" if all(r["bound_holds"] for _, r in fb) else "no"])
+    for b, r in sorted(d["fig3c"].items(), key=lambda kv: int(kv[0])):
+        last = r["by_depth"][str(len(r["by_depth"]) - 1)]
+        rows.append(["(c) Prop. 6, b-ary branching: survival to depth L", f"b = {b} (b p_t = {r['b_p_t']:.2f})",
+                     f"L = {len(r['by_depth']) - 1}: {last['survival_mc']:.3f} ± {last['se']:.3f} vs "
+                     f"{last['bound']:.3f}; all depths: {r['bound_all_depths']:.3f}",
+                     "yes" if r["bound_holds"] else "no"])
+    for geo, r in d["fig3d"].items():
+        s0, sl = r["by_step"][1], r["by_step"][-1]
+        rows.append(["(d) Theorem 2, Gaussian refresh: P(M_{l0+h} > ε)", geo.replace("_", " "),
+                     f"h = {s0['h']}: {s0['mc']:.3f} vs {s0['bound']:.3f}; h = {sl['h']}: {sl['mc']:.3f} vs "
+                     f"{sl['bound']:.3f}", "yes" if r["bound_holds"] else "no"])
+    tab = table(["panel (Perlino et al. 2026, Fig. 3)", "setting", "simulated vs bound", "bound holds"], rows)
+    notes = [para(f"""Monte Carlo of the DAG-DGP prior against the bounds of the paper's Sec. 4
+        (`pyro_dag.diagnostics`):
+        {d['realisations']} realisations × {d['draws']} draws for (a)-(b), {d['branch_draws']} for (c),
+        {d['refresh_draws']}
+        for (d); (b) is an upper bound, the others lower bounds; *holds*: within Monte Carlo error (the script's
+        criterion). The paper
+        gives no numbers for Fig. 3, so the comparison is with its bounds; our reading of the details it leaves open
+        is in
+        `benchmarks/prior_collapse.py`.""")]
+    return Section("Do the prior-collapse bounds hold?", f"`python benchmarks/prior_collapse.py --realisations "
+                   f"{d['realisations']} --draws {d['draws']} --branch-draws {d['branch_draws']} --refresh-draws "
+                   f"{d['refresh_draws']}`", tab, notes, ["prior_collapse.json"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sections: applications (Sachs regression, multi-fidelity emulation, LaMP-DGP, latent SEMs)
+# ----------------------------------------------------------------------------------------------------------------
+def sec_sachs_regression(R):
+    d = R("sachs_regression.json")
+    diag = R("sachs_regression_diagnosis.json")
+    paper = script_constant("pyro_dag/experiments/sachs.py", "PAPER")
+    paper_sd = script_constant("benchmarks/sachs_regression.py", "PAPER_SD")
+    by, methods = {}, []
+    for r in d["rows"]:
+        by[(r["task"], r["method"].split(",")[0])] = r
+        if r["method"] not in methods:
+            methods.append(r["method"])
+    tasks = ("interpolation", "extrapolation")
+    rows = []
+    for meth in methods:
+        rs = {r["task"]: r for r in d["rows"] if r["method"] == meth}
+        row = [meth, "/".join(str(len(rs[tk]["seeds"])) for tk in tasks if tk in rs)]
+        for tk in tasks:
+            r = rs.get(tk)
+            row += ["–"] * 4 if r is None else [mse([x["rmse"] for x in r["all"]]), mse([x["crps"] for x in r["all"]]),
+                                               mse([x["nlpd"] for x in r["all"]]), mse([x["rmse"] for x in r["log"]])]
+        row.append(" / ".join(f"{mean(rs[tk]['seconds']):.0f}" for tk in tasks if tk in rs))
+        stops = [", ".join(str(s) for s in rs[tk]["ng_stopped"]) for tk in tasks
+                 if tk in rs and not all(s is None for s in rs[tk]["ng_stopped"])]
+        row.append(" / ".join(stops) or "–")
+        rows.append(row)
+        if meth.startswith("DAG-VI"):
+            for m, lab in (("dag_vi", "DAG-VI"), ("dag_svi", "DAG-SVI")):
+                row = [f"paper: {lab}", "–"]
+                for tk in tasks:
+                    pp, sd = paper[tk][m], paper_sd.get(tk, {}).get(m, {})
+                    row += [(f"{pp[k]:.3f}" + (f" (sd {sd[k]:.3f})" if k in sd else "")) if k in pp else "–"
+                            for k in ("rmse", "crps", "nlpd")] + ["–"]
+                rows.append(row + ["–", "–"])
+    verdict = []
+    for task in ("interpolation", "extrapolation"):
+        svi, vi = by[(task, "DAG-SVI")], by[(task, "DAG-VI")]
+        a = mean([x["rmse"] for x in svi["all"]])
+        lg = mean([x["rmse"] for x in svi["log"]])
+        target = paper[task]["dag_svi"]["rmse"]
+        diffs = [s["rmse"] - v["rmse"] for s, v in zip(svi["all"], vi["all"])]
+        verdict.append(f"{task}: DAG-SVI RMSE {a:.3f} standardised / {lg:.3f} log units against the paper's "
+                       f"{target:.3f} ({yes(a <= target, 'met', 'missed')} / {yes(lg <= target, 'met', 'missed')}); "
+                       f"DAG-SVI − DAG-VI paired over "
+                       f"seeds {mean(diffs):+.3f} ± {se(diffs):.3f}")
+    ng = [s for r in d["rows"] if r["method"].startswith("DAG-SVI") for s in r["ng_stopped"] if s not in (None, "no")]
+    nsvi = sum(len(r["ng_stopped"]) for r in d["rows"] if r["method"].startswith("DAG-SVI"))
+    ex = [v for k, v in diag["splits"].items() if k.startswith("extrapolation")]
+    it = [v for k, v in diag["splits"].items() if k.startswith("interpolation")]
+    plcg = [a for a in diag["angles"] if a["degrees_from_PKC_axis"] == 90]
+    tab = table(["method", "seeds"] + [f"{tk[:6]}. {k}" for tk in tasks for k in ("RMSE", "CRPS", "NLPD",
+                                                                                 "RMSE, log units")]
+                + ["CPU s / split", "NG stopped at"], rows)
+    notes = [para("""Perlino et al. 2026, Sec. 6: the cd3cd28icam2 data (log, standardised with the training cases'
+        statistics), the bnlearn DAG with PKC and Plcg as roots and latent confounders into PKA and Raf (DAG-SVI/VI
+        only);
+        test predictions propagate from the roots, the test cases' PKA and Raf only infer the latents. Scores averaged
+        over
+        the GP nodes (PICP and the nodes other than PKA and Raf are in the JSON); *log units*: RMSE times each node's
+        training sd (the paper's unit is not stated); *observed parents*: baselines given the parents' observed test
+        values. Mean ± s.e. over splits (interp. / extrap.), every method on the same splits; *NG stopped at*: where
+        `train`'s guard ended the natural-gradient phase. Our runs use
+        the `recommended` recipe, not the paper's longer Adam protocol (`--recipe paper`, not run)."""),
+             para(f"""Targets: {'; '.join(verdict)}. DAG-SVI trails DAG-VI: the short recipe under-optimises it (the
+        guard
+        fired in {len(ng)} of {nsvi} runs). The extrapolation splits are hard for every method: a
+        {diag['k']}-nearest-neighbour regression on each node's observed parents that sees all cases scores
+        {mean([v['knn_rmse'] for v in ex]):.2f} on their test cases ({mean([v['knn_rmse'] for v in it]):.2f} on the
+        interpolation splits, {plcg[0]['knn_rmse']:.2f} along Plcg; `--diagnose`), near where every method lands.""")]
+    return Section("Does DAG-SVI reproduce the paper's Sachs regression?",
+                   f"`python benchmarks/sachs_regression.py --recipe recommended --seeds "
+                   f"{' '.join(str(s) for s in d['rows'][0]['seeds'])} --resume`, then "
+                   "`--table`", tab, notes, ["sachs_regression.json", "sachs_regression_diagnosis.json"])
+
+
+def _mf_merge(R, stem):
+    merged = {}
+    for name in R.glob(f"{stem}*.json"):
+        if name.endswith("_smoke.json"):
+            continue
+        for prob, r in R(name)["results"].items():
+            if r.get("summary"):
+                merged.setdefault(prob, {}).update(r["summary"])
+    return merged
+
+
+def _mf_rows(merged, with_es=False):
+    rows = []
+    for prob, summ in merged.items():
+        ok = {m: s for m, s in summ.items() if "rmse" in s}
+        best = {k: min((s[k][0] for s in ok.values() if k in s), default=None)
+                for k in ("rmse", "crps", "energy_score")}
+
+        def cell(s, k):
+            if k not in s:
+                return "—"
+            b = "**" if s[k][0] == best[k] else ""
+            return f"{b}{s[k][0]:.4g} ± {s[k][1]:.2g}{b}"
+        for m, s in sorted(ok.items(), key=lambda kv: "noise fixed" in kv[0]):
+            cpu = f"{s['cpu_seconds'][0]:.1f}" if "cpu_seconds" in s else "—"
+            rows.append([prob, m] + ([cell(s, "energy_score")] if with_es else [])
+                        + [cell(s, "rmse"), f"{s['nrmse'][0]:.3f}", cell(s, "crps"), f"{s['seconds'][0]:.1f}", cpu,
+                           s["rmse"][2]])
+    return rows
+
+
+MF_COLUMNS = ["HF GP", "emukit AR1", "emukit NARGP", "DAG-VI", "DAG-SVI", "DAG-SVI, NARGP kernel",
+              "DAG-SVI, M = runs, noise fixed"]
+
+
+def _mf_column(method):
+    if "noise fixed" in method:
+        return "DAG-SVI, M = runs, noise fixed", (" (NARGP kernel)" if "NARGP kernel" in method else "")
+    if method.startswith("emukit AR1") or method.startswith("emukit NARGP"):
+        base = "emukit AR1" if "AR1" in method else "emukit NARGP"
+        return base, method[len(base):]
+    return {"DAG-VI (MultiFidelity)": "DAG-VI", "DAG-SVI (MultiFidelity)": "DAG-SVI",
+            "DAG-SVI (NARGP kernel)": "DAG-SVI, NARGP kernel"}.get(method, method), ""
+
+
+def _mf_pivot(merged):
+    """One row per problem: RMSE / CRPS of each method (the better variant where a method has several), best bold."""
+    cols = list(MF_COLUMNS)
+    for summ in merged.values():
+        for m in summ:
+            c, _ = _mf_column(m)
+            if c not in cols:
+                cols.append(c)
+    rows = []
+    for prob, summ in merged.items():
+        ok = {m: s for m, s in summ.items() if "rmse" in s}
+        best = min(s["rmse"][0] for s in ok.values())
+        cells, seeds = {}, set()
+        for m, s in ok.items():
+            c, tag = _mf_column(m)
+            if c not in cells or s["rmse"][0] < cells[c][0]:
+                cells[c] = (s["rmse"][0], s["crps"][0], tag, s["rmse"][2])
+            seeds.add(s["rmse"][2])
+        row = [prob, "/".join(str(x) for x in sorted(seeds))]
+        for c in cols:
+            if c not in cells:
+                row.append("–")
+                continue
+            r, cr, tag, _ = cells[c]
+            b = "**" if r == best else ""
+            row.append(f"{b}{r:.4g}{b} / {cr:.3g}{tag}")
+        rows.append(row)
+    return ["problem", "seeds"] + cols, rows
+
+
+def sec_mf_published(R):
+    merged = _mf_merge(R, "multifidelity_published")
+    sizes = script_constant("benchmarks/multifidelity.py", "CHAIN_SIZES")
+    steps = sorted({R(n)["steps"] for n in R.glob("multifidelity_published*.json")})
+    chains = [p for p in merged if p in sizes]
+
+    def wins(fixed):
+        out = []
+        for p in chains:
+            s = merged[p]
+            ours = [v["rmse"][0] for m, v in s.items()
+                    if "DAG-" in m and (fixed or "noise fixed" not in m) and "rmse" in v]
+            emu = min(v["rmse"][0] for m, v in s.items() if m.startswith("emukit") and "rmse" in v)
+            if ours and min(ours) <= emu:
+                out.append(p)
+        return out
+    w0, w1 = wins(False), wins(True)
+    fixed_notes = [f"{', '.join(R(n)['results']).capitalize()}'s fixed-noise row: {R(n)['note']}"
+                   for n in R.glob("multifidelity_published_fixed_*.json") if R(n).get("note")]
+    head, prow = _mf_pivot(merged)
+    tab = table(head, prow)
+    cpu_max = max((v["cpu_seconds"][0], p, m) for p, s in merged.items() for m, v in s.items()
+                  if "DAG-" in m and "cpu_seconds" in v)
+    graph_ok = ("graphical" in merged and min(v["rmse"][0] for m, v in merged["graphical"].items() if "DAG-" in m)
+                < min(v["rmse"][0] for m, v in merged["graphical"].items() if m.startswith("emukit")))
+    notes = [para(f"""Perlino et al. 2026, Table 2 analogue: chains with run counts
+        {', '.join(f'{k} {"/".join(str(x) for x in v)}' for k, v in sizes.items())} (lowest fidelity first) and the
+        graphical problem; pyro_dag {'/'.join(str(s) for s in steps)} joint steps after pretraining. Cells: RMSE /
+        CRPS of
+        the high fidelity, means over the seeds; bold: best RMSE; the better of a method's variants where it has several
+        (the graphical problem's emukit chains use one low fidelity, named). *M = runs, noise fixed*: one inducing
+        point per lowest-fidelity run and a small fixed
+        nugget (`num_inducing`, `noise`, `learn_noise=False`; see the emulation guide); *NARGP kernel*:
+        `kernel="nargp"`. Spreads and seconds are in the JSON; the
+        costliest DAG-DGP fit took {cpu_max[0]:.0f} CPU s ({cpu_max[1]}, {cpu_max[2]})."""
+                  + "".join(f" {n}." for n in fixed_notes)),
+             para(f"""Target: pyro_dag ≤ emukit's best RMSE on at least {TARGETS['mf_chains']} of the {len(chains)}
+        chains:
+        {len(w0)} with the defaults ({', '.join(w0)}), {len(w1)} counting the fixed-noise rows ({', '.join(w1)}):
+        {yes(len(w1) >= TARGETS['mf_chains'])}. On Borehole the lowest fidelity with fewer inducing points than runs is
+        far worse than an exact GP and the high fidelity inherits it; on Currin the learned noise and the hyperparameter
+        mode found from the data-driven start predict worse. Neither option helps everywhere (they hurt Branin, and
+        stochastic simulators need a learned noise), so the defaults stay."""
+                  + (" On the graphical problem the DAG-DGPs beat every emukit chain, which can use only one low "
+                     "fidelity."
+                     if graph_ok else ""))]
+    return Section("Multi-fidelity emulation against peers: the published splits",
+                   "`python benchmarks/multifidelity.py --problems P --seeds S --suffix _P` per problem (the suffix "
+                   "of each results file), then `--readme-only`", tab, notes,
+                   R.glob("multifidelity_published*.json"))
+
+
+def sec_mf_hf_scarce(R):
+    merged = {}
+    srcs = [n for n in R.glob("multifidelity_hf_scarce*.json") if n not in NOT_REPORTED]
+    for n in srcs:
+        for prob, r in R(n)["results"].items():
+            merged.setdefault(prob, {}).update(r["summary"])
+    s = merged["graphical"]
+    svi, vi = s["DAG-SVI (MultiFidelity)"], s["DAG-VI (MultiFidelity)"]
+    emu = min((v["rmse"][0], m) for m, v in s.items() if m.startswith("emukit"))
+    P = PUBLISHED["hf_scarce_rmse"]
+    d = R(srcs[-1])
+    tab = table(["problem", "method", "RMSE", "N-RMSE", "CRPS", "s / fit", "CPU s / fit", "runs"], _mf_rows(merged))
+    notes = [para(f"""Perlino et al. 2026, Table 4 protocol on the graphical problem: cross-validation over the
+        high-fidelity runs, {d['repeats']} repetitions (runs), the low fidelities keep all theirs; pyro_dag {d['steps']}
+        joint steps. Target DAG-SVI ≤ DAG-VI: RMSE {svi['rmse'][0]:.5f} vs {vi['rmse'][0]:.5f}
+        ({yes(svi['rmse'][0] <= vi['rmse'][0])}), CRPS {svi['crps'][0]:.5f} vs {vi['crps'][0]:.5f}
+        ({yes(svi['crps'][0] <= vi['crps'][0])}): equal within noise, both far below emukit's best ({emu[0]:.3f}). The
+        structured guide's coupling acts through the low fidelities' uncertainty at the high fidelity's runs, which is
+        tiny for deterministic simulators; the paper's stochastic heavy-ion simulators are our reading of why its gain
+        (RMSE {P['DAG-SVI']:.2e} vs {P['DAG-VI']:.2e}) does not appear here (the shorter budget was not ruled out).""")]
+    return Section("Multi-fidelity emulation against peers: scarce high-fidelity runs",
+                   f"`python benchmarks/multifidelity.py --protocol hf-scarce --problems graphical --repeats "
+                   f"{d['repeats']} "
+                   "--exclude 'L1→L2→H' --suffix _graphical3`", tab, notes, srcs)
+
+
+def sec_mf_pooled(R):
+    d = R("multifidelity_pooled.json")
+    r = d["results"]["graphical"]
+    s = r["summary"]
+    svi, vi = "DAG-SVI (MultiFidelity)", "DAG-VI (MultiFidelity)"
+    folds = r["folds"]
+
+    def lower(k):
+        return sum(folds[f][svi][k] <= folds[f][vi][k] for f in folds if k in folds[f].get(svi, {}))
+    lowest = all(s[svi][k][0] <= v[k][0] for m, v in s.items() if m != svi for k in ("rmse", "crps") if k in v)
+    P = PUBLISHED["pooled_es"]
+    tab = table(["problem", "method", "ES_W", "RMSE", "N-RMSE", "CRPS", "s / fit", "CPU s / fit", "folds"],
+                _mf_rows({"graphical": s}, with_es=True))
+    notes = [para(f"""Perlino et al. 2026, Tables 5-6 protocol on the graphical problem ({' / '.join(str(x) for x in
+        d['sizes'])} runs at L1 / L2 / H), folds over every fidelity's runs; ES_W is the weighted energy score of the
+        joint predictive of all held-out runs (— without one); RMSE and CRPS on H; pyro_dag {d['steps']} joint steps,
+        `{d['inducing_init']}` inducing inputs. Target (DAG-SVI lowest RMSE and CRPS): {yes(lowest)}, narrowly (DAG-SVI
+        below DAG-VI on {lower('rmse')} of {len(folds)} folds in RMSE, {lower('crps')} in CRPS,
+        {lower('energy_score')} in
+        ES_W); the paper also finds them close (ES_W {P['DAG-SVI']} vs {P['DAG-VI']}).""")]
+    return Section("Multi-fidelity emulation against peers: the pooled joint protocol",
+                   f"`python benchmarks/multifidelity.py --protocol pooled --folds {','.join(sorted(folds, key=int))} "
+                   f"--steps {d['steps']}`",
+                   tab, notes, ["multifidelity_pooled.json"])
+
+
+LAMP_METHODS = [("lamp", "LaMP-DGP"), ("dsvi", "DSVI-GPyTorch"), ("dagvi", "DAG-VI"), ("gp", "single GP")]
+
+
+def sec_lamp(R):
+    d = R("lamp_functions.json")
+    cells = {}
+    for r in d["rows"]:
+        cells.setdefault((r["function"], r["noisy"], r["n"]), {}).setdefault(r["method"], []).append(r)
+    order = []
+    for r in d["rows"]:
+        if r["function"] not in order:
+            order.append(r["function"])
+    means, reps = {}, {}
+    for (fn, noisy, n), c in cells.items():
+        for m, v in c.items():
+            means[(fn, noisy, n, m)] = (mean([x["rmse"] for x in v]), mean([x["seconds"] for x in v]))
+            reps.setdefault(n, set()).add(len(v))
+    all_ns = sorted({k[2] for k in cells})
+    rows = []
+    for fn, noisy in sorted({(k[0], k[1]) for k in cells}, key=lambda k: (k[1], order.index(k[0]))):
+        row = [fn + (" (noisy)" if noisy else "")]
+        for n in all_ns:
+            got = [means.get((fn, noisy, n, m)) for m, _ in LAMP_METHODS]
+            if got[0] is None:
+                row.append("–")
+                continue
+            best = min(x[0] for x in got if x)
+            cell = " / ".join(("–" if x is None else (f"**{x[0]:.3g}**" if x[0] == best else f"{x[0]:.3g}"))
+                              for x, (m, _) in zip(got, LAMP_METHODS) if m != "dagvi")
+            dv = means.get((fn, noisy, n, "dagvi"))
+            row.append(cell + (f" (DAG-VI {dv[0]:.3g})" if dv else ""))
+        rows.append(row)
+    fns = [f for f in order]
+
+    def wins(n):
+        won = [f for f in fns if (f, False, n, "lamp") in means and (f, False, n, "dsvi") in means
+               and means[(f, False, n, "lamp")][0] <= means[(f, False, n, "dsvi")][0]]
+        ran = [f for f in fns if (f, False, n, "lamp") in means and (f, False, n, "dsvi") in means]
+        return won, ran
+    tv = []
+    for n in TARGETS["lamp_target_ns"]:
+        won, ran = wins(n)
+        tv.append(f"n = {n}: {len(won)} of {len(ran)} ({yes(len(won) >= TARGETS['lamp_wins'])})")
+    gpv = []
+    for fn in TARGETS["lamp_gp_functions"]:
+        ns = sorted(n for (f_, noisy, n, m) in means if f_ == fn and not noisy and m == "lamp")
+        ok = [n for n in ns if (fn, False, n, "gp") in means
+              and means[(fn, False, n, "lamp")][0] <= means[(fn, False, n, "gp")][0]]
+        gpv.append(f"{fn} at {len(ok)} of {len(ns)} sizes (n = {', '.join(str(n) for n in ok) or 'none'})")
+    tn = TARGETS["lamp_time_n"]
+    ratios = [x["seconds"] / y["seconds"] for k, c in cells.items() if k[2] <= tn and not k[1]
+              for x in c.get("lamp", []) for y in c.get("dsvi", []) if x["rep"] == y["rep"]]
+    cpu = [x["cpu_seconds"] / y["cpu_seconds"] for k, c in cells.items() if k[2] <= tn and not k[1]
+           for x in c.get("lamp", []) for y in c.get("dsvi", []) if x["rep"] == y["rep"] and x.get("cpu_seconds")
+           and y.get("cpu_seconds")]
+    # a peer's fit no better than predicting the training mean (RMSE >= 1 on the standardised scale)
+    failed = sorted((k[0], k[2], mean([x["rmse"] for x in c["dsvi"]])) for k, c in cells.items()
+                    if c.get("dsvi") and mean([x["rmse"] for x in c["dsvi"]]) >= 1)
+    failed_text = ("DSVI-GPyTorch's RMSE is at or above the training mean's in "
+                   + ", ".join(f"{fn} n = {n} ({v:.2f})" for fn, n, v in failed)
+                   + ": failed fits of the peer with the paper's settings (not investigated), so LaMP's wins there are "
+                     "no evidence for LaMP. ") if failed else ""
+    dagvi_ns = sorted({k[2] for k, c in cells.items() if c.get("dagvi")})
+    col = {m: R(f"lamp_functions/collider_{m}.json") for m in ("lamp", "dagvi", "dagsvi")}
+    loads = [r["load"] for r in d["rows"] if r.get("load") is not None]
+    tab = table(["function"] + [f"n = {n}: LaMP / DSVI / GP" for n in all_ns], rows)
+    notes = [para(f"""The simulators of Chang & Sung (2026), the same randomised-LHS designs for every method. Cells:
+        test
+        RMSE of LaMP-DGP / DSVI-GPyTorch / a single GP on the standardised scale against the noise-free response, means
+        over the replications run
+        ({'; '.join(f'n = {n}: {"/".join(str(r) for r in sorted(reps[n]))}' for n in all_ns)});
+        bold: best; DAG-VI ran at n = {', '.join(str(n) for n in dagvi_ns)} only; `–`: not run. CRPS, seconds, epochs
+        and
+        loads are in the JSON (one thread on a shared machine, load {rng(loads, 1)}). At n = {max(all_ns)} LaMP predicts
+        with the Nyström + local-GP approximation and the single GP is sparse. The paper's full grid of replications was
+        not run."""),
+             para(f"""Targets: LaMP ≤ DSVI-GPyTorch on at least {TARGETS['lamp_wins']} functions at {' and '.join(tv)};
+        LaMP ≤ the single GP for {'; '.join(gpv)}; LaMP / DSVI wall-clock ≤ 1 at n ≤ {TARGETS['lamp_time_n']} in
+        {sum(x <= 1 for x in ratios)} of {len(ratios)} cells ({yes(all(x <= 1 for x in ratios))}; CPU seconds where
+        recorded: {sum(x <= 1 for x in cpu)} of {len(cpu)}). {failed_text}LaMP's objective is degenerate jointly in the
+        latent values and length-scales (the log-determinant rewards an over-smooth first layer), so it works only
+        through
+        the validation-chosen iterate (`best_epoch` in the JSON). Beyond the paper, on the latent collider: held-out
+        RMSE
+        LaMP {col['lamp']['rmse_held_out']:.3f} ({col['lamp']['seconds']:.0f} s), DAG-VI
+        {col['dagvi']['rmse_held_out']:.3f} ({col['dagvi']['seconds']:.0f} s), DAG-SVI
+        {col['dagsvi']['rmse_held_out']:.3f}
+        ({col['dagsvi']['seconds']:.0f} s).""")]
+    return Section("LaMP-DGP against doubly stochastic VI on the simulators of Chang & Sung (2026)",
+                   "`python benchmarks/lamp_functions.py` (every method's settings in its docstring)", tab, notes,
+                   ["lamp_functions.json"] + [f"lamp_functions/collider_{m}.json" for m in ("lamp", "dagvi", "dagsvi")])
+
+
+def sec_sem_quadratic(R):
+    d = R("sem_quadratic.json")
+    rows, svi, nuts = [], [], []
+    for seed, r in sorted(d["results"].items(), key=lambda kv: int(kv[0])):
+        n = r["nuts"]
+        svi.append(r["svi"]["corr_X2_X1sq"])
+        nuts.append(n["corr_X2_X1sq"])
+        wd = f"{n['warmup']} + {n['samples']}" if "warmup" in n else "earlier run"
+        rows.append([seed, f"{r['oracle_corr_X2_X1sq']:.3f}", f"{r['exact_posterior_corr_X2_X1sq']:.3f}",
+                     f"{r['svi']['corr_X2_X1sq']:.3f}", f"{n['corr_X2_X1sq']:.3f}", f"{wd} ({n['divergences']})",
+                     f"{r['gplvm']['corr_X2_X1sq']:.3f} / {r['gplvm']['corr_best_rotation']:.3f}",
+                     f"{r['svi']['seconds']:.0f}", f"{n['seconds']:.0f}"])
+    a = d["args"]
+    ok = all(x >= TARGETS["sem_corr"] for x in svi + nuts)
+    tab = table(["seed", "oracle", "exact posterior", "SVI corr(X2, X1²)", "NUTS corr(X2, X1²)",
+                 "NUTS warm-up + draws (divergent)", "GPLVM (axes / best rotation)", "SVI s", "NUTS s"], rows)
+    notes = [para(f"""Silva & Gramacy (2010, Sec. 5, Fig. 3): X2 quadratic in X1, indicators for each,
+        {a['num_inducing']}
+        pseudo-inputs. The statistic: correlation of the posterior-mean X2 with the squared posterior-mean X1;
+        *oracle* on
+        the true latents; *exact posterior* under the true parameters (the reference). SVI: `sem_guide`, {a['steps']}
+        steps; NUTS: one short chain per seed; GPLVM: identified up to rotation (axes / best rotation). Seconds on a
+        loaded
+        machine. Target ≥ {TARGETS['sem_corr']} with both paths on every seed: {yes(ok)}. Every NUTS chain had
+        divergences
+        (short single chains; the exact column is the reference). `sem_guide` uses a joint Gaussian per case because a
+        factorised guide biases the structural noise upwards.""")]
+    return Section("Latent SEMs: does GPSEM-LV recover a quadratic structural equation?",
+                   "`python benchmarks/sem_quadratic.py`", tab, notes, ["sem_quadratic.json"])
+
+
+SEM_METHODS = [("gp", "GPSEM-LV"), ("linear", "linear SEM"), ("quadratic", "quadratic SEM"), ("gplvm", "GPLVM")]
+
+
+def sec_sem_predictive(R):
+    d = R("sem_predictive.json")
+    rows, lines = [], []
+    for prob, folds in sorted(d["results"].items()):
+        fs = sorted(folds, key=int)
+        vals = {m: [folds[k][m]["test_loglik"] for k in fs] for m, _ in SEM_METHODS}
+        rows.append([prob, ",".join(fs), d["protocol"][prob]["steps"]] + [mse(vals[m]) for m, _ in SEM_METHODS])
+        above_lin = sum(g_ > l for g_, l in zip(vals["gp"], vals["linear"]))
+        above_q = sum(g_ > q for g_, q in zip(vals["gp"], vals["quadratic"]))
+        med = (statistics.median(vals["gp"]), statistics.median(vals["quadratic"]))
+        lines.append(f"{prob}: GPSEM-LV above the linear SEM on {above_lin} of {len(fs)} folds and above the quadratic "
+                     f"SEM on {above_q} (medians {med[0]:.2f} vs {med[1]:.2f}; worst fold of the quadratic SEM "
+                     f"{min(vals['quadratic']):.2f})")
+    tab = table(["problem", "folds", "SVI steps"] + [lab for _, lab in SEM_METHODS], rows)
+    notes = [para("""Silva & Gramacy (2010, Sec. 5, Table 1) at a reduced size: average test log-likelihood per case
+        (higher is better), mean ± s.e. over folds, the same folds for every method; test latents integrated out by
+        Monte
+        Carlo. *housing*: the paper's Boston model; *abalone*: a synthetic Abalone-like problem. """
+                  + "; ".join(lines) + "."),
+             para("""Target: GPSEM-LV above both baseline SEMs: on Abalone-like its lead over the quadratic SEM is
+        carried by
+        folds where the quadratic equation extrapolates badly; on Housing it is behind the quadratic SEM on average (no
+        cause measured). The GPLVM leads on Housing, as in the paper, and trails on Abalone-like.""")]
+    return Section("Latent SEMs: which model predicts held-out indicators best?",
+                   "`python benchmarks/sem_predictive.py`", tab, notes, ["sem_predictive.json"])
+
+
+def sec_sem_mixing(R):
+    d = R("sem_mixing.json")
+    a = d["args"]
+    rows, med = [], {}
+    models = ("identified", "dense")
+    for lat in sorted(k for k in d["results"]["identified"] if not k.startswith("_")):
+        row = [lat]
+        for model in models:
+            x = d["results"][model][lat]
+            med.setdefault(model, []).append(x["median"])
+            row.append(f"{x['median']:.3f} / {x['q90']:.3f} / {x['frac_above_1.1']:.2f}")
+        rows.append(row)
+    runs = {m: d["results"][m]["_run"] for m in ("identified", "dense")}
+    tab = table(["latent"] + [f"{m} model: median EPSR / 90 % quantile / fraction > 1.1" for m in models], rows)
+    notes = [para(f"""Silva & Gramacy (2010, Figs. 4-5) protocol on a synthetic stand-in for the Consumer data:
+        split-EPSR
+        of every latent value over the chains, summarised per latent (boxplots: `results/sem_mixing.png`); CPU s per
+        iteration identified {runs['identified']['cpu_seconds_per_draw']:.3f}, dense
+        {runs['dense']['cpu_seconds_per_draw']:.3f};
+        divergences per chain {runs['identified']['divergences_per_chain']} and
+        {runs['dense']['divergences_per_chain']}.
+        The identified model mixes much better (median EPSR {rng(med['identified'])} against {rng(med['dense'])}), as in
+        the paper's Fig. 5, but has not mixed by the usual {TARGETS['epsr']} rule at this length; one chain adapted a
+        much
+        larger step size ({', '.join(f'{x:.3f}' for x in runs['identified']['step_size_per_chain'])}). Neither model was
+        tuned; the paper's longer chains were not run for time.""")]
+    return Section("Latent SEMs: does the identified measurement model mix better than the dense one?",
+                   f"`python benchmarks/sem_mixing.py --n {a['n']} --chains {a['chains']} --warmup {a['warmup']} "
+                   f"--samples {a['samples']} --num-inducing {a['num_inducing']} --max-tree-depth "
+                   f"{a['max_tree_depth']}`",
+                   tab, notes, ["sem_mixing.json"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sections: structure learning
+# ----------------------------------------------------------------------------------------------------------------
+ER_ORDER = ["pyro_dag", "pyro_dag_linear", "pyro_dag_bge", "exact_linear", "exact_bge", "dibs", "ges", "pc"]
+
+
+def sec_structure_er(R):
+    d = R("structure_er.json")
+    s = d["settings"]
+    runs = d["runs"]
+    ps = sorted({int(k.split("-")[0][1:]) for k in runs})
+    cells_ = [(p, mech) for p in ps for mech in ("linear", "nonlinear")]
+    rows, verdict = [], []
+    for m in ER_ORDER:
+        row = [m]
+        for p, mech in cells_:
+            keys = sorted(k for k in runs if k.startswith(f"p{p}-{mech}-"))
+            e = [runs[k][m] for k in keys if m in runs[k] and "dag" in runs[k][m]["metrics"]]
+            row.append("–" if not e else
+                       f"{mse([x['metrics']['dag']['auroc'] for x in e], 1, 100)} / "
+                       f"{mean([x['metrics']['dag']['e_shd'] for x in e]):.1f} / {mean([x['time_s'] for x in e]):.0f}"
+                       + (f" [{len(e)}]" if len(e) < len(keys) else ""))
+        rows.append(row)
+    for p in ps:
+        for mech in ("linear", "nonlinear"):
+            keys = sorted(k for k in runs if k.startswith(f"p{p}-{mech}-"))
+            method = "pyro_dag" if mech == "linear" else "pyro_dag_linear"
+            both = [runs[k] for k in keys if method in runs[k] and "dibs" in runs[k]]
+            if both:
+                a = mean([x[method]["metrics"]["dag"]["auroc"] for x in both])
+                b = mean([x["dibs"]["metrics"]["dag"]["auroc"] for x in both])
+                t = mean([x[method]["time_s"] for x in both]) / mean([x["dibs"]["time_s"] for x in both])
+                verdict.append(f"p = {p} {mech}: AUROC {100 * a:.1f} vs DiBS {100 * b:.1f} ({yes(a >= b)}), time "
+                               f"{t:.2f}× DiBS ({yes(t <= 1)})")
+    cand, cand_p = [], "/".join(sorted({k.split("-")[0][1:] for n in ("er20_cand12.json", "er20_cand12u.json")
+                                          for k in R(n)["runs"]}))
+    for name in ("er20_cand12.json", "er20_cand12u.json"):
+        c = R(name)
+        kw = next(iter(next(iter(c["runs"].values())).values()))["info"]["fit_kwargs"]
+        parts = []
+        for mech in ("linear", "nonlinear"):
+            e = [v for k, r in sorted(c["runs"].items()) if f"-{mech}-" in k for v in r.values()]
+            if e:
+                parts.append(f"{mech} AUROC {100 * mean([x['metrics']['dag']['auroc'] for x in e]):.1f}, E-SHD "
+                             f"{mean([x['metrics']['dag']['e_shd'] for x in e]):.1f} "
+                             f"({len(e)} seed{'s' if len(e) > 1 else ''})")
+        cand.append(f"`{', '.join(f'{k}={v!r}' for k, v in sorted(kw.items()) if k != 'progress')}`: "
+                    + ", ".join(parts))
+    tab = table(["method"] + [f"p = {p}, {mech}: AUROC % / E-SHD / s" for p, mech in cells_], rows)
+    notes = [para(f"""ER DAGs ({s['edges_per_node']:g} edges per node), n = {s['n']}, linear or random-MLP mechanisms,
+        standardised, {len(runs) // len(cells_)} seeds per cell (`[k]`: a method with fewer). Cells: DAG-level AUROC
+        (mean ±
+        s.e.), expected SHD and fit + sampling seconds on one pinned core (Brier, E-F1, AUPRC and the CPDAG level are in
+        the JSON).
+        `pyro_dag`: `structure.fit` (linear likelihood on linear data, MLP on nonlinear, where `pyro_dag_linear` is the
+        misspecified default); `exact_*`: the exact posterior of the same model, so the gap to it is the variational
+        approximation's. DiBS: {s['dibs_particles']} particles; GES (BIC) and PC (Fisher-z) scored on DAGs of their
+        class. Each run used `fit`'s defaults of its time (recorded in the JSON)."""),
+             para(f"""Targets for `fit`'s default likelihood, on the seeds where DiBS ran (AUROC ≥ DiBS, time ≤ DiBS):
+        {'; '.join(verdict)}. At p = {cand_p} the restricted exact order score is opt-in: {'; '.join(cand)}.""")]
+    return Section("Structure learning against peers: Erdős-Rényi graphs",
+                   "`python benchmarks/structure_er.py` (`--methods` selects; results merge into the JSON)", tab, notes,
+                   ["structure_er.json", "er20_cand12.json", "er20_cand12u.json"])
+
+
+SACHS_LABELS = {"pyro_dag": "pyro_dag mlp", "pyro_dag_linear": "pyro_dag linear", "pyro_dag_bge": "pyro_dag bge",
+                "pyro_dag_linear_tempered": "pyro_dag linear, tempered", "exact_linear": "exact posterior, linear",
+                "exact_bge": "exact posterior, bge", "dibs": "DiBS", "ges": "GES", "pc": "PC"}
+SACHS_METRICS = [("brier", 1, 3), ("e_shd_rc2", 1, 2), ("e_f1", 100, 2), ("auroc", 100, 2)]
+
+
+def sec_structure_sachs(R):
+    d = R("structure_sachs.json")
+    paper = script_constant("benchmarks/structure_sachs.py", "PAPER_DAG")
+    folds = d["runs"]
+    rows, targets = [], []
+    auroc_t = max(v[6] for v in paper.values())
+    f1_t, shd_t = paper["SVI-DAG"][4], paper["SVI-DAG"][2]
+    for m in SACHS_LABELS:
+        e = [folds[k][m]["cdt18"]["dag"] for k in sorted(folds) if m in folds[k]]
+        if not e:
+            continue
+        t = [folds[k][m]["time_s"] for k in sorted(folds) if m in folds[k]]
+        rows.append([f"**{SACHS_LABELS[m]}** (ours)", len(e)] + [mse([x[k] for x in e], dd, sc)
+                                                                 for k, sc, dd in SACHS_METRICS] + [mse(t, 1)])
+        if m.startswith(("pyro_dag", "exact")):
+            a, f1, shd = 100 * mean([x["auroc"] for x in e]), 100 * mean([x["e_f1"] for x in e]), mean(
+                [x["e_shd_rc2"] for x in e])
+            targets.append(f"{SACHS_LABELS[m]} {a:.1f} / {f1:.1f} / {shd:.1f} ("
+                           + "/".join("yes" if ok else "no" for ok in (a > auroc_t, f1 > f1_t, shd <= shd_t,
+                                                                       max(t) <= TARGETS["structure_fold_s"])) + ")")
+    for k, v in paper.items():
+        rows.append([f"{k} (paper)", "–", f"{v[0]:.3f} ± {v[1]:.3f}", f"{v[2]:.2f} ± {v[3]:.2f}",
+                     f"{v[4]:.2f} ± {v[5]:.2f}", f"{v[6]:.2f} ± {v[7]:.2f}", ""])
+    expl = []
+    for name in R.glob("sachs_explore_*.json"):
+        x = R(name)
+        e = [r[m]["cdt18"]["dag"] for r in x["runs"].values() for m in r]
+        kw = next(iter(next(iter(x["runs"].values())).values()))["info"]["fit_kwargs"]
+        expl.append(f"`{', '.join(f'{k}={v!r}' for k, v in sorted(kw.items()) if k != 'progress')}`: AUROC "
+                    f"{100 * mean([r['auroc'] for r in e]):.1f}, E-F1 {100 * mean([r['e_f1'] for r in e]):.1f}, E-SHD "
+                    f"{mean([r['e_shd_rc2'] for r in e]):.1f}")
+    sweep = R("structure_sachs_sweep.json")["runs"]
+    dense = mean([r["edges"] for r in sweep["ep=1.5,s=1.0"]])
+    tab = table(["method", "folds", "Brier ↓", "E-SHD ↓", "E-F1 % ↑", "AUROC % ↑", "time s"], rows)
+    notes = [para(f"""SVI-DAG (Zinage 2026, §4.4) protocol: the pooled Sachs data, folds standardised with training
+        statistics; DAG level against cdt's graph (the paper's truth), E-SHD counting a reversal as 2 (other levels
+        and the consensus
+        DAG in the JSON); mean ± s.e. over folds. Paper rows: its Tables 1-2. *tempered*: `fit(likelihood_scale=...)`.
+        Two more linear runs: {'; '.join(expl)}."""),
+             para(f"""Targets, AUROC / E-F1 / E-SHD (above the best published AUROC {auroc_t:.1f}, above SVI-DAG's E-F1
+        {f1_t:.2f}, at most its E-SHD {shd_t:.1f}, every fold within {TARGETS['structure_fold_s']} s; met or not in
+        that order):
+        {'; '.join(targets)}. With the BGe score the fit is close to the exact
+        posterior of its own model, and even the exact posterior misses E-SHD because it puts its mass on dense graphs
+        (about {dense:.0f} edges per sample; next section).""")]
+    return Section("Structure learning against peers: the Sachs data", "`python benchmarks/structure_sachs.py` "
+                   "(`--methods`, `--likelihood` to select)", tab, notes,
+                   ["structure_sachs.json", "structure_sachs_sweep.json"] + R.glob("sachs_explore_*.json"))
+
+
+def sec_structure_sweep(R):
+    d = R("structure_sachs_sweep.json")
+    paper = script_constant("benchmarks/structure_sachs.py", "PAPER_DAG")
+    auroc_t = max(v[6] for v in paper.values())
+    f1_t, shd_t = paper["SVI-DAG"][4], paper["SVI-DAG"][2]
+    any_met, sparse_auroc, grid = False, [], {}
+    for key, r in d["runs"].items():
+        ep, s = key.split(",")[0][3:], key.split("=")[2]
+        a, f1, shd = (100 * mean([x["auroc"] for x in r]), 100 * mean([x["e_f1"] for x in r]),
+                      mean([x["e_shd_rc2"] for x in r]))
+        any_met |= a > auroc_t and f1 > f1_t and shd <= shd_t
+        if shd <= shd_t:
+            sparse_auroc.append(a)
+        grid[(ep, s)] = f"{mean([x['edges'] for x in r]):.1f} / {a:.1f} / {f1:.1f} / {shd:.1f}"
+    eps = sorted({k[0] for k in grid}, key=lambda x: -float(x))
+    ss = sorted({k[1] for k in grid}, key=lambda x: -float(x))
+    rows = [[s] + [grid.get((ep, s), "–") for ep in eps] for s in ss]
+    tab = table(["likelihood power s"] + [f"expected_parents = {ep}: edges / AUROC % / E-F1 % / E-SHD" for ep in eps],
+                rows)
+    notes = [para(f"""The exact posterior of `fit`'s BGe model on the Sachs folds (`exact_posterior(...,
+        expected_parents=, likelihood_scale=)`), DAG level, E-SHD with reversal cost 2, mean over folds. The previous
+        section's targets are met by {'some setting' if any_met else 'no setting'}: every setting sparse enough for
+        the E-SHD target ranks edges worse (AUROC ≤ {max(sparse_auroc):.1f}).""" if sparse_auroc else "")]
+    return Section("Could a sparser prior or a tempered likelihood meet the Sachs targets?",
+                   "`python benchmarks/structure_sachs_sweep.py`", tab, notes, ["structure_sachs_sweep.json"])
+
+
+def sec_two_node(R):
+    d = R("structure_two_node.json")
+    paper = script_constant("benchmarks/structure_two_node.py", "PAPER")
+    repo = script_constant("benchmarks/structure_two_node.py", "REPO")
+    rows = []
+    for kind in ("linear", "nonlinear"):
+        for prior in ("incorrect", "noninformative", "correct"):
+            r = d["runs"].get(f"{kind}-{prior}")
+            if r is None:
+                continue
+            rows.append([kind, prior, f"{100 * r['forward']:.1f}", f"{100 * r['backward']:.1f}",
+                         f"{100 * r['none']:.1f}", " / ".join(paper[(kind, prior)]),
+                         " / ".join(f"{x:.1f}" for x in repo[(kind, prior)]), f"{r['time_s']:.0f}"])
+    tab = table(["data", "prior", "x1→x2 % (ours)", "x1←x2 %", "no edge %", "paper Fig. 3 (→ / ← / none)",
+                 "SVI-DAG repository (→ / ← / none)", "time s"], rows)
+    notes = [para(f"""SVI-DAG (§4.1, Fig. 3): truth `x1 → x2`, {d['settings']['n']} rows, priors correct, transposed or
+        noninformative; fractions of {d['settings']['k']} samples; linear likelihood on linear data, MLP on nonlinear
+        (one seed). The paper's bar labels are partly read off the figure and its code does not reproduce them: compare
+        the ordering.""")]
+    return Section("Does the posterior orient a two-node graph as the data and the prior say?",
+                   "`python benchmarks/structure_two_node.py`", tab, notes, ["structure_two_node.json"])
+
+
+def sec_fit_vs_exact(R):
+    d = R("structure_fit_vs_exact.json")
+    groups = {}
+    for k, r in d["runs"].items():
+        groups.setdefault(k.rsplit("-", 1)[0], []).append((k, r))
+    names = {"er10-linear": "ER p = 10, linear data, linear likelihood",
+             "er10-nonlinear": "ER p = 10, nonlinear data, linear likelihood", "sachs": "Sachs, BGe"}
+    rows = []
+    for gk in sorted(groups):
+        rs = [r for _, r in sorted(groups[gk])]
+        for read in ("history", "final"):
+            x = [r[read] for r in rs]
+            rows.append([f"{names.get(gk, gk)} ({len(rs)} {'folds' if gk == 'sachs' else 'seeds'})", read,
+                         f"{mean([v['orders'] for v in x]):.0f}", f"{mean([v['ess'] for v in x]):.1f}",
+                         f"{mean([v['order_mass'] for v in x]):.3g}", f"{mean([v['mae'] for v in x]):.3f}",
+                         f"{mean([v['max_err'] for v in x]):.3f}", f"{100 * mean([v['auroc'] for v in x]):.1f}",
+                         f"{100 * mean([r['exact_auroc'] for r in rs]):.1f}", f"{mean([r['time_s'] for r in rs]):.0f}"])
+    tab = table(["problem", "read", "orders", "ESS", "order mass", "mean abs err", "max abs err", "AUROC %",
+                 "exact AUROC %", "fit s"], rows)
+    notes = [para("""One `fit` per problem with its defaults, read over the orders visited in the last half of the run
+        (`history`, the default) or the final ones, both weighted by the exact order score; errors are |P - P_exact|
+        over
+        edges; order mass is the exact posterior probability of the orders used. The posterior over orders is flat, so
+        the final orders hold little of it and the history is what brings `fit` close to exact.""")]
+    return Section("How close is `structure.fit` to the exact posterior of its own model?",
+                   "`python benchmarks/structure_fit_vs_exact.py`", tab, notes, ["structure_fit_vs_exact.json"])
+
+
+TRUST_LABEL = {"exact": "exact DP (ceiling), edge prior", "exact_fair": "exact DP (ceiling), fair prior",
+               "spn_greedy": "circuit, greedy exact splits", "spn_exact": "circuit on exact order samples",
+               "spn_fit": "circuit on `fit`'s orders", "spn_random": "circuit on random splits",
+               "spn_greedy_fair": "circuit, greedy exact splits, fair prior",
+               "spn_exact_fair": "circuit on exact order samples, fair prior",
+               "fit_samples": "`fit` samples, sample-based", "spn_mcmc": "circuit on order-MCMC orders",
+               "mcmc_samples": "order-MCMC DAG samples, sample-based",
+               "dibs_samples": "DiBS (mixture weights), sample-based"}
+
+
+def sec_trust(R):
+    d16, d32 = R("structure_trust.json"), R("structure_trust_d32.json")
+    p12, cand = R("structure_trust_d32_pairwise12.json"), R("structure_trust_d32_candidates.json")
+    ns = d16["settings"]["evidence"]
+    rows = []
+    for d in (d16, d32):
+        for m, row in d["summary"].items():
+            rows.append([d["settings"]["d"], TRUST_LABEL.get(m, m), row["graphs"]]
+                        + [f"{row[str(n)]['mean']:.3f} ± {row[str(n)]['sd']:.3f}" for n in ns]
+                        + ["/".join(f"{row[str(n)]['coverage']:.2f}" for n in ns), f"{row['auroc']:.3f}",
+                           f"{row['paper_metrics']['mll']:.1f}" if "paper_metrics" in row else "–",
+                           f"{row['paper_metrics']['mse_ce']:.4f}" if "paper_metrics" in row else "–"])
+        if d is d16:
+            for name, vals in d["paper_table2"].items():
+                rows.append([d["settings"]["d"], f"paper: {name}", "–"]
+                            + [f"{vals[str(n)]:.3f}" if str(n) in vals else "–" for n in ns] + ["", "", "", ""])
+    s16 = d16["summary"]
+    ours = s16["spn_greedy"]
+    tg = d16["paper_table2"]["TRUST-G"]
+    vs = "; ".join(f"{n}: {ours[str(n)]['mean']:.3f} vs {tg[str(n)]:.3f} ({yes(ours[str(n)]['mean'] >= tg[str(n)])})"
+                   for n in ns)
+    top = str(ns[-1])
+    samp = s16["fit_samples"][top]["mean"]
+    t_exact = [r["time_s"]["exact_posterior_v2"] + r["time_s"]["spn_exact_build"] + r["time_s"]["queries"]["spn_exact"]
+               for r in d16["runs"] if "exact_posterior_v2" in r["time_s"]]
+    cpu32 = [r["cpu_s"]["total"] for r in d32["runs"]]
+    rec = {}
+    for r in cand["rows"]:
+        rec.setdefault((r["selection"], r["K"]), []).append(r["recall"])
+    pair_recall = mean(rec.get(("pairwise", p12["settings"]["candidates"]), [float("nan")]))
+    k32 = d32["settings"]["candidates"]
+    tab = table(["d", "method", "graphs"] + [f"{n} evidence edges" for n in ns]
+                + [f"coverage ({'/'.join(str(n) for n in ns)})", "unconditional AUROC", "held-out MLL",
+                   "MSE of causal effects"], rows)
+    notes = [para(f"""Wang, Wicker & Kwiatkowska 2022 (ICML), Table 2 and Fig. 2: ER DAGs, BGe, standardised data;
+        conditional AUROC of the unspecified pairs given n true edges (mean ± sd over graphs × evidence sets);
+        evidence of
+        probability 0 falls back to the unconditional probabilities; coverage: evidence sets of nonzero probability.
+        *fair prior*: the paper's graph prior, otherwise the library's. At d = {d32['settings']['d']}: candidate parent
+        sets of {k32} (recall of the true parents {mean([r['candidate_recall'] for r in d32['runs']]):.2f}; with
+        {p12['settings']['candidates']} pairwise candidates, recall {pair_recall:.2f}, the circuit reached only
+        {p12['summary']['spn_greedy'][top]['mean']:.3f}) and order-MCMC splits; no exact DP."""),
+             para(f"""Targets at d = {d16['settings']['d']}: circuit (greedy splits) vs TRUST-G at {vs}; ≥ the
+        sample-based
+        estimate at {top} edges ({ours[top]['mean']:.3f} vs {samp:.3f}): {yes(ours[top]['mean'] >= samp)}; end to end ≤
+        {TARGETS['trust_minutes_d16']} min ({mean(t_exact):.0f} s per graph):
+        {yes(max(t_exact) <= 60 * TARGETS['trust_minutes_d16'])}.
+        d = {d32['settings']['d']} ≤ {TARGETS['trust_minutes_d32']} min: {mean(cpu32) / 60:.1f} CPU min per graph
+        ({yes(max(cpu32) <= 60 * TARGETS['trust_minutes_d32'])}); there evidence outside the candidate sets falls back
+        to
+        unconditional probabilities (pass it as `candidate_tables(..., include=evidence)`).""")]
+    return Section("Conditional edge queries (TRUST): does the order circuit answer them exactly and fast?",
+                   f"`python benchmarks/structure_trust.py --graphs {d16['settings']['graphs']} --repeats "
+                   f"{d16['settings']['repeats']} --resume` (d = {d16['settings']['d']}; `--dibs` adds DiBS) and `--d "
+                   f"{d32['settings']['d']} --expansion {' '.join(str(x) for x in d32['settings']['expansion'])} "
+                   f"--candidates "
+                   f"{d32['settings']['candidates']} --graphs {d32['settings']['graphs']} --repeats "
+                   f"{d32['settings']['repeats']}`", tab, notes,
+                   ["structure_trust.json", "structure_trust_d32.json", "structure_trust_d32_pairwise12.json",
+                    "structure_trust_d32_candidates.json"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The document
+# ----------------------------------------------------------------------------------------------------------------
+PARTS = [
+    ("Variational inference: estimator, guides, speed", [
+        sec_gradient_variance, sec_tree_scaling, sec_collider, sec_collider_timing, sec_quickstart,
+        sec_collider_data_seeds, sec_chain_gpytorch, sec_gpu, sec_distributed, sec_threads, sec_generic,
+        sec_conformance]),
+    ("MCMC, calibration and the prior", [sec_nuts, sec_traced, sec_sbc, sec_prior_collapse]),
+    ("Applications: the papers' studies and their peers", [
+        sec_sachs_regression, sec_mf_published, sec_mf_hf_scarce, sec_mf_pooled, sec_lamp, sec_sem_quadratic,
+        sec_sem_predictive, sec_sem_mixing]),
+    ("Structure learning", [sec_structure_er, sec_structure_sachs, sec_structure_sweep, sec_two_node,
+                            sec_fit_vs_exact, sec_trust]),
+]
+
+INTRO = """# Benchmarks
+
+<!-- Generated by `python benchmarks/report.py` from benchmarks/results/*.json; do not edit by hand. -->
+
+*Generated by `python benchmarks/report.py` from the JSON files in `benchmarks/results/`; do not edit by hand
+(`tests/test_benchmarks_report.py` fails when this file and the JSON disagree).* One section per question: the command
+that reproduces it, one summary table, and the conditions, caveats and targets of the runs; the history of repeated
+runs stays in the JSON.
+
+**Running them.** `pip install -e ".[test,bench]"` (the `bench` extra brings the peers: GPyTorch, emukit, GPy and
+DiBS). Run a script from the repository root, e.g. `python benchmarks/collider.py`: it writes its JSON into
+`benchmarks/results/` and regenerates this file (`python benchmarks/report.py` does that alone, running nothing;
+`--check` only compares). The slow reproductions among the tests run with `pytest -m slow`.
+
+**One thread.** Every script runs one intra-op thread per process (`common.one_thread()`), as the library's loops do
+by default: on a small loaded machine torch's thread pool makes loops of small steps several times slower (*How many
+threads should a fit use?*). The runs shared a small machine with other jobs, so seconds are inflated and noisy:
+compare within a table and prefer CPU seconds where given.
+
+**Numbers.** Every number here is read from the JSON, except the papers' published values and the targets quoted
+beside them: constants of `report.py` (`PUBLISHED`, `TARGETS`) or of the benchmark script that compares with them."""
+
+
+def _sections(R):
+    out = []
+    for part, fns in PARTS:
+        out.append((part, [fn(R) for fn in fns]))
+    return out
+
+
+def generate(results=RESULTS):
+    """The README text, and the set of results files (relative to ``results``) it read."""
+    R = Results(results)
+    parts = _sections(R)
+    toc = []
+    for part, secs in parts:
+        toc.append(f"* {part}: " + "; ".join(f"[{s.title}](#{anchor(s.title)})" for s in secs))
+    body = [INTRO, "", "**Contents.**", "", "\n".join(toc), ""]
+    for part, secs in parts:
+        body += [f"## {part}", ""]
+        body += [s.render() for s in secs]
+    text = "\n".join(body).rstrip() + "\n"
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text, R.used
+
+
+def anchor(title):
+    """GitHub's anchor of a heading."""
+    keep = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return keep.replace(" ", "-")
+
+
+def results_files(results=RESULTS):
+    """Every results file that a section must read or ``NOT_REPORTED`` must list (per-run folders aside)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(results):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            if fn.endswith(".json") and not fn.endswith("_quick.json"):
+                out.append(os.path.relpath(os.path.join(dirpath, fn), results).replace(os.sep, "/"))
+    return out
+
+
+def unaccounted(used, results=RESULTS):
+    """Results files that no section read, that ``NOT_REPORTED`` does not list and no per-run folder covers."""
+    return [n for n in results_files(results)
+            if n not in used and n not in NOT_REPORTED and n.split("/")[0] not in PER_RUN_FOLDERS]
+
+
+def write(path=README):
+    """Regenerate the README at ``path`` from the JSON; returns the path."""
+    text, _ = generate()
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def regenerate():
+    """What a benchmark script calls after writing its JSON (through ``common.write_readme_section`` or
+    ``structure_common.write_readme_block``): regenerate the whole README. A results file this module cannot read
+    yet does not lose the run (its JSON is already written): the README is left as it was, with a message."""
+    try:
+        path = write()
+    except Exception as e:  # noqa: BLE001 - the benchmark's own results are safe; say what to fix
+        print(f"benchmarks/README.md not regenerated ({type(e).__name__}: {e}); extend benchmarks/report.py for the "
+              "new results, then run python benchmarks/report.py", file=sys.stderr)
+        return None
+    print(f"regenerated {os.path.relpath(path)} from benchmarks/results (python benchmarks/report.py)")
+    return path
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=README, help="where to write (default: benchmarks/README.md)")
+    ap.add_argument("--check", action="store_true", help="compare with --out instead of writing; exit 1 if different")
+    args = ap.parse_args(argv)
+    text, used = generate()
+    missing = unaccounted(used)
+    if missing:
+        print("results files neither reported nor listed in NOT_REPORTED: " + ", ".join(missing), file=sys.stderr)
+    if args.check:
+        with open(args.out, encoding="utf-8") as fh:
+            same = fh.read() == text
+        print(f"{args.out}: {'up to date' if same else 'differs from the JSON; run python benchmarks/report.py'}")
+        return 0 if same and not missing else 1
+    with open(args.out, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {args.out} ({text.count(chr(10))} lines)")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
