@@ -63,7 +63,7 @@ def pyro_dag_setup(x, y, M, like_for_like=True):
         kern, extra, init_scale = {"h": kernels.RBF(), "y": kernels.RBF()}, {}, None
     model = DAGDGP(nx.DiGraph([("x", "h"), ("h", "y")]), kernels=kern, num_inducing=M,
                    likelihoods={"y": Gaussian(0.1)}, **extra).to(dtype=x.dtype, device=x.device)
-    guide = AutoStructuredGuide(model, structure="mean_field", init_scale=init_scale)
+    guide = AutoStructuredGuide(model, precision="mean_field", init_scale=init_scale)
     svi = JointAdam(model, guide, DAGELBO(num_particles=4), {"lr": 0.01})
     inputs, data = {"x": x}, {"y": y}
     svi.step(inputs, data)  # set-up outside the timed region

@@ -70,15 +70,15 @@ def run(data_seed, variant):
         Z = {w: model.inducing_inputs(w).detach().clone() for w in model.topo_nodes}
         oracle = quickstart_model(ds, {"w1": Gaussian(1e-4), "w2": Gaussian(1e-4), "w3": Gaussian(0.015**2)}, Z,
                                   name="oracle")
-        oracle_guide = AutoStructuredGuide(oracle, structure="chordal", name="oracle_guide")
+        oracle_guide = AutoStructuredGuide(oracle, precision="chordal", name="oracle_guide")
         data = {"w1": ds.truth["w1"], "w2": ds.truth["w2"], "w3": ds.data["w3"]}
         train(oracle, oracle_guide, ds.inputs, data, num_steps=NUM_STEPS, progress=False)
-        guide = AutoStructuredGuide(model, structure="chordal")
+        guide = AutoStructuredGuide(model, precision="chordal")
         guide(ds.inputs, ds.data)
         guide.warm_start(oracle_guide, reset_latent_scale=None)
         result = train(model, guide, ds.inputs, ds.data, num_steps=NUM_STEPS, progress=False)
     else:
-        guide = AutoStructuredGuide(model, structure="chordal")
+        guide = AutoStructuredGuide(model, precision="chordal")
         kw = {"warm_start": 500} if variant == "warm_start=500" else {}
         result = train(model, guide, ds.inputs, ds.data, num_steps=NUM_STEPS, progress=False, **kw)
     row = metrics(model, guide, ds, result)

@@ -85,7 +85,7 @@ def ab_recipe(reps, steps):
         for tag, ctx in [("previous", old), ("current", contextlib.nullcontext)]:
             with ctx():
                 t = time.process_time()
-                res = fit_collider(steps=steps, structure="chordal", antithetic=True, natural_gradient=0.01,
+                res = fit_collider(steps=steps, precision="chordal", antithetic=True, natural_gradient=0.01,
                                    natural_gradient_after=steps // 3, progress=False, num_eval_samples=10)
                 times[tag].append(time.process_time() - t)
             metrics[tag] = {k: res["metrics"][k] for k in ("final_elbo", "rmse_train", "rmse_test", "parent_var")}
@@ -107,7 +107,7 @@ def main():
         pyro.clear_param_store()
         pyro.set_rng_seed(0)
         model = collider_model(ds)
-        guide = AutoStructuredGuide(model, structure=structure, backend="dense", init_scale={"w3": 0.01})
+        guide = AutoStructuredGuide(model, precision=structure, backend="dense", init_scale={"w3": 0.01})
         elbo = DAGELBO(num_particles=4, antithetic=antithetic)
         svi = _JointAdam(model, guide, elbo, lr=0.01)  # fit_collider's Adam (one foreach optimiser)
         for _ in range(20):
@@ -122,7 +122,7 @@ def main():
         print(row, flush=True)
     whole = []
     for k in range(args.whole_runs):  # the recipe of `pyro-dag fit collider` (recommended, chordal, seed 0)
-        res = fit_collider(steps=3000, structure="chordal", antithetic=True, natural_gradient=0.01,
+        res = fit_collider(steps=3000, precision="chordal", antithetic=True, natural_gradient=0.01,
                            natural_gradient_after=1000, progress=False, num_eval_samples=10)
         whole.append(res["metrics"]["train_seconds"])
         print("whole run", k, whole[-1], flush=True)

@@ -103,10 +103,10 @@ def tree_section(depths, max_dense_depth, budget_s, dut="cuda", conditional_limi
                 torch.autograd.grad(loss, params, allow_unused=True)
             return per_step(call, device, 1, blocks=2)
 
-        mf = AutoStructuredGuide(model, structure="mean_field", name="mf")
+        mf = AutoStructuredGuide(model, precision="mean_field", name="mf")
         mf(inputs, data)
         row["mean_field_s"] = timer(mf)
-        st = AutoStructuredGuide(model, structure="chordal", backend="sparse", name="chordal")
+        st = AutoStructuredGuide(model, precision="chordal", backend="sparse", name="chordal")
         st(inputs, data)
         row["chordal_sparse_joint_s"] = timer(st, "joint")
         if depth <= max_dense_depth:

@@ -65,7 +65,7 @@ def structured_rows(repeats):
         pyro.set_rng_seed(0)
         pyro.clear_param_store()
         model = make()
-        guide = AutoStructuredGuide(model, structure="chordal", backend="sparse", init_scale=init_scale)
+        guide = AutoStructuredGuide(model, precision="chordal", backend="sparse", init_scale=init_scale)
         guide(inputs, data)
         done = 0
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
@@ -117,7 +117,7 @@ def main():
     pyro.set_rng_seed(0)
     pyro.clear_param_store()
     model = collider_model(ds)
-    guide = AutoStructuredGuide(model, structure="mean_field", init_scale={"w3": 0.01})
+    guide = AutoStructuredGuide(model, precision="mean_field", init_scale={"w3": 0.01})
     guide(ds.inputs, ds.data)
     rows = []
     for stage in ("init", "trained"):

@@ -189,7 +189,7 @@ def run_dagvi(cell, noisy, seed):
     pyro.set_rng_seed(seed)
     n, d = cell["x"].shape[0], cell["d"]
     model = dagvi_model(nx.DiGraph([("x", "w"), ("w", "y")]), {"w": d}, ["y"], noisy)
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     steps = 2000 if n < 500 else 1000
     train(model, guide, {"x": cell["x"]}, {"y": cell["y"]}, num_steps=steps, progress=False)
     with torch.no_grad():
@@ -329,7 +329,7 @@ def run_collider(method, seed=0):
         kern = {"w1": kernels.RBF(), "w2": kernels.RBF(), "w3": kernels.SumInput(kernels.RBF())}
         model = DAGDGP(ds.graph, kernels=kern, likelihoods={"w3": Gaussian(variance=1e-2)},
                        num_inducing={"w1": 15, "w2": 15, "w3": 49}).double()
-        guide = AutoStructuredGuide(model, structure="mean_field" if method == "dagvi" else "chordal")
+        guide = AutoStructuredGuide(model, precision="mean_field" if method == "dagvi" else "chordal")
         train(model, guide, ds.inputs, data, num_steps=3000, progress=False)
         with torch.no_grad():
             p = model.predict(guide, ds.inputs, nodes=["w3"], num_samples=500)["w3"]

@@ -118,7 +118,7 @@ def ours(problem, train, X_test, structure, kernel, steps, seed, **kwargs):
     import pyro
 
     pyro.clear_param_store()
-    em = MultiFidelityEmulator(train, problem.parents, structure=structure, kernel=kernel, seed=seed,
+    em = MultiFidelityEmulator(train, problem.parents, precision=structure, kernel=kernel, seed=seed,
                                bounds=problem.bounds, **kwargs)
     em.fit(num_steps=steps)
     with warnings.catch_warnings():
@@ -336,7 +336,7 @@ def ours_joint(problem, train, held, structure, steps, seed, num):
     from pyro_dag.emulation.experiment import joint_draws
 
     pyro.clear_param_store()
-    em = MultiFidelityEmulator(train, problem.parents, structure=structure, seed=seed, bounds=problem.bounds,
+    em = MultiFidelityEmulator(train, problem.parents, precision=structure, seed=seed, bounds=problem.bounds,
                                inducing_init=POOLED_INIT[0])
     em.fit(num_steps=steps)
     draws, moments = joint_draws(em, held, num_samples=num, seed=seed)

@@ -451,7 +451,7 @@ def compare_with_guides(model, runs, inputs, data, args):
         freeze(m.kernels)
         freeze(m.likelihoods)
         freeze(m.inducing)
-        guide = AutoStructuredGuide(m, structure=structure)
+        guide = AutoStructuredGuide(m, precision=structure)
         svi = SVI(m, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
         for _ in range(args.svi_steps):
             svi.step(inputs, data)

@@ -36,7 +36,7 @@ def main():
     train = {"x1": torch.randn(50, 1, dtype=torch.float64), "x2": torch.randn(50, 1, dtype=torch.float64)}
     data = {"w3": torch.randn(50, 1, dtype=torch.float64)}
     model.setup(train, data)
-    guide = AutoStructuredGuide(model, structure=args.structure)
+    guide = AutoStructuredGuide(model, precision=args.structure)
     guide(train, data)
     new = {"x1": torch.randn(args.n, 1, dtype=torch.float64), "x2": torch.randn(args.n, 1, dtype=torch.float64)}
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -62,7 +62,7 @@ def guide_posterior(model, structure, steps, num_draws):
 
     def fn(inputs, data):
         pyro.clear_param_store()
-        guide = AutoStructuredGuide(model, structure=structure)
+        guide = AutoStructuredGuide(model, precision=structure)
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.03}), DAGELBO(num_particles=4))
         for _ in range(steps):
             svi.step(inputs, data)

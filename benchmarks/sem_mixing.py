@@ -40,7 +40,7 @@ KINDS = {"identified": lambda data: {"anchors": data.anchors},
 def build(kind, data, args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return LatentSEM(data.structure, data.indicators, **KINDS[kind](data), num_inducing=args.num_inducing)
+        return LatentSEM(data.graph, data.indicators, **KINDS[kind](data), num_inducing=args.num_inducing)
 
 
 def latent_starts(data, args, chain):

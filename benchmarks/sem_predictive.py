@@ -67,7 +67,7 @@ def run_fold(data, fold, args):
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                model = LatentSEM(data.structure, data.indicators, data.anchors, equations=method,
+                model = LatentSEM(data.graph, data.indicators, data.anchors, equations=method,
                                   exogenous=args.exogenous, num_inducing=50)
             samples, _ = fit_svi(model, tr, num_steps=args.steps, num_samples=100, seed=fold)
             lp = predictive_log_likelihood(model, samples, te, num_latent_samples=300, max_draws=30, seed=fold)

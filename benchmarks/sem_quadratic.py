@@ -84,7 +84,7 @@ def run(seed, args):
     data = quadratic_sem(n=150, seed=seed)
     out = {"oracle_corr_X2_X1sq": float(np.corrcoef(data.latents["X2"], data.latents["X1"] ** 2)[0, 1]),
            "exact_posterior_corr_X2_X1sq": exact_posterior_corr(data)}
-    make = lambda: LatentSEM(data.structure, data.indicators, data.anchors, num_inducing=args.num_inducing,
+    make = lambda: LatentSEM(data.graph, data.indicators, data.anchors, num_inducing=args.num_inducing,
                              pseudo_input_prior=args.pseudo_input_prior)
     if "svi" in args.methods:
         model = make()

@@ -225,10 +225,10 @@ def main():
         model = DAGDGP(g, num_inducing=20).double()
         model.setup(inputs, data)
         row = {"depth": depth, "gp_nodes": len(model.gp_nodes), "inducing_dim": 20 * len(model.gp_nodes)}
-        mf = AutoStructuredGuide(model, structure="mean_field", name="mf")
+        mf = AutoStructuredGuide(model, precision="mean_field", name="mf")
         mf(inputs, data)
         timed_with_rss(row, "mean_field_s", lambda: time_elbo(model, mf, inputs, data, args.repeats))
-        st = AutoStructuredGuide(model, structure="chordal", backend="sparse", name="chordal")
+        st = AutoStructuredGuide(model, precision="chordal", backend="sparse", name="chordal")
         st(inputs, data)
         timed_with_rss(row, "chordal_sparse_s",
                        lambda: time_elbo(model, st, inputs, data, args.repeats, conditioning="factor"))

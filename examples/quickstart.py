@@ -27,7 +27,7 @@ freeze(model.likelihoods)
 
 # DAG-SVI: a Gaussian over all inducing outputs with a precision on the chordal graph; its initial scales
 # come from the data.
-guide = AutoStructuredGuide(model, structure="chordal")
+guide = AutoStructuredGuide(model, precision="chordal")
 # The recommended recipe: 1000 Adam steps, then natural-gradient steps on the whole Gaussian posterior
 # (DAGELBO with 4 samples in antithetic pairs); plain Pyro SVI underneath.
 result = train(model, guide, ds.inputs, ds.data, num_steps=3000, progress=False)

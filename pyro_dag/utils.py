@@ -1,9 +1,11 @@
 """Small utilities shared across pyro_dag."""
+import warnings
+
 import torch
 # imported by torch itself already; at module level because is_tracing sits on hot paths (kernels, checks)
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
-__all__ = ["batched_hyperparameter", "freeze", "hyperparameter_shape", "is_fx_tracing", "is_tracing"]
+__all__ = ["batched_hyperparameter", "freeze", "hyperparameter_shape", "is_fx_tracing", "is_tracing", "renamed_argument"]
 
 
 def is_tracing():
@@ -122,3 +124,20 @@ def batched_hyperparameter(module, name, event_dims):
     if batch[-1] == 1:
         batch = batch[:-1]
     return value.reshape(batch + (1,) * max(0, event_dims - len(shape)) + shape)
+
+
+def renamed_argument(where, old, new, old_value, new_value, default):
+    """The value of an argument renamed from ``old`` to ``new``: ``new_value``, or ``old_value`` (with a
+    :class:`FutureWarning` naming the new name) when only the old name was given.
+
+    :param str where: the callable, for the messages. :param default: ``new``'s default (to tell whether it was
+        given).
+    :raises TypeError: if both names were given different values.
+    """
+    if old_value is None:
+        return new_value
+    if new_value != default and new_value != old_value:
+        raise TypeError(f"{where}: {old}= is the old name of {new}=; pass only {new}=")
+    warnings.warn(f"{where}: {old}= is renamed {new}= (the old name will be removed); pass {new}={old_value!r}",
+                  FutureWarning, stacklevel=3)
+    return old_value

@@ -39,7 +39,7 @@ def randomize_guide(guide, scale=0.3, seed=1):
 
 
 def setup_guide(model, inputs, data, structure="mean_field", randomize=True, **kwargs):
-    guide = AutoStructuredGuide(model, structure=structure, **kwargs)
+    guide = AutoStructuredGuide(model, precision=structure, **kwargs)
     guide(inputs, data)
     if randomize:
         randomize_guide(guide)

@@ -24,7 +24,7 @@ def _to(tree, device):
 def _cpu_reference(structure, backend):
     """A trained-looking CPU guide: its deterministic quantities and the model and guide states."""
     model, inputs, data = collider_problem()
-    guide = AutoStructuredGuide(model, structure=structure, backend=backend, name="cpu")
+    guide = AutoStructuredGuide(model, precision=structure, backend=backend, name="cpu")
     guide(inputs, data)
     randomize_guide(guide)
     q = guide.inducing_posterior()
@@ -45,7 +45,7 @@ def test_guide_quantities_agree_across_devices(device, structure, backend):
     inputs, data = _to(inputs, device), _to(data, device)
     model.setup(inputs, data)
     model.load_state_dict(model_state)
-    guide = AutoStructuredGuide(model, structure=structure, backend=backend, name="dev")
+    guide = AutoStructuredGuide(model, precision=structure, backend=backend, name="dev")
     guide(inputs, data)
     guide.load_state_dict(guide_state)
     q = guide.inducing_posterior()
@@ -64,7 +64,7 @@ def test_minibatch_svi_on_device(device):
     model, inputs, data = collider_problem()
     model = model.to(device)
     inputs, data = _to(inputs, device), _to(data, device)
-    guide = AutoStructuredGuide(model, structure="chordal", backend="sparse")
+    guide = AutoStructuredGuide(model, precision="chordal", backend="sparse")
     svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), DAGELBO(num_particles=2))
     losses = [svi.step(inputs, data, subsample_size=5) for _ in range(5)]
     assert all(torch.isfinite(torch.tensor(losses)))
@@ -75,7 +75,7 @@ def test_svi_and_predict_stay_on_device(device, structure, backend):
     model, inputs, data = collider_problem()
     model = model.to(device)
     inputs, data = _to(inputs, device), _to(data, device)
-    guide = AutoStructuredGuide(model, structure=structure, backend=backend)
+    guide = AutoStructuredGuide(model, precision=structure, backend=backend)
     svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), DAGELBO(num_particles=2))
     losses = [svi.step(inputs, data) for _ in range(15)]
     assert all(torch.isfinite(torch.tensor(losses)))

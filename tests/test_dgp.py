@@ -378,7 +378,7 @@ def test_vector_valued_nodes_and_masks():
     inputs = {"x": torch.randn(n, 1, dtype=torch.float64)}
     for structure in ["mean_field", "full"]:
         pyro.clear_param_store()
-        guide = AutoStructuredGuide(model, structure=structure)
+        guide = AutoStructuredGuide(model, precision=structure)
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=3))
         assert torch.isfinite(torch.tensor(svi.step(inputs, {"y": y}, mask)))
         pred = model.predict(guide, inputs, num_samples=5)
@@ -396,7 +396,7 @@ def test_non_gaussian_likelihoods_train(likelihood, ydata):
     model = DAGDGP(g, likelihoods={"b": likelihood}, num_inducing=6).double()
     x = torch.linspace(-2, 2, 30, dtype=torch.float64).unsqueeze(-1)
     y = ydata(torch.sin(2 * x))
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.03}), DAGELBO(num_particles=4))
     losses = [svi.step({"x": x}, {"b": y}) for _ in range(150)]
     assert sum(losses[-10:]) < sum(losses[:10])
@@ -438,7 +438,7 @@ def test_hyperparameter_priors_are_guided():
     model.setup(inputs, data)
     model.kernels["b"].base.variance = pyro.nn.PyroSample(
         dist.LogNormal(torch.tensor(0.0, dtype=torch.float64), 0.5))
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=2))
     svi.step(inputs, data)
     assert guide.other_guide is not None

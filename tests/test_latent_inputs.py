@@ -52,7 +52,7 @@ def fit_confounded(n, steps, elbo, structure="mean_field", seed=0):
     pyro.set_rng_seed(seed)
     h, x, a, b = confounded_data(n, 0)
     model = DAGDGP(nx.DiGraph(CONFOUNDED), latent_inputs={"h": 1}, num_inducing=12).double()
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     fit(model, guide, {"x": x}, {"a": a, "b": b}, steps, elbo)
     return model, guide, h
 
@@ -63,7 +63,7 @@ def no_latent_rmse(n, steps, xt, bt):
     pyro.set_rng_seed(0)
     _, x, _, b = confounded_data(n, 0)
     model = DAGDGP(nx.DiGraph([("x", "b")]), num_inducing=12).double()
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     fit(model, guide, {"x": x}, {"b": b}, steps, DAGELBO(num_particles=4))
     return rmse(model.predict(guide, {"x": xt}, num_samples=100)["b"].mean, bt)
 
@@ -113,7 +113,7 @@ def small():
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     model = DAGDGP(nx.DiGraph(CONFOUNDED), latent_inputs={"h": 1}, num_inducing=4).double()
-    guide = AutoStructuredGuide(model, structure="chordal", create_plates=model.create_plates)
+    guide = AutoStructuredGuide(model, precision="chordal", create_plates=model.create_plates)
     fit(model, guide, {"x": x}, {"a": a, "b": b}, 100, DAGELBO(num_particles=2), lr=0.05)
     return model, guide, {"x": x}, {"a": a, "b": b}
 
@@ -164,10 +164,10 @@ def test_create_plates_lets_each_call_choose_its_minibatch(small):
         assert trace.nodes["h.x"]["value"].shape == (size, 1)
     # the default for a model with latent inputs is the model's plate: a full-batch call after a minibatch one
     # covers every case (with Pyro's default it would silently keep the first call's size)
-    default = AutoStructuredGuide(model, structure="mean_field", name="default")
+    default = AutoStructuredGuide(model, precision="mean_field", name="default")
     default(inputs, data, subsample_size=4)
     assert poutine.trace(default).get_trace(inputs, data).nodes["h.x"]["value"].shape == (12, 1)
-    plain = AutoStructuredGuide(model, structure="mean_field", name="plain", create_plates=lambda *a, **k: [])
+    plain = AutoStructuredGuide(model, precision="mean_field", name="plain", create_plates=lambda *a, **k: [])
     plain(inputs, data, subsample_size=4)
     assert poutine.trace(plain).get_trace(inputs, data).nodes["h.x"]["value"].shape == (4, 1)
     frame = {"x": pd.DataFrame({"x": inputs["x"][:, 0].numpy()})["x"]}
@@ -213,7 +213,7 @@ def test_marginal_pass_per_sample_latents_equal_separate_passes(small, structure
     if structure == "chordal":
         posterior = guide.inducing_posterior()
     else:
-        posterior = AutoStructuredGuide(model, structure="mean_field", name="mf")
+        posterior = AutoStructuredGuide(model, precision="mean_field", name="mf")
         posterior(inputs, {"a": torch.zeros(12, 1, dtype=torch.float64)})
         posterior = posterior.inducing_posterior()
     S = 3
@@ -361,7 +361,7 @@ def test_encoder_recovers_confounder_and_predicts_better_than_without_it():
     pyro.set_rng_seed(0)
     h, x, a, b = confounded_data(150, 0)
     model = DAGDGP(nx.DiGraph(CONFOUNDED), latent_inputs={"h": 1}, num_inducing=12).double()
-    guide = AutoEncodedStructuredGuide(model, structure="mean_field", nodes=["a"])
+    guide = AutoEncodedStructuredGuide(model, precision="mean_field", nodes=["a"])
     fit(model, guide, {"x": x}, {"a": a, "b": b}, 400, DAGELBO(num_particles=4))
     assert abs(corr(guide[1].median({"x": x}, {"a": a, "b": b})["h.x"], h)) >= 0.9     # measured 0.99
     ht, xt, at, bt = confounded_data(100, 1)

@@ -99,7 +99,7 @@ for label, structure, natural in runs:
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     model = make_model()
-    guide = AutoStructuredGuide(model, structure=structure, init_scale={"w3": 0.01})
+    guide = AutoStructuredGuide(model, precision=structure, init_scale={"w3": 0.01})
     elbo = DAGELBO(num_particles=4, antithetic=natural)
     svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), elbo)
     adam_steps = STEPS // 3 if natural else STEPS

@@ -64,16 +64,16 @@ print(data.indicators, data.anchors)
 
 # %%
 try:
-    LatentSEM(data.structure, indicators={"X1": ["Y1"], "X2": ["Y4", "Y5", "Y6"]})
+    LatentSEM(data.graph, indicators={"X1": ["Y1"], "X2": ["Y4", "Y5", "Y6"]})
 except SEMSpecError as e:
     print("error:", e)
 try:
-    LatentSEM(data.structure, indicators={"X1": ["Y1", "Y2", "Y3", "Y4"], "X2": ["Y4", "Y5", "Y6"]})
+    LatentSEM(data.graph, indicators={"X1": ["Y1", "Y2", "Y3", "Y4"], "X2": ["Y4", "Y5", "Y6"]})
 except SEMSpecError as e:
     print("error:", e)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    LatentSEM(data.structure, indicators={"X1": ["Y1", "Y2"], "X2": ["Y4", "Y5", "Y6"]})
+    LatentSEM(data.graph, indicators={"X1": ["Y1", "Y2"], "X2": ["Y4", "Y5", "Y6"]})
 print("warning:", [str(w.message) for w in caught if issubclass(w.category, IdentifiabilityWarning)][0])
 
 # %%
@@ -82,7 +82,7 @@ print("warning:", [str(w.message) for w in caught if issubclass(w.category, Iden
 # indicators.
 
 # %%
-model = LatentSEM(data.structure, indicators=data.indicators, anchors=data.anchors, num_inducing=M)
+model = LatentSEM(data.graph, indicators=data.indicators, anchors=data.anchors, num_inducing=M)
 
 # %%
 # SVI
@@ -109,7 +109,7 @@ print("SVI  corr(E[X2], E[X1]^2) =", round(np.corrcoef(svi_means["X2"], svi_mean
 
 # %%
 pyro.set_rng_seed(0)
-nuts_model = LatentSEM(data.structure, indicators=data.indicators, anchors=data.anchors, num_inducing=M)
+nuts_model = LatentSEM(data.graph, indicators=data.indicators, anchors=data.anchors, num_inducing=M)
 nuts_model(data.data)  # fixes the standardisation before NUTS initialises
 mcmc = MCMC(NUTS(nuts_model, init_strategy=nuts_model.init_loc_fn, max_tree_depth=7, jit_compile=True,
                  ignore_jit_warnings=True), warmup_steps=WARMUP, num_samples=DRAWS, disable_progbar=True)

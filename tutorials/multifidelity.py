@@ -44,7 +44,7 @@ os.makedirs(OUT, exist_ok=True)
 p = chain_problem("forrester", [50, 14], num_test=100, seed=0)
 (X_low, y_low), (X_high, y_high) = p.train["f1"], p.train["f2"]
 em = MultiFidelityEmulator({"low": (X_low, y_low), "high": (X_high, y_high)}, parents={"high": ["low"]},
-                           structure="mean_field", bounds=p.bounds)
+                           precision="mean_field", bounds=p.bounds)
 print(em.mf.graph.edges, "cases:", em.mf.num_cases)
 
 # %%
@@ -85,7 +85,7 @@ fig.savefig(os.path.join(OUT, "multifidelity_forrester.png"))
 
 # %%
 g = graphical_problem(n_low=200, n_high=25, num_test=75, seed=0)
-em2 = MultiFidelityEmulator(g.train, g.parents, structure="chordal", bounds=g.bounds)
+em2 = MultiFidelityEmulator(g.train, g.parents, precision="chordal", bounds=g.bounds)
 em2.fit(num_steps=STEPS, pretrain_steps=PRETRAIN)
 Xg, yg = g.test
 h = em2.predict(Xg, ["H"])["H"]

@@ -22,7 +22,7 @@ model = DAGDGP(
     likelihoods={"y": "gaussian", "c": "bernoulli"},
     num_inducing=20,
 )
-guide = AutoStructuredGuide(model, structure="mean_field")
+guide = AutoStructuredGuide(model, precision="mean_field")
 svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), DAGELBO(num_particles=2))
 for step in range(100):
     svi.step({"x": x}, {"y": y, "c": c}, subsample_size=100)        # minibatches, likelihood scaled by n/100

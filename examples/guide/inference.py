@@ -1,4 +1,4 @@
-guide = AutoStructuredGuide(model, structure="chordal", backend="sparse", init_scale={"y": 0.1})
+guide = AutoStructuredGuide(model, precision="chordal", backend="sparse", init_scale={"y": 0.1})
 elbo = DAGELBO(num_particles=4, sampler="joint", antithetic=True)
 svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), elbo)
 for step in range(20):

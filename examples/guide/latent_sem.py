@@ -6,7 +6,7 @@ from pyro_dag.sem import sem_inference_data
 
 sem_data = quadratic_sem(n=150, seed=0)             # X2 = 4 X1² + noise; Y1..Y3 measure X1, Y4..Y6 measure X2
 print(sem_data.indicators, sem_data.anchors)
-sem = LatentSEM(sem_data.structure, indicators=sem_data.indicators, anchors=sem_data.anchors, num_inducing=20)
+sem = LatentSEM(sem_data.graph, indicators=sem_data.indicators, anchors=sem_data.anchors, num_inducing=20)
 sem_g = sem_guide(sem)                              # globals: AutoStructuredGuide; per case: a joint Gaussian
 sem_svi = pyro.infer.SVI(sem, sem_g, pyro.optim.ClippedAdam({"lr": 0.02}), Trace_ELBO())
 for step in range(300):

@@ -1,6 +1,6 @@
 from pyro_dag.infer import train
 
-trained = AutoStructuredGuide(model, structure="chordal", name="trained")  # initial scales from the data
+trained = AutoStructuredGuide(model, precision="chordal", name="trained")  # initial scales from the data
 held_out = ({"x": x[1::10]}, {"y": y[1::10], "c": c[1::10]})        # a validation set (here: some cases)
 result = train(model, trained, {"x": x}, {"y": y, "c": c}, num_steps=60,
                pretrain_steps=20,          # each node with observed parents fitted alone first

@@ -136,7 +136,7 @@ def _run_collider(parser, args):
     if args.checkpoint is not None:
         prepare_output_dir(parser, args.checkpoint, option="--checkpoint")
     with limit_threads(args.threads):
-        result = fit_collider(steps=args.steps, structure=args.guide, backend=args.backend, seed=args.seed,
+        result = fit_collider(steps=args.steps, precision=args.guide, backend=args.backend, seed=args.seed,
                               device=args.device, num_particles=args.num_particles, lr=args.lr,
                               progress=not args.no_progress, dataset_seed=args.data_seed,
                               warm_start=args.warm_start, sampler=args.sampler,

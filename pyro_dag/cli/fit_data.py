@@ -106,7 +106,7 @@ def run_data(args):
                                  test_fraction=0.2 if args.test_fraction is None else args.test_fraction,
                                  seed=args.seed, num_steps=2000 if args.steps is None else args.steps,
                                  pretrain_steps=200 if args.pretrain_steps is None else args.pretrain_steps,
-                                 structure=args.guide, num_inducing=args.num_inducing or 32,
+                                 precision=args.guide, num_inducing=args.num_inducing or 32,
                                  lr=0.01 if args.lr is None else args.lr,
                                  recipe="adam" if args.recipe == "paper" else "recommended",
                                  latent_steps=args.latent_steps, progress=not args.no_progress,

@@ -20,7 +20,7 @@ def run_multifidelity(parser, args):
     steps = 1000 if args.steps is None else args.steps
     with limit_threads(args.threads):
         pretrain = 500 if getattr(args, "pretrain_steps", None) is None else args.pretrain_steps
-        out = run_protocol(args.problem, args.protocol, structure=args.guide, steps=steps, pretrain_steps=pretrain,
+        out = run_protocol(args.problem, args.protocol, precision=args.guide, steps=steps, pretrain_steps=pretrain,
                            seed=args.seed, out=args.out, progress=not args.no_progress)
     m = out["metrics"]
     label = "DAG-SVI" if args.guide == "chordal" else "DAG-VI"

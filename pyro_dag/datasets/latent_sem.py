@@ -26,15 +26,20 @@ class LatentSEMData:
     """A latent SEM data set.
 
     :ivar pandas.DataFrame data: ``[n, J]`` indicators. :ivar pandas.DataFrame latents: ``[n, V]`` true latents.
-    :ivar networkx.DiGraph structure: latent DAG. :ivar dict indicators: ``{latent: [columns]}``.
+    :ivar networkx.DiGraph graph: latent DAG (``structure`` is its old name). :ivar dict indicators: ``{latent: [columns]}``.
     :ivar dict anchors: ``{latent: column}``.
     """
 
     data: pd.DataFrame
     latents: pd.DataFrame
-    structure: nx.DiGraph
+    graph: nx.DiGraph
     indicators: Dict[str, List[str]]
     anchors: Dict[str, str]
+
+    @property
+    def structure(self):
+        """The old name of :attr:`graph`."""
+        return self.graph
 
 
 def quadratic_sem(n=150, seed=0):

@@ -157,7 +157,7 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         pred = model.predict(guide, {"x": X_new}, {"a": A_new})     # h inferred from a, b predicted
     """
 
-    def __init__(self, graph, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
+    def __init__(self, graph, *, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
                  inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None,
                  priors=None, name=None, collapse="values"):
         if name is not None and (not isinstance(name, str) or not name):

@@ -21,7 +21,7 @@ from ..dgp import DAGDGP
 from ..gp.conditional import NotPositiveDefiniteError
 from ..gp.likelihoods import Gaussian
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
-from ..utils import freeze
+from ..utils import freeze, renamed_argument
 from .data import multifidelity_data
 
 __all__ = ["MultiFidelityEmulator", "FidelityPrediction", "initial_lengthscale", "INDUCING_INITS"]
@@ -143,12 +143,12 @@ def pretrain_collapsed(model, guide, inputs, data, nodes, num_steps, lr=0.03, op
             prec = torch.eye(M, dtype=a.dtype) + a.T @ a / tau2
             Lp = torch.linalg.cholesky(prec)
             mean = torch.cholesky_solve((a.T @ rows[w][1] / tau2)[:, None], Lp)[:, 0]
-            if guide.structure == "mean_field":
+            if guide.precision == "mean_field":
                 cov = torch.cholesky_inverse(Lp)
                 family.set_node(w, mean, torch.linalg.cholesky(cov))
             else:
                 family.set_node(w, mean, Lp)
-        if guide.structure != "mean_field":
+        if guide.precision != "mean_field":
             family.zero_offdiagonal()
     return losses
 
@@ -211,7 +211,8 @@ class MultiFidelityEmulator:
         :func:`~pyro_dag.emulation.multifidelity_data`. :param dict parents: ``{name: [lower fidelities]}``.
     :param str kernel: fusion kernel at refined fidelities, ``"multifidelity"`` (Cutajar form of
         :class:`~pyro_dag.kernels.MultiFidelity`, default) or ``"nargp"`` (:class:`~pyro_dag.kernels.NARGP`).
-    :param str structure: ``"chordal"`` (DAG-SVI, default) or ``"mean_field"`` (DAG-VI).
+    :param str precision: ``"chordal"`` (DAG-SVI, default) or ``"mean_field"`` (DAG-VI) (``structure=`` is its old
+        name).
     :param int num_inducing: inducing points of a fidelity refining nothing (at most its number of runs; the paper
         uses all 200); a refined fidelity gets one per training run (as the paper), at most ``max_inducing_refined``.
     :param str inducing_init: ``"predmean"`` (default; the refined fidelity's inducing inputs are its training
@@ -238,17 +239,19 @@ class MultiFidelityEmulator:
         pred["high"].mean, pred["high"].std
     """
 
-    def __init__(self, fidelities, parents=None, *, kernel="multifidelity", structure="chordal", num_inducing=100,
+    def __init__(self, fidelities, parents=None, *, kernel="multifidelity", precision="chordal", num_inducing=100,
                  max_inducing_refined=200, inducing_init="predmean", noise=1e-3, learn_noise=True, seed=0,
-                 connect_input=None, input_name="x", bounds=None):
+                 connect_input=None, input_name="x", bounds=None, structure=None):
+        precision = renamed_argument("MultiFidelityEmulator", "structure", "precision", structure, precision,
+                                     "chordal")
         if kernel not in ("multifidelity", "nargp"):
             raise ValueError(f"kernel must be 'multifidelity' or 'nargp', got {kernel!r}")
-        if structure not in ("chordal", "mean_field"):
-            raise ValueError(f"structure must be 'chordal' (DAG-SVI) or 'mean_field' (DAG-VI), got {structure!r}")
+        if precision not in ("chordal", "mean_field"):
+            raise ValueError(f"precision must be 'chordal' (DAG-SVI) or 'mean_field' (DAG-VI), got {precision!r}")
         if inducing_init not in INDUCING_INITS:
             raise ValueError(f"inducing_init must be one of {INDUCING_INITS}, got {inducing_init!r}")
         self.mf = multifidelity_data(fidelities, parents, input_name=input_name, connect_input=connect_input)
-        self.kernel_name, self.structure, self.inducing_init = kernel, structure, inducing_init
+        self.kernel_name, self.precision, self.inducing_init = kernel, precision, inducing_init
         if not noise > 0:
             raise ValueError(f"noise must be a positive variance (standardised units), got {noise!r}")
         self.noise, self.learn_noise, self.seed = float(noise), bool(learn_noise), int(seed)
@@ -393,12 +396,12 @@ class MultiFidelityEmulator:
                     target = getattr(model.inducing, f)
                 target.copy_(Z)
 
-    def _guide(self, structure, name):
+    def _guide(self, precision, name):
         from ..infer.autoguide import AutoStructuredGuide
         from ..infer.training import initial_scales
 
         scales = initial_scales(self.model, self.model_inputs(), self.model_data())
-        return AutoStructuredGuide(self.model, structure=structure, init_scale=scales, name=name)
+        return AutoStructuredGuide(self.model, precision=precision, init_scale=scales, name=name)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, num_steps=1000, pretrain_steps=500, warm_start=None, lr=0.001, pretrain_lr=0.03, num_particles=4,
@@ -456,7 +459,7 @@ class MultiFidelityEmulator:
             common = dict(recipe="adam", lr=lr, num_particles=num_particles,
                           likelihood_lr_multiplier=likelihood_lr_multiplier, progress=progress,
                           num_threads=num_threads)
-            if self.structure == "mean_field":
+            if self.precision == "mean_field":
                 hist["train"] = train(self.model, mf_guide, inputs, data, num_steps=num_steps, **common).losses
                 self.guide = mf_guide
             else:

@@ -22,6 +22,7 @@ from ..datasets.multifidelity import FUNCTIONS, chain_problem, graphical_problem
 from ..metrics import crps_gaussian
 from ..plot import save_observed_vs_predicted
 from .emulator import MultiFidelityEmulator
+from ..utils import renamed_argument
 
 __all__ = ["CHAIN_SIZES", "PROBLEMS", "PROTOCOLS", "make_problem", "run_protocol", "pooled_folds",
            "weighted_energy_score", "joint_draws", "POOLED_SIZES"]
@@ -131,15 +132,15 @@ def _scores(mean, var, y, y_train):
     return {"rmse": rmse, "nrmse": 1 - rmse / base, "crps": crps}
 
 
-def _fit(problem, train, structure, steps, pretrain_steps, seed, progress):
-    em = MultiFidelityEmulator(train, problem.parents, structure=structure, seed=seed, bounds=problem.bounds)
+def _fit(problem, train, precision, steps, pretrain_steps, seed, progress):
+    em = MultiFidelityEmulator(train, problem.parents, precision=precision, seed=seed, bounds=problem.bounds)
     t = time.perf_counter()
     em.fit(num_steps=steps, pretrain_steps=pretrain_steps, progress=progress)
     return em, time.perf_counter() - t
 
 
-def run_protocol(problem, protocol="published", structure="chordal", steps=1000, pretrain_steps=500, seed=0,
-                 out=None, progress=False, folds=None):
+def run_protocol(problem, protocol="published", precision="chordal", steps=1000, pretrain_steps=500, seed=0,
+                 out=None, progress=False, folds=None, structure=None):
     """Run ``protocol`` on ``problem`` with a :class:`~pyro_dag.emulation.MultiFidelityEmulator`; write
     ``multifidelity_{problem}_{protocol}.json`` and a figure to ``out`` (if given).
 
@@ -150,6 +151,7 @@ def run_protocol(problem, protocol="published", structure="chordal", steps=1000,
         from the predictive mean and variance) and seconds per fit, and for ``"pooled"`` the weighted energy score
         ``energy_score`` of all fidelities' held-out runs; averages over folds where there are folds.
     """
+    precision = renamed_argument("run_protocol", "structure", "precision", structure, precision, "chordal")
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if protocol == "pooled" and problem == "graphical":
@@ -164,14 +166,14 @@ def run_protocol(problem, protocol="published", structure="chordal", steps=1000,
         fold_ids = list(range(10)) if fold_ids is None else list(fold_ids)
         for k in fold_ids:
             train, held = splits[k]
-            em, sec = _fit(p, train, structure, steps, pretrain_steps, seed + k, progress)
+            em, sec = _fit(p, train, precision, steps, pretrain_steps, seed + k, progress)
             draws, moments = joint_draws(em, held, num_samples=500, seed=seed + k)
             mean, var = moments[target]
             folds.append(dict(_scores(mean, var, held[target][1][:, 0], train[target][1]), seconds=sec,
                               energy_score=weighted_energy_score(draws, held, train)))
         metrics = {k: float(np.mean([f[k] for f in folds])) for k in folds[0]}
     elif protocol == "published":
-        em, sec = _fit(p, p.train, structure, steps, pretrain_steps, seed, progress)
+        em, sec = _fit(p, p.train, precision, steps, pretrain_steps, seed, progress)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pred = em.predict(p.test[0], [target])[target]
@@ -183,13 +185,13 @@ def run_protocol(problem, protocol="published", structure="chordal", steps=1000,
             keep = np.setdiff1d(np.arange(len(yH)), test)
             train = dict(p.train)
             train[target] = (XH[keep], yH[keep])
-            em, sec = _fit(p, train, structure, steps, pretrain_steps, seed + k, progress)
+            em, sec = _fit(p, train, precision, steps, pretrain_steps, seed + k, progress)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 pred = em.predict(XH[test], [target])[target]
             folds.append(dict(_scores(pred.mean, pred.variance, yH[test][:, 0], yH[keep]), seconds=sec))
         metrics = {k: float(np.mean([f[k] for f in folds])) for k in folds[0]}
-    result = {"problem": problem, "protocol": protocol, "structure": structure, "steps": steps,
+    result = {"problem": problem, "protocol": protocol, "structure": precision, "steps": steps,
               "pretrain_steps": pretrain_steps, "seed": seed, "metrics": metrics, "folds": folds}
     paths = []
     if out is not None:

@@ -37,6 +37,7 @@ from ..metrics.regression import crps_samples, nlpd_mixture, rmse
 from ..plot import plot_collider
 from ..threads import DEFAULT_NUM_THREADS, limit_threads
 from ..utils import freeze
+from ..utils import renamed_argument
 
 __all__ = ["collider_model", "fit_collider", "collider_metrics", "plot_collider", "save_collider_outputs"]
 
@@ -89,15 +90,16 @@ STRUCTURES = ("chordal", "full", "mean_field")
 BACKENDS = ("auto", "dense", "sparse")
 
 
-def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
+def fit_collider(steps=3000, precision="chordal", backend="auto", seed=0, device="cpu", num_particles=4, lr=0.01,
                  init_scale=None, progress=True, num_eval_samples=500, dataset_seed=0, warm_start=0,
                  sampler="conditional", sink_step_size=0.0, antithetic=False, natural_gradient=0.0,
                  natural_gradient_after=1000, natural_gradient_max_kl=None, num_threads=DEFAULT_NUM_THREADS,
-                 checkpoint=None, checkpoint_every=100, resume=False):
+                 checkpoint=None, checkpoint_every=100, resume=False, structure=None):
     """Fit the paper's collider model (:func:`collider_model`) and evaluate it (:func:`collider_metrics`).
 
     :param int steps: optimisation steps in all (full batch), ``>= 1``.
-    :param str structure: ``"chordal"``, ``"full"`` or ``"mean_field"``.
+    :param str precision: the guide's precision, ``"chordal"``, ``"full"`` or ``"mean_field"`` (``structure=`` is its
+        old name).
     :param str backend: ``"auto"``, ``"dense"`` or ``"sparse"``. :param int seed: seed of the optimisation.
     :param str device: torch device. :param int num_particles: ancestral samples per step.
     :param float lr: Adam learning rate (``> 0``). :param init_scale: guide initial scale (default: 0.01 for the
@@ -131,21 +133,22 @@ def fit_collider(steps=3000, structure="chordal", backend="auto", seed=0, device
 
     The training is :func:`pyro_dag.infer.train` with the paper's Adam (``recipe="adam"``) and the options above.
     """
-    _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_start, sampler, sink_step_size,
+    precision = renamed_argument("fit_collider", "structure", "precision", structure, precision, "chordal")
+    _check_fit_arguments(steps, precision, backend, num_particles, lr, warm_start, sampler, sink_step_size,
                          antithetic, natural_gradient, natural_gradient_after)
     with limit_threads(num_threads):
-        return _fit_collider(steps, structure, backend, seed, device, num_particles, lr, init_scale, progress,
+        return _fit_collider(steps, precision, backend, seed, device, num_particles, lr, init_scale, progress,
                              num_eval_samples, dataset_seed, warm_start, sampler, sink_step_size, antithetic,
                              natural_gradient, natural_gradient_after, natural_gradient_max_kl, checkpoint,
                              checkpoint_every, resume)
 
 
-def _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_start, sampler, sink_step_size,
+def _check_fit_arguments(steps, precision, backend, num_particles, lr, warm_start, sampler, sink_step_size,
                          antithetic, natural_gradient, natural_gradient_after):
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
         raise ValueError(f"fit_collider: steps must be a positive integer, got {steps!r}")
-    if structure not in STRUCTURES:
-        raise ValueError(f"fit_collider: structure must be one of {STRUCTURES}, got {structure!r}")
+    if precision not in STRUCTURES:
+        raise ValueError(f"fit_collider: precision must be one of {STRUCTURES}, got {precision!r}")
     if backend not in BACKENDS:
         raise ValueError(f"fit_collider: backend must be one of {BACKENDS}, got {backend!r}")
     if sampler not in DAGELBO.SAMPLERS:
@@ -170,7 +173,7 @@ def _check_fit_arguments(steps, structure, backend, num_particles, lr, warm_star
                          "(the child only)")
 
 
-def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, init_scale, progress,
+def _fit_collider(steps, precision, backend, seed, device, num_particles, lr, init_scale, progress,
                   num_eval_samples, dataset_seed, warm_start, sampler, sink_step_size, antithetic, natural_gradient,
                   natural_gradient_after, natural_gradient_max_kl, checkpoint=None, checkpoint_every=100,
                   resume=False):
@@ -182,11 +185,11 @@ def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, in
     inputs = {k: v.to(device) for k, v in ds.inputs.items()}
     data = {k: v.to(device) for k, v in ds.data.items()}
     init_scale = {"w3": 0.01} if init_scale is None else init_scale
-    if structure == "mean_field" or warm_start <= 0:
+    if precision == "mean_field" or warm_start <= 0:
         warm_start = 0
     if warm_start >= steps:
         raise ValueError(f"fit_collider: warm_start ({warm_start}) must be smaller than steps ({steps})")
-    guide = AutoStructuredGuide(model, structure=structure, backend=backend, init_scale=init_scale)
+    guide = AutoStructuredGuide(model, precision=precision, backend=backend, init_scale=init_scale)
     model.setup(inputs, data)
     # The protocol holds kernels and inducing inputs fixed: train factorises each K(Z, Z) once for the whole run.
     elbo = DAGELBO(num_particles=num_particles, sampler=sampler, antithetic=antithetic)
@@ -199,7 +202,7 @@ def _fit_collider(steps, structure, backend, seed, device, num_particles, lr, in
     seconds, warm_seconds = run.seconds, run.warm_start_seconds
     main_steps = steps - max(warm_start, run.resumed_from)        # main-phase steps run by this call
     metrics = collider_metrics(model, guide, ds, inputs, num_eval_samples)
-    metrics.update({"structure": structure, "backend": guide.family.resolved_backend()
+    metrics.update({"structure": precision, "backend": guide.family.resolved_backend()
                     if hasattr(guide.family, "resolved_backend") else "dense",
                     "steps": steps, "warm_start_steps": warm_start, "seed": seed, "num_particles": num_particles,
                     "lr": lr, "sink_step_size": sink_step_size, "sampler": sampler,

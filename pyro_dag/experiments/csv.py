@@ -36,6 +36,7 @@ import torch
 
 from ..metrics.regression import node_metrics
 from ..plot import save_held_out_figure
+from ..utils import renamed_argument
 
 __all__ = ["CSVInputError", "parse_latent", "load_csv_problem", "fit_csv", "save_csv_outputs", "CSVProblem"]
 
@@ -212,14 +213,14 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
 
 
 def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_steps=2000, pretrain_steps=200,
-            structure="chordal", num_inducing=32, lr=0.01, recipe="recommended", num_samples=200, latent_steps=300,
-            progress=False, checkpoint=None, checkpoint_every=100, num_threads=1, distributed=False):
+            precision="chordal", num_inducing=32, lr=0.01, recipe="recommended", num_samples=200, latent_steps=300,
+            progress=False, checkpoint=None, checkpoint_every=100, num_threads=1, distributed=False, structure=None):
     """Fit a DAG-DGP to a CSV file and a graph, and score it on held-out rows (module docstring).
 
     :param csv: path or DataFrame. :param graph: path or ``networkx.DiGraph``. :param list inputs: observed roots.
     :param latent: latent-input specs ``"h:2:PKA,Raf"``. :param float test_fraction: held-out share.
     :param int seed: split and optimisation seed. :param int num_steps: joint steps.
-    :param int pretrain_steps: node-wise pretraining steps. :param str structure: ``"chordal"`` (DAG-SVI),
+    :param int pretrain_steps: node-wise pretraining steps. :param str precision: ``"chordal"`` (DAG-SVI),
         ``"full"`` or ``"mean_field"`` (DAG-VI). :param int num_inducing: inducing points per node (at most the
         number of training rows). :param float lr: Adam's learning rate. :param str recipe: ``"recommended"`` or
         ``"adam"`` (:func:`pyro_dag.infer.train`). :param int num_samples: predictive draws.
@@ -229,6 +230,7 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
     :returns: dict with ``"metrics"`` (per node and averaged), ``"problem"`` (:class:`CSVProblem`), ``"model"``,
         ``"guide"``, ``"prediction"`` (``{node: NodePrediction}`` on all rows) and ``"train"``.
     """
+    precision = renamed_argument("fit_csv", "structure", "precision", structure, precision, "chordal")
     from .. import DAGDGP
     from ..infer import train
     from ..infer.autoguide import AutoStructuredGuide
@@ -246,7 +248,7 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
     pyro.set_rng_seed(seed)
     model = DAGDGP(p.graph, kernels=kernels, num_inducing=m, seed=seed, latent_inputs=p.latent or None).double()
     model.setup(X_tr, Y_tr)
-    guide = AutoStructuredGuide(model, structure=structure, init_scale=initial_scales(model, X_tr, Y_tr))
+    guide = AutoStructuredGuide(model, precision=precision, init_scale=initial_scales(model, X_tr, Y_tr))
     t0 = time.perf_counter()
     if distributed:
         from ..infer.distributed import shard
@@ -282,7 +284,7 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
         "average_unseen": {k: float(np.mean([per_node[w][k] for w in unseen])) for k in keys},
         "unseen_nodes": unseen, "nodes": list(p.nodes), "inputs": list(p.inputs), "latent": p.latent,
         "latent_children": p.latent_children, "n_train": int(tr.sum()), "n_test": int(te.sum()),
-        "structure": structure, "num_steps": num_steps, "pretrain_steps": pretrain_steps, "num_inducing": m,
+        "structure": precision, "num_steps": num_steps, "pretrain_steps": pretrain_steps, "num_inducing": m,
         "seed": seed, "train_seconds": seconds, "final_loss": result.losses[-1],
         "units": "standardised with the training rows' mean and sd (rmse_data_units: the CSV's units)",
         "predictions": "propagated from the inputs through the DAG; latent inputs inferred from their children's "

@@ -236,7 +236,7 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
     pyro.set_rng_seed(seed)
     model = sachs_model(latent=True, seed=seed)
     model.setup(split.train_inputs, split.train_data)
-    guide = AutoStructuredGuide(model, structure=structure,
+    guide = AutoStructuredGuide(model, precision=structure,
                                 init_scale=initial_scales(model, split.train_inputs, split.train_data))
     t0, c0 = time.perf_counter(), time.process_time()
     result = train(model, guide, split.train_inputs, split.train_data, num_steps=steps, recipe=r["recipe"],

@@ -38,6 +38,7 @@ from pyro.nn import PyroParam
 from pyro.distributions import constraints
 
 from ..infer.autoguide import AutoStructuredGuide
+from ..utils import renamed_argument
 
 __all__ = ["AutoCaseGaussian", "sem_guide"]
 
@@ -141,13 +142,13 @@ class AutoCaseGaussian(AutoGuide):
         return L @ L.transpose(-1, -2)
 
 
-def sem_guide(model, structure="chordal", local_init_scale=0.1, init_scale=None, local="joint",
-              pseudo_inputs="point"):
+def sem_guide(model, precision="chordal", local_init_scale=0.1, init_scale=None, local="joint",
+              pseudo_inputs="point", *, structure=None):
     """An ``AutoGuideList``: ``AutoStructuredGuide`` over the globals, ``AutoDelta`` over the pseudo-inputs and a
     local guide over the per-case latents (module docstring).
 
-    :param LatentSEM model: the model. :param str structure: of the global guide (``"chordal"``, ``"mean_field"``
-        or ``"full"``). :param float local_init_scale: initial posterior s.d. of each per-case latent.
+    :param LatentSEM model: the model. :param str precision: of the global guide (``"chordal"``, ``"mean_field"``
+        or ``"full"``; ``structure=`` is its old name). :param float local_init_scale: initial posterior s.d. of each per-case latent.
     :param init_scale: of the global guide (default 0.1).
     :param str local: ``"joint"`` (default; :class:`AutoCaseGaussian`, one ``V × V`` Gaussian per case) or
         ``"mean_field"`` (:class:`~pyro.infer.autoguide.AutoNormal`, independent per latent and case; biased
@@ -162,6 +163,7 @@ def sem_guide(model, structure="chordal", local_init_scale=0.1, init_scale=None,
         svi = SVI(model, guide, pyro.optim.ClippedAdam({"lr": 0.02}), Trace_ELBO())
         svi.step(df, subsample_size=64)
     """
+    precision = renamed_argument("sem_guide", "structure", "precision", structure, precision, "chordal")
     if local not in ("joint", "mean_field"):
         raise ValueError(f"sem_guide(local=...) must be 'joint' or 'mean_field', got {local!r}")
     if pseudo_inputs not in ("point", "random"):
@@ -169,7 +171,7 @@ def sem_guide(model, structure="chordal", local_init_scale=0.1, init_scale=None,
     names = [f"{x}.x" for x in model.latents]
     xbar = [f"{x}.xbar" for x in model.endogenous if model.equations[x] == "gp"] if pseudo_inputs == "point" else []
     guide = AutoGuideList(model, create_plates=model.create_plates)
-    guide.append(AutoStructuredGuide(poutine.block(model, hide=names + xbar), structure=structure,
+    guide.append(AutoStructuredGuide(poutine.block(model, hide=names + xbar), precision=precision,
                                      init_loc_fn=model.init_loc_fn, init_scale=init_scale))
     if xbar:
         guide.append(AutoDelta(poutine.block(model, expose=xbar), init_loc_fn=model.init_loc_fn))

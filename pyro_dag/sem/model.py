@@ -20,6 +20,7 @@ from ..kernels.fusion import Concat
 from .data import IndicatorScaler, indicator_array
 from .identifiability import SEMSpecError, check_sem_declaration
 from .pseudo_inputs import SpaceFillingPrior, gaussian_pseudo_input_prior
+from ..utils import renamed_argument
 
 __all__ = ["LatentSEM", "SEMPriors"]
 
@@ -114,7 +115,8 @@ class LatentSEM(PyroModule):
     Gaussian over the globals and the per-case latents) and with ``MCMC(NUTS(model))``. Start both from
     :meth:`init_loc_fn` (latents at their anchors' values, pseudo-inputs spread over the prior).
 
-    :param networkx.DiGraph structure: DAG over the latents.
+    :param networkx.DiGraph graph: DAG over the latents (``structure=``, its old name, still works with a
+        ``FutureWarning``).
     :param dict indicators: ``{latent: [indicator columns]}``.
     :param dict anchors: ``{latent: indicator}``; default the first indicator of each latent.
     :param equations: ``"gp"`` (default), ``"linear"`` or ``"quadratic"``, or ``{latent: ...}``.
@@ -141,18 +143,26 @@ class LatentSEM(PyroModule):
         svi.step(df)                                     # df: DataFrame with the seven columns
     """
 
-    def __init__(self, structure, indicators, anchors=None, *, equations="gp", exogenous="gaussian",
+    @property
+    def structure(self):
+        """The old name of :attr:`graph`, the latent DAG."""
+        return self.graph
+
+    def __init__(self, graph=None, indicators=None, anchors=None, *, equations="gp", exogenous="gaussian",
                  num_components=3, num_inducing=50, kernels=None, pseudo_input_prior="gaussian", non_gaussian=(),
                  measurement="sparse", check_identifiability=True, standardize=True, student_df=4.0, priors=None,
-                 jitter=1e-6, dtype=torch.float64):
+                 jitter=1e-6, dtype=torch.float64, structure=None):
         super().__init__()
-        self.spec = check_sem_declaration(structure, indicators, anchors, non_gaussian, measurement,
+        graph = renamed_argument("LatentSEM", "structure", "graph", structure, graph, None)
+        if graph is None or indicators is None:
+            raise TypeError("LatentSEM needs the latent DAG and the indicators: LatentSEM(graph, indicators, ...)")
+        self.spec = check_sem_declaration(graph, indicators, anchors, non_gaussian, measurement,
                                           check_identifiability)
         spec = self.spec
         self.latents, self.parents, self.indicators = spec.latents, spec.parents, spec.indicators
-        self.structure = nx.DiGraph()
-        self.structure.add_nodes_from(self.latents)
-        self.structure.add_edges_from((p, x) for x in self.latents for p in self.parents[x])
+        self.graph = nx.DiGraph()
+        self.graph.add_nodes_from(self.latents)
+        self.graph.add_edges_from((p, x) for x in self.latents for p in self.parents[x])
         self.exogenous = [x for x in self.latents if not self.parents[x]]
         self.endogenous = [x for x in self.latents if self.parents[x]]
         eq = _per_latent(equations, self.endogenous, EQUATIONS, "equations")

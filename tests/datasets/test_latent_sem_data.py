@@ -15,13 +15,13 @@ def test_boston_is_the_mass_data_and_the_papers_subset():
     h = boston_housing()
     assert h.data.shape == (374, 11)  # rad < 24 leaves the paper's 374 rows
     np.testing.assert_allclose(h.data["rad"].max(), np.log(8))
-    assert sorted(h.structure.edges) == sorted([("Accessibility", "Structural"), ("Accessibility", "NeighborhoodII"),
+    assert sorted(h.graph.edges) == sorted([("Accessibility", "Structural"), ("Accessibility", "NeighborhoodII"),
                                                 ("Accessibility", "NeighborhoodI"), ("Structural", "NeighborhoodII"),
                                                 ("Structural", "NeighborhoodI"), ("NeighborhoodII", "NeighborhoodI")])
     # the two two-indicator latents are accepted with a warning each
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        check_sem_declaration(h.structure, h.indicators, h.anchors, columns=h.data.columns)
+        check_sem_declaration(h.graph, h.indicators, h.anchors, columns=h.data.columns)
     named = sorted(str(w.message).split("'")[1] for w in caught if issubclass(w.category, IdentifiabilityWarning))
     assert named == ["Accessibility", "Structural"]
 
@@ -33,8 +33,8 @@ def test_synthetic_problems():
     resid = q.latents["X2"] - 4 * q.latents["X1"] ** 2
     assert abs(resid.std() - 1) < 0.15
     c = consumer_like_sem()
-    assert c.data.shape == (333, 16) and len(c.structure.edges) == 4
+    assert c.data.shape == (333, 16) and len(c.graph.edges) == 4
     a = abalone_like_sem(n=200)
     assert a.data.shape == (200, 7) and (a.latents["Weight"] > 0).all()
     for d in (q, c, a):
-        check_sem_declaration(d.structure, d.indicators, d.anchors, columns=d.data.columns)
+        check_sem_declaration(d.graph, d.indicators, d.anchors, columns=d.data.columns)

@@ -109,8 +109,8 @@ def test_guides_give_loo_and_compare_with_nuts():
     model, inputs, data = tiny(missing=())
     mcmc = run_nuts(model, inputs, data, num_samples=20, warmup=20)
     fits = {"NUTS": to_inference_data(mcmc=mcmc)}
-    for name, guide in [("DAG-VI", AutoStructuredGuide(model, structure="mean_field")),
-                        ("DAG-SVI", AutoStructuredGuide(model, structure="chordal"))]:
+    for name, guide in [("DAG-VI", AutoStructuredGuide(model, precision="mean_field")),
+                        ("DAG-SVI", AutoStructuredGuide(model, precision="chordal"))]:
         pyro.clear_param_store()
         train(model, guide, inputs, data, DAGELBO(num_particles=2))
         fits[name] = to_inference_data(model, guide, inputs, data=data, num_samples=20)

@@ -47,7 +47,7 @@ def _fit(kernel_h, structure, steps=80):
     h = torch.full_like(x, float("nan"))
     h[::4] = (2 * l1 + 0.5 * l2)[::4]
     model = DAGDGP(g, kernels={"H": kernel_h}, num_inducing=10).double()
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     data = {"L1": l1, "L2": l2, "H": h}
     train(model, guide, {"x": x}, data, num_steps=steps, recipe="adam", lr=0.03, progress=False)
     return model, guide, x

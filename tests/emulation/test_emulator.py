@@ -16,7 +16,7 @@ from pyro_dag.emulation import MultiFidelityEmulator, initial_lengthscale
 def forrester_fit():
     pyro.clear_param_store()
     p = chain_problem("forrester", [50, 14], num_test=60, seed=0)
-    em = MultiFidelityEmulator(p.train, p.parents, structure="mean_field", num_inducing=30)
+    em = MultiFidelityEmulator(p.train, p.parents, precision="mean_field", num_inducing=30)
     em.fit(num_steps=40, pretrain_steps=200)
     return p, em
 
@@ -57,7 +57,7 @@ def test_predmean_inducing_inputs(forrester_fit):
 def test_free_inducing_inputs_are_learned():
     pyro.clear_param_store()
     p = chain_problem("forrester", [20, 6], num_test=5, seed=1)
-    em = MultiFidelityEmulator(p.train, p.parents, inducing_init="free", structure="mean_field", num_inducing=10)
+    em = MultiFidelityEmulator(p.train, p.parents, inducing_init="free", precision="mean_field", num_inducing=10)
     em.fit(num_steps=3, pretrain_steps=2)
     names = [n for n, _ in em.model.inducing.named_parameters()]
     assert any(n.startswith("f2") for n in names)
@@ -94,7 +94,7 @@ def test_shapley_through_the_emulator():
     from pyro_dag.datasets.multifidelity import graphical_problem
 
     p = graphical_problem(n_low=40, n_high=12, num_test=8, seed=0)
-    em = MultiFidelityEmulator(p.train, p.parents, structure="mean_field", num_inducing=20)
+    em = MultiFidelityEmulator(p.train, p.parents, precision="mean_field", num_inducing=20)
     em.fit(num_steps=20, pretrain_steps=50)
     res = em.shapley(p.test[0], num_samples=32)
     assert res.players == ["L1", "L2"] and res.mean_share.shape == (8, 2)
@@ -105,7 +105,7 @@ def test_fixed_noise_is_held():
     and joint training, while the kernels still learn."""
     pyro.clear_param_store()
     p = chain_problem("forrester", [20, 6], num_test=5, seed=2)
-    em = MultiFidelityEmulator(p.train, p.parents, structure="mean_field", num_inducing=20, noise=1e-5,
+    em = MultiFidelityEmulator(p.train, p.parents, precision="mean_field", num_inducing=20, noise=1e-5,
                                learn_noise=False)
     em.build()
     before = {n: q.detach().clone() for n, q in em.model.kernels.named_parameters()}

@@ -70,7 +70,7 @@ def test_joint_draws_are_one_predict_call():
     pyro.clear_param_store()
     p = graphical_problem(30, 10, 5, seed=0)
     tr, held = pooled_folds(p.train, num_folds=5, seed=0)[0]
-    em = MultiFidelityEmulator(tr, p.parents, structure="mean_field", num_inducing=10, bounds=p.bounds)
+    em = MultiFidelityEmulator(tr, p.parents, precision="mean_field", num_inducing=10, bounds=p.bounds)
     em.fit(num_steps=2, pretrain_steps=5)
     draws, moments = joint_draws(em, held, num_samples=50, seed=1)
     X = np.concatenate([held[f][0] for f in held])
@@ -98,12 +98,12 @@ def _exact_gp_log_marginal(model, w, parent_values, y):
 def test_pretraining_raises_the_collapsed_bound(optimizer):
     pyro.clear_param_store()
     p = chain_problem("currin", [40, 12], num_test=5, seed=0)
-    em = MultiFidelityEmulator(p.train, p.parents, structure="mean_field", num_inducing=40, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents, precision="mean_field", num_inducing=40, seed=0)
     em.build()
     from pyro_dag.infer.autoguide import AutoStructuredGuide
 
     inputs, data = em.model_inputs(), em.model_data()
-    guide = AutoStructuredGuide(em.model, structure="mean_field")
+    guide = AutoStructuredGuide(em.model, precision="mean_field")
     guide(inputs, data)
     losses = pretrain_collapsed(em.model, guide, inputs, data, ["f1"], 60, optimizer=optimizer)["f1"]
     assert losses[-1] < losses[0] - 1.0
@@ -124,7 +124,7 @@ def test_lbfgs_pretraining_reaches_a_higher_bound_than_adam_in_the_same_steps():
     for optimizer in ("adam", "lbfgs"):
         pyro.clear_param_store()
         p = chain_problem("currin", [40, 12], num_test=5, seed=0)
-        em = MultiFidelityEmulator(p.train, p.parents, structure="mean_field", num_inducing=40, seed=0)
+        em = MultiFidelityEmulator(p.train, p.parents, precision="mean_field", num_inducing=40, seed=0)
         em.fit(num_steps=1, pretrain_steps=60, pretrain_optimizer=optimizer)
         finals[optimizer] = min(em.history["pretrain_f2"])
     assert finals["lbfgs"] < finals["adam"]
@@ -136,7 +136,7 @@ def test_run_protocol_pooled_one_fold(tmp_path):
     from pyro_dag.emulation.experiment import run_protocol
 
     pyro.clear_param_store()
-    out = run_protocol("forrester", "pooled", structure="mean_field", steps=2, pretrain_steps=10, folds=[0],
+    out = run_protocol("forrester", "pooled", precision="mean_field", steps=2, pretrain_steps=10, folds=[0],
                        out=str(tmp_path))
     m = out["metrics"]
     assert set(m) == {"rmse", "nrmse", "crps", "seconds", "energy_score"}

@@ -33,7 +33,7 @@ def test_collider_model_is_the_papers_model():
 BAD = [
     (dict(steps=0), "steps must be a positive integer"),
     (dict(steps=2.5), "steps must be a positive integer"),
-    (dict(structure="dense"), "structure must be one of"),
+    (dict(precision="dense"), "precision must be one of"),
     (dict(backend="gpu"), "backend must be one of"),
     (dict(sampler="exact"), "sampler must be one of"),
     (dict(lr=0.0), "lr must be a positive finite number"),

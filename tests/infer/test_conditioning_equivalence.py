@@ -68,7 +68,7 @@ def _sparse_guide(name):
     compared with another to 1e-10."""
     model, inputs, data = PROBLEMS[name]()
     pyro.clear_param_store()
-    guide = AutoStructuredGuide(model, structure="chordal", backend="sparse", name=f"eq_{name}")
+    guide = AutoStructuredGuide(model, precision="chordal", backend="sparse", name=f"eq_{name}")
     guide(inputs, data)
     randomize_guide(guide, scale=0.3, seed=2)
     gen = torch.Generator().manual_seed(7)

@@ -32,7 +32,7 @@ def exact_gp_problem(n=8, noise=0.05):
 def test_one_node_reproduces_exact_gp_regression(structure):
     model, inputs, data, noise = exact_gp_problem()
     x, y = inputs["x"], data["f"]
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     guide(inputs, data)
     k = model.kernels["f"]
     K = k(x)
@@ -151,7 +151,7 @@ def test_ancestral_state_matches_brute_force_conditioning(structure):
 def test_structured_with_zero_offdiagonal_equals_mean_field():
     model, inputs, data = collider_problem()
     mf = setup_guide(model, inputs, data, structure="mean_field", name="mf")
-    st = AutoStructuredGuide(model, structure="chordal", name="st")
+    st = AutoStructuredGuide(model, precision="chordal", name="st")
     st(inputs, data)
     post_mf = mf.inducing_posterior()
     P = post_mf.size
@@ -174,7 +174,7 @@ def test_structured_with_zero_offdiagonal_equals_mean_field():
 def test_chordal_on_complete_graph_equals_full():
     model, inputs, data = collider_problem()  # H is the triangle: complete
     full = setup_guide(model, inputs, data, structure="full", name="full")
-    chordal = AutoStructuredGuide(model, structure="chordal", name="chordal")
+    chordal = AutoStructuredGuide(model, precision="chordal", name="chordal")
     chordal(inputs, data)
     pf = full.inducing_posterior()
     # copy full's Λ into chordal's block order: permute, re-factorise (exact on a complete pattern)
@@ -333,7 +333,7 @@ def test_svi_reduces_loss_for_every_structure():
     for structure in STRUCTURES:
         pyro.clear_param_store()
         model, inputs, data = chain_problem()
-        guide = AutoStructuredGuide(model, structure=structure)
+        guide = AutoStructuredGuide(model, precision=structure)
         svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), DAGELBO(num_particles=2))
         losses = [svi.step(inputs, data) for _ in range(80)]
         assert sum(losses[-5:]) < sum(losses[:5]), structure

@@ -207,7 +207,7 @@ def test_generic_pyro_model_step_with_trace_elbo_reaches_the_exact_posterior(bac
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     model, prec, mean, _ = linear_gaussian_chain()
-    guide = AutoStructuredGuide(model, structure="chordal", backend=backend)
+    guide = AutoStructuredGuide(model, precision="chordal", backend=backend)
     guide()
     # the reparameterised gradient of Trace_ELBO (entropy included) is noisy from the broad initial guide
     elbo = pyro.infer.Trace_ELBO(num_particles=40000, vectorize_particles=True)

@@ -37,7 +37,7 @@ def test_data_whose_squares_overflow_is_refused_by_the_model(dtype, scale, elbo)
 
     model, inputs, data = scaled_collider(dtype, scale)
     if elbo == "dagelbo":
-        guide, loss = AutoStructuredGuide(model, structure="chordal"), DAGELBO(num_particles=2)
+        guide, loss = AutoStructuredGuide(model, precision="chordal"), DAGELBO(num_particles=2)
     else:
         guide, loss = AutoNormal(model), Trace_ELBO()
     svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), loss)
@@ -53,7 +53,7 @@ def test_data_whose_squares_overflow_is_refused_by_the_model(dtype, scale, elbo)
 @pytest.mark.parametrize("structure", ["mean_field", "chordal"])
 def test_svi_with_dagelbo_raises_at_the_first_step(dtype, scale, structure):
     model, inputs, data = scaled_collider(dtype, scale)
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=2))
     with pytest.raises(NonFiniteLossError) as exc:
         svi.step(inputs, data)
@@ -69,7 +69,7 @@ def test_svi_with_dagelbo_raises_at_the_first_step(dtype, scale, structure):
 @pytest.mark.parametrize("dtype,scale", LOSS_OVERFLOW)
 def test_dagelbo_loss_raises(dtype, scale):
     model, inputs, data = scaled_collider(dtype, scale)
-    guide = AutoStructuredGuide(model, structure="chordal")
+    guide = AutoStructuredGuide(model, precision="chordal")
     guide(inputs, data)
     with pytest.raises(NonFiniteLossError, match="node 'w3'"):
         DAGELBO(num_particles=2).loss(model, guide, inputs, data)
@@ -77,7 +77,7 @@ def test_dagelbo_loss_raises(dtype, scale):
 
 def test_a_finite_problem_is_unaffected():
     model, inputs, data = collider_problem()
-    guide = AutoStructuredGuide(model, structure="chordal")
+    guide = AutoStructuredGuide(model, precision="chordal")
     svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=2))
     losses = [svi.step(inputs, data) for _ in range(3)]
     assert all(torch.isfinite(torch.tensor(losses)))
@@ -111,7 +111,7 @@ def test_dagelbo_names_a_non_finite_gradient():
 @pytest.mark.parametrize("dtype,scale", LOSS_OVERFLOW)
 def test_gaussian_natural_gradient_names_its_step(dtype, scale):
     model, inputs, data = scaled_collider(dtype, scale)
-    guide = AutoStructuredGuide(model, structure="chordal")
+    guide = AutoStructuredGuide(model, precision="chordal")
     guide(inputs, data)
     ng = GaussianNaturalGradient(model, guide, DAGELBO(num_particles=2), step_size=0.1)
     with pytest.raises(NonFiniteLossError, match="GaussianNaturalGradient, step 1: DAGELBO evaluation.*'w3'"):
@@ -121,7 +121,7 @@ def test_gaussian_natural_gradient_names_its_step(dtype, scale):
 def test_gaussian_natural_gradient_with_trace_elbo_raises():
     """Trace_ELBO does not check its loss; the natural-gradient step does."""
     model, inputs, data = scaled_collider(*LOSS_OVERFLOW[0])
-    guide = AutoStructuredGuide(model, structure="chordal")
+    guide = AutoStructuredGuide(model, precision="chordal")
     guide(inputs, data)
     ng = GaussianNaturalGradient(model, guide, Trace_ELBO(), step_size=0.1)
     before = guide_params(guide)
@@ -134,7 +134,7 @@ def test_gaussian_natural_gradient_with_trace_elbo_raises():
 def test_sink_natural_gradient_names_node_and_step():
     # data whose squares overflow no longer reach the update (the model refuses them); a diverged parent does
     model, inputs, data = collider_problem()
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     guide(inputs, data)
     with torch.no_grad():
         guide.family.locs.w1_unconstrained.fill_(float("nan"))  # a parent diverged in an earlier step

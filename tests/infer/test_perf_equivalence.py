@@ -90,7 +90,7 @@ def _loss_and_grads(make, structure, sampler, seed=3, fixed=False):
 
     pyro.clear_param_store()
     model, inputs, data = make()
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     guide(inputs, data)
     randomize_guide(guide, scale=0.2)
     if fixed:  # as fit_collider: frozen kernels and inducing inputs, factors reused inside fixed_kernels()

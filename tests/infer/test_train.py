@@ -75,7 +75,7 @@ def test_recommended_recipe_beats_plain_adam_in_3000_steps():
 
 def test_recipe_defaults_follow_the_guide():
     model, inputs, data = small_problem()
-    mf = train(model, AutoStructuredGuide(model, structure="mean_field"), inputs, data, num_steps=2,
+    mf = train(model, AutoStructuredGuide(model, precision="mean_field"), inputs, data, num_steps=2,
                progress=False)
     assert mf.settings["natural_gradient"] == 0.0 and mf.settings["antithetic"]   # mean field: Adam only
     pyro.clear_param_store()
@@ -103,7 +103,7 @@ def test_natural_gradient_phase_trains_the_rest_with_adam():
 # ---------------------------------------------------------------------------------------------- freezing
 def test_freezing_holds_inducing_inputs_and_noise_bitwise_then_releases_them():
     model, inputs, data = small_problem()
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     snaps = {}
 
     def record(step, loss):
@@ -129,7 +129,7 @@ def test_freezing_holds_inducing_inputs_and_noise_bitwise_then_releases_them():
 
 def test_freeze_groups_are_chosen():
     model, inputs, data = small_problem()
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     model.setup(inputs, data)
     before = params_of(model.kernels), params_of(model.inducing)
     train(model, guide, inputs, data, num_steps=3, recipe="adam", freeze_fraction=1.0, freeze="kernel",
@@ -141,7 +141,7 @@ def test_freeze_groups_are_chosen():
 # ---------------------------------------------------------------------------------------------- learning rates
 def test_likelihood_lr_multiplier_reaches_the_likelihood_group_only():
     model, inputs, data = small_problem()
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     model.setup(inputs, data)
     lik = group_tensors(model, "likelihood")
     observed = [model.likelihoods["w1"].variance_unconstrained, model.likelihoods["w3"].variance_unconstrained]
@@ -159,7 +159,7 @@ def test_likelihood_lr_multiplier_reaches_the_likelihood_group_only():
 
 def test_lr_multiplier_args_work_with_pyro_optimisers():
     model, inputs, data = small_problem()
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     model.setup(inputs, data)
     observed = [model.likelihoods["w1"].variance_unconstrained, model.likelihoods["w3"].variance_unconstrained]
     before = {id(p): p.detach().clone() for p in observed}
@@ -172,7 +172,7 @@ def test_lr_multiplier_args_work_with_pyro_optimisers():
 
 def test_joint_adam_groups_by_arguments():
     model, inputs, data = small_problem()
-    guide = AutoStructuredGuide(model, structure="mean_field")
+    guide = AutoStructuredGuide(model, precision="mean_field")
     adam = JointAdam(model, guide, DAGELBO(num_particles=2), lambda name: {"lr": 0.02 if "kernels" in name else 0.01})
     adam.step(inputs, data)
     lrs = sorted(g["lr"] for g in adam.optim.param_groups)
@@ -276,7 +276,7 @@ def test_node_elbo_is_the_collapsed_bound_at_the_optimal_q():
 @pytest.mark.parametrize("structure", ["mean_field", "chordal"])
 def test_pretraining_fits_observed_nodes_alone_and_writes_the_guide(structure):
     model, inputs, data = small_problem()
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     nodes, losses = pretrain_nodes(model, guide, inputs, data, num_steps=300, lr=0.05)
     assert nodes == ["w1"]                              # w3 has a latent parent (w2): left to the joint steps
     assert losses[-1] < losses[0] - 1.0
@@ -327,7 +327,7 @@ def checkpoint_variant(variant, ckpt=None, callbacks=()):
         kw = dict(num_steps=12, natural_gradient_after=4, natural_gradient=0.1, freeze_fraction=0.25,
                   pretrain_steps=3, validation=(inputs, data), validate_every=2, checkpoint_every=3)
     else:
-        guide = AutoStructuredGuide(model, structure="chordal")
+        guide = AutoStructuredGuide(model, precision="chordal")
         kw = dict(num_steps=10, recipe="adam", warm_start=4, sink_step_size=0.5, checkpoint_every=2,
                   likelihood_lr_multiplier=0.1)
     result = train(model, guide, inputs, data, progress=False, callbacks=callbacks, checkpoint=ckpt,
@@ -466,11 +466,11 @@ def test_minibatches_through_model_kwargs():
 def test_freezing_holds_the_tensors_pyro_trains_when_the_store_had_them():
     # a second model with the same parameter names: Pyro trains the store's tensors, and so must the schedule
     model, inputs, data = small_problem()
-    train(model, AutoStructuredGuide(model, structure="mean_field"), inputs, data, num_steps=1, progress=False)
+    train(model, AutoStructuredGuide(model, precision="mean_field"), inputs, data, num_steps=1, progress=False)
     store = {n: p.detach().clone() for n, p in pyro.get_param_store().named_parameters() if n.startswith("inducing")}
     model2, _, _ = small_problem()
     with pytest.warns(ParamStoreCollisionWarning, match=r"another (DAGDGP|AutoStructuredGuide)"):
-        train(model2, AutoStructuredGuide(model2, structure="mean_field"), inputs, data, num_steps=3,
+        train(model2, AutoStructuredGuide(model2, precision="mean_field"), inputs, data, num_steps=3,
               freeze_fraction=1.0, progress=False)
     after = {n: p.detach() for n, p in pyro.get_param_store().named_parameters() if n.startswith("inducing")}
     assert store and all(torch.equal(store[n], after[n]) for n in store)

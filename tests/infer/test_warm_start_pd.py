@@ -23,7 +23,7 @@ def _near_noiseless(noise, dtype, n, M):
     model = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=M, likelihoods={"y": Gaussian(noise)}).to(dtype)
     freeze(model.likelihoods)
     inputs, data = {"x": x}, {"y": y}
-    source = AutoStructuredGuide(model, structure="mean_field", name="source", init_scale=1.0)
+    source = AutoStructuredGuide(model, precision="mean_field", name="source", init_scale=1.0)
     source(inputs, data)
     with torch.no_grad():
         a, _ = model.node_conditional("y", {"x": model._as_tensor(x)})
@@ -45,7 +45,7 @@ def test_warm_start_copies_a_near_noiseless_posterior(structure, noise, dtype, n
     model, source, inputs, data, exact = _near_noiseless(noise, dtype, n, M)
     eig = torch.linalg.eigvalsh(exact)
     assert eig.max() / eig.min() > 1e7  # the regime of the defect
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     guide(inputs, data)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an exact copy is possible: no jitter, no warning
@@ -67,7 +67,7 @@ def test_warm_start_jitters_a_singular_covariance_with_a_warning():
     source.family.set_node("y", torch.zeros(6, dtype=torch.float64), F)
     given = source.inducing_posterior().covariance_block("y").detach()
     assert int(torch.linalg.cholesky_ex(given)[1]) != 0  # numerically not positive definite
-    guide = AutoStructuredGuide(model, structure="chordal")
+    guide = AutoStructuredGuide(model, precision="chordal")
     guide(inputs, data)
     with pytest.warns(UserWarning, match=r"node 'y' in the source guide is not numerically positive definite.*"
                                          r"added [0-9.e+-]+ × its mean variance"):

@@ -29,7 +29,7 @@ RULES = {
 }
 INFERENCE = {
     "Trace_ELBO-AutoNormal": (AutoNormal, lambda: Trace_ELBO()),
-    "DAGELBO-AutoStructuredGuide": (lambda m: AutoStructuredGuide(m, structure="mean_field"),
+    "DAGELBO-AutoStructuredGuide": (lambda m: AutoStructuredGuide(m, precision="mean_field"),
                                     lambda: DAGELBO(num_particles=2)),
 }
 

@@ -17,6 +17,8 @@ from pyro.nn import PyroModule
 from torch import nn
 
 from ...dgp.handoff import suspended
+from ...utils import renamed_argument
+from .structured import AutoStructuredGuide
 
 __all__ = ["AutoLatentEncoder", "AutoEncodedStructuredGuide"]
 
@@ -36,7 +38,7 @@ class AutoLatentEncoder(AutoGuide):
     cases are encoded. It guides the latent inputs only; :class:`AutoEncodedStructuredGuide` combines it with
     an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` for the rest of the model::
 
-        guide = AutoEncodedStructuredGuide(model, structure="chordal")
+        guide = AutoEncodedStructuredGuide(model, precision="chordal")
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
 
     :meth:`DAGDGP.predict <pyro_dag.DAGDGP.predict>` then encodes new cases from their ``data`` (one pass, no fit),
@@ -177,7 +179,8 @@ class AutoEncodedStructuredGuide(AutoGuideList):
     uses the first's ``q(U)`` (marginal ancestral sampling) and the second's ``q(h)`` for new cases.
 
     :param model: the :class:`~pyro_dag.DAGDGP` (with ``latent_inputs``).
-    :param str structure: ``"mean_field"``, ``"chordal"`` (default) or ``"full"`` (of the structured part).
+    :param str precision: ``"mean_field"``, ``"chordal"`` (default) or ``"full"`` (of the structured part;
+        ``structure=`` is its old name).
     :param str backend: as for :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`.
     :param init_scale: the structured part's ``init_scale``.
     :param list nodes: the encoder's nodes. :param tuple hidden: the encoder's hidden widths.
@@ -192,13 +195,13 @@ class AutoEncodedStructuredGuide(AutoGuideList):
         pred = model.predict(guide, new_inputs, new_data)        # q(h) of the new cases from the encoder
     """
 
-    def __init__(self, model, *, structure="chordal", backend="auto", init_scale=None, nodes=None, hidden=(32, 32),
-                 encoder_init_scale=0.1, create_plates=None):
-        from .structured import AutoStructuredGuide
-
+    def __init__(self, model, *, precision="chordal", backend="auto", init_scale=None, nodes=None, hidden=(32, 32),
+                 encoder_init_scale=0.1, create_plates=None, structure=None):
+        precision = renamed_argument("AutoEncodedStructuredGuide", "structure", "precision", structure, precision,
+                                     "chordal")
         encoder = AutoLatentEncoder(model, nodes=nodes, hidden=hidden, init_scale=encoder_init_scale)
         super().__init__(model, create_plates=create_plates)
-        self.append(AutoStructuredGuide(poutine.block(model, hide_fn=_is_latent_input), structure=structure,
+        self.append(AutoStructuredGuide(poutine.block(model, hide_fn=_is_latent_input), precision=precision,
                                         backend=backend, init_scale=init_scale))
         self.append(encoder)
 

@@ -3,7 +3,7 @@
 The guide is a Gaussian ``N(m, Λ⁻¹)`` over the model's continuous latent sites, mapped to unconstrained space,
 with ``Λ = L Lᵀ`` and ``L`` block-lower-triangular on a chordal pattern in a perfect elimination order, so the
 factor has no fill-in (Vandenberghe & Andersen 2015, "Chordal graphs and semidefinite optimization", §4). The
-pattern is chosen by ``structure``:
+pattern is chosen by ``precision``:
 
 * ``"mean_field"`` -- independent full-covariance Gaussians per block (DAG-VI);
 * ``"chordal"`` -- couplings on the chordal completion of the model's structure (DAG-SVI);
@@ -43,6 +43,7 @@ from torch.distributions import biject_to, constraints
 from ... import graph as dag_graph
 from ...dgp import DAGDGP
 from ...param_store import check_param_store
+from ...utils import renamed_argument
 from ...dgp.handoff import current_estimator, suspended
 from .families import StructuredFamily, _assign, make_family
 from .gaussians import Block
@@ -147,7 +148,7 @@ class AutoStructuredGuide(AutoGuide):
     chordal pattern of the model's structure in a perfect elimination order (no fill-in). For a
     :class:`~pyro_dag.DAGDGP` the latent vector is the whitened inducing outputs of every GP node and the guide is
     the DAG-SVI posterior of Perlino, Hamelijnck, Johansen & Damoulas (2026), "Deep Gaussian Processes on
-    Directed Acyclic Graphs", arXiv:2607.09645, Eqs. (6) and (75) (``structure="mean_field"`` is its DAG-VI,
+    Directed Acyclic Graphs", arXiv:2607.09645, Eqs. (6) and (75) (``precision="mean_field"`` is its DAG-VI,
     Eq. (77)); use it with :class:`~pyro_dag.infer.DAGELBO` (analytic KL, marginal ancestral sampling) or with
     Pyro's ELBOs. On any other model it is a drop-in for
     :class:`~pyro.infer.autoguide.AutoMultivariateNormal` whose precision is sparse where the model's posterior
@@ -155,7 +156,8 @@ class AutoStructuredGuide(AutoGuide):
 
     :param callable model: a Pyro model: a :class:`~pyro_dag.DAGDGP` (or a model that calls exactly one), or any
         model with continuous latent sites.
-    :param str structure: ``"mean_field"``, ``"chordal"`` (default) or ``"full"``.
+    :param str precision: the pattern of the precision: ``"mean_field"``, ``"chordal"`` (default) or ``"full"``
+        (``structure=``, its old name, still works with a ``FutureWarning``).
     :param str backend: ``"dense"`` (materialise ``L``), ``"sparse"`` (clique by clique) or ``"auto"`` (sparse
         above 1000 latent dimensions).
     :param callable init_loc_fn: per-site initialisation of the mean, one of Pyro's ``init_to_*`` strategies
@@ -183,12 +185,13 @@ class AutoStructuredGuide(AutoGuide):
 
     Example::
 
-        guide = AutoStructuredGuide(model, structure="mean_field")
+        guide = AutoStructuredGuide(model, precision="mean_field")
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), DAGELBO(num_particles=4))
     """
 
-    def __init__(self, model, *, structure="chordal", backend="auto", init_loc_fn=None, init_scale=None,
-                 create_plates=None, name=None):
+    def __init__(self, model, *, precision="chordal", backend="auto", init_loc_fn=None, init_scale=None,
+                 create_plates=None, name=None, structure=None):
+        precision = renamed_argument("AutoStructuredGuide", "structure", "precision", structure, precision, "chordal")
         scales = [] if init_scale is None else init_scale.values() if isinstance(init_scale, dict) else [init_scale]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in scales):
             raise ValueError(f"init_scale must be a positive number or a dict {{name: number}}, got {init_scale!r}")
@@ -197,14 +200,14 @@ class AutoStructuredGuide(AutoGuide):
                              f"{init_loc_fn!r}")
         if init_loc_fn is None:
             init_loc_fn = _DefaultInit()
-        make_family(structure, backend, None, None, check_only=True)
+        make_family(precision, backend, None, None, check_only=True)
         if create_plates is None and getattr(model, "latent_inputs", None) and callable(
                 getattr(model, "create_plates", None)):
             # A DAGDGP with latent inputs has per-case (local) parameters: with Pyro's default the guide's plate
             # would keep the minibatch size of its first call, and a later full-batch call would silently be a
             # minibatch estimate. The model's own plate lets each call choose its cases.
             create_plates = model.create_plates
-        self.structure = structure
+        self.precision = precision
         self.backend = backend
         self.init_loc_fn = init_loc_fn
         self.init_scale = init_scale
@@ -263,7 +266,7 @@ class AutoStructuredGuide(AutoGuide):
             offset += d * m
         self._site_names = {b.node: name for b, (name, _) in zip(blocks, dag_sites)}
         init_scale = self._data_driven_scales(args, kwargs) if self.init_scale is None else self.init_scale
-        self.family = make_family(self.structure, self.backend, blocks, self._graph, observed=self._observed,
+        self.family = make_family(self.precision, self.backend, blocks, self._graph, observed=self._observed,
                                   init_scale=init_scale, dtype=ref.dtype, device=ref.device)
         self._init_means({name: site["value"].detach() for name, site in dag_sites})
         self._index = None
@@ -342,11 +345,11 @@ class AutoStructuredGuide(AutoGuide):
                                  f"are {latent}")
             init_scale = {ids[k]: v for k, v in init_scale.items()}
             init_scale = {s.node: init_scale.get(s.node, 0.1) for s in self._sites}
-        if self.structure == "mean_field":
+        if self.precision == "mean_field":
             self.family = make_family("mean_field", self.backend, blocks, None, init_scale=init_scale,
                                       dtype=ref.dtype, device=ref.device)
         else:
-            pattern = nx.complete_graph([b.node for b in blocks]) if self.structure == "full" else \
+            pattern = nx.complete_graph([b.node for b in blocks]) if self.precision == "full" else \
                 dag_graph.chordal_completion(graph)
             order = dag_graph.perfect_elimination_order(pattern)
             self.family = StructuredFamily(blocks, pattern, order, self.backend, init_scale, ref.dtype, ref.device)
@@ -373,6 +376,11 @@ class AutoStructuredGuide(AutoGuide):
                 raise RuntimeError(f"inducing site {name!r} is guided twice")
 
     # ------------------------------------------------------------------------------------------------- state
+    @property
+    def structure(self):
+        """The old name of :attr:`precision`."""
+        return self.precision
+
     @property
     def blocks(self):
         """The block layout (:class:`~pyro_dag.infer.autoguide.gaussians.Block` per node or site), in the
@@ -527,7 +535,7 @@ class AutoStructuredGuide(AutoGuide):
         definite; it then gets the smallest jitter of a ladder starting at ``eps × mean(diag S_w)`` and a warning
         naming the node (its best-determined directions come out that much wider).
 
-        :param source: a set-up :class:`AutoStructuredGuide` for the same model (any structure).
+        :param source: a set-up :class:`AutoStructuredGuide` for the same model (any precision pattern).
         """
         if self.family is None or source.family is None:
             raise RuntimeError("run both guides once (e.g. one SVI step) before warm-starting")
@@ -541,13 +549,13 @@ class AutoStructuredGuide(AutoGuide):
                 cov = torch.eye(b.size, dtype=loc.dtype, device=loc.device) * reset_latent_scale ** 2
             else:
                 cov = src.covariance_block(b.node)
-            factor = _covariance_factor(cov, b.node, upper=self.structure != "mean_field")
-            if self.structure == "mean_field":
+            factor = _covariance_factor(cov, b.node, upper=self.precision != "mean_field")
+            if self.precision == "mean_field":
                 self.family.set_node(b.node, loc, factor)
             else:  # S = U Uᵀ with U upper-triangular: Λ = S⁻¹ = U⁻ᵀ U⁻¹, and U⁻ᵀ is lower-triangular
                 eye = torch.eye(b.size, dtype=factor.dtype, device=factor.device)
                 self.family.set_node(b.node, loc, torch.linalg.solve_triangular(factor, eye, upper=True).mT)
-        if self.structure != "mean_field":
+        if self.precision != "mean_field":
             self.family.zero_offdiagonal()
         return self
 

@@ -42,7 +42,7 @@ class WarmStartPhase:
         for stale in [n for n in store.keys() if n.startswith(WARM_START_NAME + ".")]:
             del store[stale]
         run = self.run
-        self.guide = AutoStructuredGuide(run.model, structure="mean_field", init_scale=run.guide.init_scale,
+        self.guide = AutoStructuredGuide(run.model, precision="mean_field", init_scale=run.guide.init_scale,
                                          name=WARM_START_NAME)
 
     def hand_over(self):

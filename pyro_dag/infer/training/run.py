@@ -52,7 +52,7 @@ class TrainingRun:
         if needs and dgp is None:
             raise ValueError(f"train: {needs[0]} needs a DAGDGP model (as the model or a submodule)")
         self.dag_guide = structured_part(guide) is not None and dgp is not None
-        structured = self.dag_guide and isinstance(guide, AutoStructuredGuide) and guide.structure != "mean_field"
+        structured = self.dag_guide and isinstance(guide, AutoStructuredGuide) and guide.precision != "mean_field"
         elbo = config.elbo
         if elbo is None:
             num_particles = 4 if config.num_particles is None else config.num_particles

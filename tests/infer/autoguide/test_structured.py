@@ -43,7 +43,7 @@ def build(g, obs, dims, seed, n=4, M=3):
         y[torch.rand(n, dims[v], generator=gen) < 0.3] = float("nan")
         y[0] = 0.5  # at least one observed entry
         data[v] = y
-    guide = AutoStructuredGuide(model, structure="chordal", backend="dense")
+    guide = AutoStructuredGuide(model, precision="chordal", backend="dense")
     guide(inputs, data)
     randomize_guide(guide, scale=0.2, seed=seed)
     return model, guide, inputs, data
@@ -79,7 +79,7 @@ def test_dense_equals_sparse_on_random_dags(problem):
 
 def test_sparse_samples_match_precision():
     model, inputs, data = collider_problem()
-    guide = AutoStructuredGuide(model, structure="chordal", backend="sparse")
+    guide = AutoStructuredGuide(model, precision="chordal", backend="sparse")
     guide(inputs, data)
     randomize_guide(guide)
     post = guide.inducing_posterior()
@@ -97,7 +97,7 @@ def test_sparse_samples_match_precision():
 
 def test_backend_auto_switches_by_size():
     model, inputs, data = collider_problem()
-    guide = AutoStructuredGuide(model, structure="chordal")
+    guide = AutoStructuredGuide(model, precision="chordal")
     guide(inputs, data)
     assert guide.family.resolved_backend() == "dense"
     guide.family.AUTO_SPARSE_SIZE = 1
@@ -108,12 +108,12 @@ def test_chordal_pattern_follows_the_graph():
     g = nx.DiGraph([("x", "a"), ("a", "b"), ("b", "c"), ("x", "d")])  # d is not an ancestor of observed c
     model = DAGDGP(g, num_inducing=2).double()
     inputs, data = {"x": torch.randn(4, 1, dtype=torch.float64)}, {"c": torch.randn(4, 1, dtype=torch.float64)}
-    guide = AutoStructuredGuide(model, structure="chordal")
+    guide = AutoStructuredGuide(model, precision="chordal")
     guide(inputs, data)
     edges = {frozenset(e) for e in guide.family.edges}
     assert edges == {frozenset(("a", "b")), frozenset(("b", "c"))}
     assert G.is_perfect_elimination_order(guide.family.pattern, guide.family.order)
-    full = AutoStructuredGuide(model, structure="full", name="full")
+    full = AutoStructuredGuide(model, precision="full", name="full")
     full(inputs, data)
     assert len(full.family.edges) == 6
 
@@ -121,7 +121,7 @@ def test_chordal_pattern_follows_the_graph():
 @pytest.mark.parametrize("backend", ["dense", "sparse"])
 def test_generic_model_uses_dependency_structure_and_is_exact(backend):
     model, prec, mean, log_evidence = linear_gaussian_chain()
-    guide = AutoStructuredGuide(model, structure="chordal", backend=backend)
+    guide = AutoStructuredGuide(model, precision="chordal", backend=backend)
     guide()
     fam = guide.family
     names = [guide._site_names[b.node] for b in fam.blocks]
@@ -163,14 +163,14 @@ def test_default_initial_scales_are_data_driven(structure):
     from pyro_dag.infer import initial_scales
 
     model, inputs, data = collider_problem(noise=0.01)
-    guide = AutoStructuredGuide(model, structure=structure)
+    guide = AutoStructuredGuide(model, precision=structure)
     guide(inputs, data)
     expected = initial_scales(model, inputs, data)
     assert set(expected) == {"w3"} and expected["w3"] < 0.1
     scales = {b.node: getattr(guide.family.scales, b.node).detach() for b in guide.family.blocks}
     assert torch.allclose(scales["w3"], torch.full_like(scales["w3"], expected["w3"]))
     assert all(torch.equal(scales[w], torch.ones_like(scales[w])) for w in ("w1", "w2"))
-    prior = AutoStructuredGuide(model, structure=structure, init_scale=1.0, name="prior")
+    prior = AutoStructuredGuide(model, precision=structure, init_scale=1.0, name="prior")
     prior(inputs, data)
     assert all(torch.equal(getattr(prior.family.scales, b.node).detach(), torch.ones(b.size, dtype=torch.float64))
                for b in prior.family.blocks)

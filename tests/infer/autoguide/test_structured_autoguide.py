@@ -36,7 +36,7 @@ def plated_model(data=DATA):
 
 
 def _ours(model, structure="chordal", backend="dense", **kwargs):
-    guide = AutoStructuredGuide(model, structure=structure, backend=backend, **kwargs)
+    guide = AutoStructuredGuide(model, precision=structure, backend=backend, **kwargs)
     guide()
     # move the Gaussian off its initial (diagonal) state, reproducibly
     gen = torch.Generator().manual_seed(1)
