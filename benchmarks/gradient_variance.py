@@ -29,7 +29,6 @@ from pyro_dag.datasets import collider
 from pyro_dag.experiments.collider import collider_model
 from pyro_dag.infer import DAGELBO
 from pyro_dag.infer.autoguide import AutoStructuredGuide
-from pyro_dag.infer.autoguide.gaussians import SparseChordalPosterior
 
 
 def gradient_samples(elbo, model, guide, inputs, data, n, timed=False):
@@ -80,12 +79,15 @@ def structured_rows(repeats):
                               ("joint", DAGELBO(num_particles=4, sampler="joint")),
                               ("trace_elbo", Trace_ELBO(num_particles=4, vectorize_particles=True))]:
                 # the conditional sampler's square-root form: the same estimator (same draws to rounding)
-                saved = SparseChordalPosterior.conditioning
-                SparseChordalPosterior.conditioning = "square_root" if key == "conditional_sqrt" else "factor"
+                family = guide.family
+                saved = getattr(family, "conditioning", None)
+                if saved is not None:
+                    family.conditioning = "square_root" if key == "conditional_sqrt" else "factor"
                 try:
                     grads, seconds, cpu = gradient_samples(elbo, model, guide, inputs, data, repeats, timed=True)
                 finally:
-                    SparseChordalPosterior.conditioning = saved
+                    if saved is not None:
+                        family.conditioning = saved
                 row[f"var_{key}"] = grads.var(0).sum().item()
                 row[f"seconds_{key}"] = seconds
                 row[f"cpu_seconds_{key}"] = cpu
@@ -156,7 +158,7 @@ def report(args, rows, structured):
                   "(`time.process_time`; wall-clock in `results/gradient_variance.json`) of DAGELBO's samplers and "
                   "Trace_ELBO (4 samples each). The conditional sampler is run in both forms of its sparse state "
                   "(*square root*, the default, and *factor*, the previous default, "
-                  "`SparseChordalPosterior.conditioning = \"factor\"`: the same estimator, so the same variance up "
+                  "`AutoStructuredGuide(..., conditioning=\"factor\")`: the same estimator, so the same variance up "
                   "to Monte Carlo error; the antithetic pairs run in factor form). *work* = variance × CPU seconds relative to the conditional sampler in "
                   "factor form (lower is better); *joint work vs sq. root* relative to the default square-root form. Ran under load (other tenants on 2 "
                   "cores): compare within a row.", "",

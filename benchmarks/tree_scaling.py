@@ -26,7 +26,6 @@ from common import RESULTS, one_thread, write_json, write_readme_section
 from pyro_dag import DAGDGP
 from pyro_dag.infer import DAGELBO
 from pyro_dag.infer.autoguide import AutoStructuredGuide
-from pyro_dag.infer.autoguide.gaussians import SparseChordalPosterior
 
 
 def tree(depth):
@@ -103,8 +102,10 @@ def time_elbo(model, guide, inputs, data, repeats, sampler="conditional", condit
     sparse posterior's conditional state in form ``conditioning``."""
     elbo = DAGELBO(num_particles=1, sampler=sampler)
     params = list(guide.parameters())
-    saved = SparseChordalPosterior.conditioning
-    SparseChordalPosterior.conditioning = conditioning
+    family = getattr(guide, "family", None)
+    saved = getattr(family, "conditioning", None)
+    if saved is not None:
+        family.conditioning = conditioning
     walls, cpus = [], []
     try:
         for _ in range(repeats + 1):  # the first call is a warm-up
@@ -114,7 +115,8 @@ def time_elbo(model, guide, inputs, data, repeats, sampler="conditional", condit
             walls.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c)
     finally:
-        SparseChordalPosterior.conditioning = saved
+        if saved is not None:
+            family.conditioning = saved
     return sorted(walls[1:])[len(walls[1:]) // 2], sorted(cpus[1:])[len(cpus[1:]) // 2]
 
 
@@ -287,7 +289,7 @@ def report(args, rows, summary):
              "wall-clock seconds in `results/tree_scaling.json`. *cond.* = DAGELBO's default sampler (the "
              "paper's Algorithms 1 and 2); the sparse backend's in its two forms, *square root* (the default: "
              "Potter's square-root update, matrix-vector products only) and *factor* (the previous default, "
-             "`SparseChordalPosterior.conditioning = \"factor\"`: block Cholesky updates; the same draws, ELBO and "
+             "`AutoStructuredGuide(..., conditioning=\"factor\")`: block Cholesky updates; the same draws, ELBO and "
              "gradients to rounding); *joint* = `DAGELBO(sampler=\"joint\")`. Peak RSS: the process's "
              "resident-set peak while that method's ELBOs ran (counter reset before each; it includes the "
              "interpreter, torch and the model, about 300 MiB). "

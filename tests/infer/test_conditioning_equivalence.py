@@ -1,5 +1,5 @@
 """The sparse backend's conditional sampler in square-root form (SparseSquareRootConditioningState, the default)
-against the factor-update form it replaced (SparseConditioningState, SparseChordalPosterior.conditioning="factor") and
+against the factor-update form it replaced (SparseConditioningState, AutoStructuredGuide(..., conditioning="factor")) and
 against dense Gaussian conditioning (Algorithm 1): the same moments, the same draws given the same noise, the same
 ELBO and the same gradients, to 1e-10 in float64."""
 import networkx as nx
@@ -12,7 +12,7 @@ from pyro_dag import DAGDGP, kernels
 from pyro_dag.gp.likelihoods import Gaussian
 from pyro_dag.infer import DAGELBO, marginal_pass
 from pyro_dag.infer.autoguide import AutoStructuredGuide
-from pyro_dag.infer.autoguide.gaussians import DenseGaussianPosterior, SparseChordalPosterior
+from pyro_dag.infer.autoguide.gaussians import DenseGaussianPosterior
 from pyro_dag.ops.chordal import SparseConditioningState, SparseSquareRootConditioningState
 
 
@@ -120,7 +120,7 @@ def test_same_draws_elbo_and_gradients_as_factor_form(name, monkeypatch):
     params = [p for p in guide.parameters()] + [p for p in model.parameters() if p.requires_grad]
     results = {}
     for form in ("square_root", "factor"):
-        monkeypatch.setattr(SparseChordalPosterior, "conditioning", form)
+        monkeypatch.setattr(guide.family, "conditioning", form)
         pyro.set_rng_seed(11)
         loss = DAGELBO(num_particles=3).differentiable_loss(model, guide, inputs, data)
         grads = torch.autograd.grad(loss, params, allow_unused=True)
@@ -152,11 +152,18 @@ def test_square_root_form_is_the_default():
     assert isinstance(guide.inducing_posterior().ancestral_state(), SparseSquareRootConditioningState)
 
 
-def test_unknown_conditioning_form_is_refused(monkeypatch):
+def test_unknown_conditioning_form_is_refused():
     model, inputs, data, guide = _sparse_guide("chain")
-    monkeypatch.setattr(SparseChordalPosterior, "conditioning", "cholesky")
     with pytest.raises(ValueError, match="'square_root' or 'factor'"):
-        guide.inducing_posterior().ancestral_state()
+        AutoStructuredGuide(model, backend="sparse", conditioning="cholesky")
+
+
+def test_conditioning_is_a_constructor_option():
+    model, inputs, data = PROBLEMS["chain"]()
+    pyro.clear_param_store()
+    guide = AutoStructuredGuide(model, backend="sparse", conditioning="factor")
+    guide(inputs, data)
+    assert isinstance(guide.inducing_posterior().ancestral_state(), SparseConditioningState)
 
 
 def test_update_must_follow_predict_of_the_same_node():

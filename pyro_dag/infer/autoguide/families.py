@@ -12,7 +12,7 @@ from torch.distributions import transform_to
 from pyro.distributions import constraints
 
 from ...graph import ChordalStructure
-from .gaussians import Block, DenseGaussianPosterior, MeanFieldPosterior, SparseChordalPosterior
+from .gaussians import CONDITIONINGS, Block, DenseGaussianPosterior, MeanFieldPosterior, SparseChordalPosterior
 
 __all__ = ["MeanFieldFamily", "StructuredFamily", "make_family", "substituted_posterior", "STRUCTURES", "BACKENDS"]
 
@@ -101,10 +101,16 @@ class StructuredFamily(PyroModule):
         a perfect elimination order of it.
     :param list order: the elimination order.
     :param str backend: ``"dense"``, ``"sparse"`` or ``"auto"``.
+    :param str conditioning: the sparse posterior's conditional state, ``"square_root"`` (default) or
+        ``"factor"`` (:class:`~pyro_dag.infer.autoguide.gaussians.SparseChordalPosterior`).
     """
 
-    def __init__(self, blocks, pattern, order, backend="auto", init_scale=1.0, dtype=None, device=None):
+    def __init__(self, blocks, pattern, order, backend="auto", init_scale=1.0, dtype=None, device=None,
+                 conditioning="square_root"):
         super().__init__()
+        if conditioning not in CONDITIONINGS:
+            raise ValueError(f"conditioning must be 'square_root' or 'factor', got {conditioning!r}")
+        self.conditioning = conditioning
         by_node = {b.node: b for b in blocks}
         self.blocks, offset = [], 0
         for w in order:
@@ -208,23 +214,25 @@ class StructuredFamily(PyroModule):
         if "_substitute" in self.__dict__:
             return self.__dict__["_substitute"]
         if self.resolved_backend() == "sparse":
-            return SparseChordalPosterior(self.blocks, self.loc(), self.factor_blocks())
+            return SparseChordalPosterior(self.blocks, self.loc(), self.factor_blocks(), self.conditioning)
         return DenseGaussianPosterior(self.blocks, self.loc(), self.dense_tril())
 
 
-def make_family(structure, backend, blocks, graph, observed=None, init_scale=1.0, dtype=None, device=None,
-                check_only=False):
-    """Build the family for ``structure`` and ``backend`` (validates the names first)."""
-    if structure not in STRUCTURES:
-        raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}")
+def make_family(precision, backend, blocks, graph, observed=None, init_scale=1.0, dtype=None, device=None,
+                check_only=False, conditioning="square_root"):
+    """Build the family for the ``precision`` pattern and ``backend`` (validates the names first)."""
+    if precision not in STRUCTURES:
+        raise ValueError(f"precision must be one of {STRUCTURES}, got {precision!r}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if conditioning not in CONDITIONINGS:
+        raise ValueError(f"conditioning must be 'square_root' or 'factor', got {conditioning!r}")
     if check_only:
         return None
-    if structure == "mean_field":
+    if precision == "mean_field":
         return MeanFieldFamily(blocks, init_scale, dtype, device)
     nodes = [b.node for b in blocks]
-    if structure == "full":
+    if precision == "full":
         import networkx as nx
 
         pattern = nx.complete_graph(nodes)
@@ -233,4 +241,4 @@ def make_family(structure, backend, blocks, graph, observed=None, init_scale=1.0
         chordal = ChordalStructure(graph, observed or [])
         pattern = chordal.chordal.subgraph(nodes).copy()
         order = [w for w in chordal.order if w in set(nodes)]
-    return StructuredFamily(blocks, pattern, order, backend, init_scale, dtype, device)
+    return StructuredFamily(blocks, pattern, order, backend, init_scale, dtype, device, conditioning)

@@ -24,7 +24,10 @@ import torch
 from .samplers import DenseAncestralState, JointSampleState, MeanFieldState
 
 __all__ = ["Block", "InducingPosterior", "MeanFieldPosterior", "DenseGaussianPosterior", "SparseChordalPosterior",
-           "gaussian_kl_standard"]
+           "gaussian_kl_standard", "CONDITIONINGS"]
+
+#: The forms of the sparse posterior's conditional state (:class:`SparseChordalPosterior`'s ``conditioning``).
+CONDITIONINGS = ("square_root", "factor")
 
 
 class Block:
@@ -250,16 +253,27 @@ class SparseChordalPosterior(InducingPosterior):
     * samples: ``m + L⁻ᵀ ε`` by block back-substitution in reverse elimination order;
     * ancestral sampling: Algorithm 2 in square-root form
       (:class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`; the factor form
-      :class:`~pyro_dag.ops.chordal.SparseConditioningState` through :attr:`conditioning`).
+      :class:`~pyro_dag.ops.chordal.SparseConditioningState` with ``conditioning="factor"``).
 
     :param list blocks: layout in elimination order. :param torch.Tensor loc: ``[P]``.
     :param dict factor_blocks: ``{(v, w): L_vw}`` on the diagonal and the edges of ``H`` (``v`` after ``w``).
+    :param str conditioning: the state of :meth:`ancestral_state`: ``"square_root"`` (default;
+        :class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`, Potter's square-root update, matrix-vector
+        products only) or ``"factor"`` (:class:`~pyro_dag.ops.chordal.SparseConditioningState`, block Cholesky
+        updates, ``O(M³)`` per case and block). Both compute Algorithm 2's moments and agree to rounding (1e-10
+        where the cases' conditional variances ``r`` are well above the jitter floor; where cases sit on inducing
+        inputs, ``r`` is at the floor and both, updating ``u``'s precision by ``a aᵀ/r``, amplify rounding by about
+        ``1/r``: draws move by ~1e-8 for ``r = 1e-8``, where the dense backend's function-space Algorithm 1 stays
+        near 1e-14).
     """
 
-    def __init__(self, blocks, loc, factor_blocks):
+    def __init__(self, blocks, loc, factor_blocks, conditioning="square_root"):
         from ...ops.chordal import ChordalFactor
 
+        if conditioning not in CONDITIONINGS:
+            raise ValueError(f"conditioning must be 'square_root' or 'factor', got {conditioning!r}")
         super().__init__(blocks)
+        self.conditioning = conditioning
         self.loc = loc
         self.factor = ChordalFactor([b.node for b in self.blocks], {b.node: b.size for b in self.blocks},
                                     factor_blocks)
@@ -317,20 +331,9 @@ class SparseChordalPosterior(InducingPosterior):
             leps = leps + Lwk @ eps[self.block_of[k].slice]
         return lam, leps
 
-    #: The state of :meth:`ancestral_state`: ``"square_root"`` (default;
-    #: :class:`~pyro_dag.ops.chordal.SparseSquareRootConditioningState`, Potter's square-root update, matrix-vector
-    #: products only) or ``"factor"`` (:class:`~pyro_dag.ops.chordal.SparseConditioningState`, block Cholesky
-    #: updates, ``O(M³)`` per case and block). Both compute Algorithm 2's moments and agree to rounding (1e-10 where
-    #: the cases' conditional variances ``r`` are well above the jitter floor; where cases sit on inducing inputs,
-    #: ``r`` is at the floor and both, updating ``u``'s precision by ``a aᵀ/r``, amplify rounding by about ``1/r``:
-    #: draws move by ~1e-8 for ``r = 1e-8``, where the dense backend's function-space Algorithm 1 stays near 1e-14).
-    conditioning = "square_root"
 
     def ancestral_state(self):
         from ...ops.chordal import SparseConditioningState, SparseSquareRootConditioningState
 
-        if self.conditioning not in ("square_root", "factor"):
-            raise ValueError(f"SparseChordalPosterior.conditioning must be 'square_root' or 'factor', got "
-                             f"{self.conditioning!r}")
         cls = SparseSquareRootConditioningState if self.conditioning == "square_root" else SparseConditioningState
         return cls(self.factor, self.mean_blocks(), {b.node: b.dim for b in self.blocks})

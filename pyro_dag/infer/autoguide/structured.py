@@ -160,6 +160,9 @@ class AutoStructuredGuide(AutoGuide):
         (``structure=``, its old name, still works with a ``FutureWarning``).
     :param str backend: ``"dense"`` (materialise ``L``), ``"sparse"`` (clique by clique) or ``"auto"`` (sparse
         above 1000 latent dimensions).
+    :param str conditioning: the sparse backend's conditional state for DAGELBO's ancestral sampling,
+        ``"square_root"`` (default, Potter's update) or ``"factor"`` (block Cholesky updates); the same draws to
+        rounding (:class:`~pyro_dag.infer.autoguide.gaussians.SparseChordalPosterior`).
     :param callable init_loc_fn: per-site initialisation of the mean, one of Pyro's ``init_to_*`` strategies
         (:mod:`pyro.infer.autoguide.initialization`) or any ``site -> value`` callable. For a DAGDGP it sets the
         means of the whitened inducing outputs and of the other latent sites. Default: for a DAGDGP
@@ -190,7 +193,7 @@ class AutoStructuredGuide(AutoGuide):
     """
 
     def __init__(self, model, *, precision="chordal", backend="auto", init_loc_fn=None, init_scale=None,
-                 create_plates=None, name=None, structure=None):
+                 create_plates=None, name=None, conditioning="square_root", structure=None):
         precision = renamed_argument("AutoStructuredGuide", "structure", "precision", structure, precision, "chordal")
         scales = [] if init_scale is None else init_scale.values() if isinstance(init_scale, dict) else [init_scale]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in scales):
@@ -200,7 +203,7 @@ class AutoStructuredGuide(AutoGuide):
                              f"{init_loc_fn!r}")
         if init_loc_fn is None:
             init_loc_fn = _DefaultInit()
-        make_family(precision, backend, None, None, check_only=True)
+        make_family(precision, backend, None, None, check_only=True, conditioning=conditioning)
         if create_plates is None and getattr(model, "latent_inputs", None) and callable(
                 getattr(model, "create_plates", None)):
             # A DAGDGP with latent inputs has per-case (local) parameters: with Pyro's default the guide's plate
@@ -209,6 +212,7 @@ class AutoStructuredGuide(AutoGuide):
             create_plates = model.create_plates
         self.precision = precision
         self.backend = backend
+        self.conditioning = conditioning
         self.init_loc_fn = init_loc_fn
         self.init_scale = init_scale
         super().__init__(InitMessenger(init_loc_fn)(model), create_plates=create_plates)
@@ -267,7 +271,8 @@ class AutoStructuredGuide(AutoGuide):
         self._site_names = {b.node: name for b, (name, _) in zip(blocks, dag_sites)}
         init_scale = self._data_driven_scales(args, kwargs) if self.init_scale is None else self.init_scale
         self.family = make_family(self.precision, self.backend, blocks, self._graph, observed=self._observed,
-                                  init_scale=init_scale, dtype=ref.dtype, device=ref.device)
+                                  init_scale=init_scale, dtype=ref.dtype, device=ref.device,
+                                  conditioning=self.conditioning)
         self._init_means({name: site["value"].detach() for name, site in dag_sites})
         self._index = None
         if others:
@@ -352,7 +357,8 @@ class AutoStructuredGuide(AutoGuide):
             pattern = nx.complete_graph([b.node for b in blocks]) if self.precision == "full" else \
                 dag_graph.chordal_completion(graph)
             order = dag_graph.perfect_elimination_order(pattern)
-            self.family = StructuredFamily(blocks, pattern, order, self.backend, init_scale, ref.dtype, ref.device)
+            self.family = StructuredFamily(blocks, pattern, order, self.backend, init_scale, ref.dtype, ref.device,
+                                           self.conditioning)
         self._init_means(init)
         self._finish_layout()
 
