@@ -7,13 +7,37 @@
   :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`.
 * :mod:`pyro_dag.graph`, :mod:`pyro_dag.metrics`, :mod:`pyro_dag.datasets`, :mod:`pyro_dag.diagnostics`,
   :mod:`pyro_dag.plot`, :mod:`pyro_dag.priors`.
+
+The sub-packages and names are loaded on first use (PEP 562), so ``import pyro_dag`` does not import torch or Pyro.
 """
-from . import diagnostics, graph, kernels, plot, priors
-from .dgp import DAGDGP, DAGInputError, NodePrediction
-from .diagnostics import to_inference_data
-from .graph import DAGStructureError
+import importlib
 
 __version__ = "0.1.0"
 
+#: Public names of the top-level package and the sub-module each comes from.
+_NAMES = {"DAGDGP": "dgp", "DAGInputError": "dgp", "NodePrediction": "dgp", "DAGStructureError": "graph",
+          "to_inference_data": "diagnostics"}
+#: Sub-packages reachable as attributes (``pyro_dag.kernels``), loaded on first access.
+_SUBMODULES = ("cli", "datasets", "dgp", "diagnostics", "emulation", "experiments", "gp", "graph", "infer", "kernels",
+               "metrics", "ops", "param_store", "plot", "priors", "sem", "structure", "threads", "utils")
+
 __all__ = ["DAGDGP", "DAGInputError", "DAGStructureError", "NodePrediction", "diagnostics", "graph", "kernels", "plot",
            "priors", "to_inference_data"]
+
+
+def __getattr__(name):
+    if name in _NAMES:
+        if name in ("DAGDGP", "NodePrediction"):
+            # DAGDGP.predict hands off to pyro_dag.infer.prediction, which registers itself when imported
+            importlib.import_module(".infer", __name__)
+        value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES) | set(_SUBMODULES))
