@@ -1,0 +1,168 @@
+"""A plain exact GP regression with an ARD kernel, fitted by type-II maximum likelihood: the baseline a user already
+has (Rasmussen & Williams 2006, *Gaussian Processes for Machine Learning*, Ch. 2 and Sec. 5.4.1), and the pilot
+GP of the noise rule (:mod:`pyro_dag.baselines.noise`).
+
+The inputs are scaled to the unit cube and the targets standardised on the training set; the log length-scales,
+the log signal variance and the log noise variance are fitted with L-BFGS from a few starts, and the start with
+the highest log marginal likelihood is kept. Above ``max_exact`` cases a random subset of that size is used
+(subset of data, Rasmussen & Williams 2006, Sec. 8.3.2), and :attr:`ExactGP.subset` says so.
+"""
+import math
+
+import torch
+
+__all__ = ["ExactGP"]
+
+#: Kernels of :class:`ExactGP`: the squared exponential and the Matérn-5/2, both with one length-scale per input.
+KERNELS = ("rbf", "matern52")
+
+
+def _kernel(name, X1, X2, log_ls, log_sf2):
+    d = (X1.unsqueeze(-2) - X2.unsqueeze(-3)) / log_ls.exp()
+    r2 = d.pow(2).sum(-1)
+    if name == "rbf":
+        return log_sf2.exp() * torch.exp(-0.5 * r2)
+    r = (r2 + 1e-30).sqrt()
+    s5 = math.sqrt(5.0)
+    return log_sf2.exp() * (1 + s5 * r + 5.0 / 3.0 * r2) * torch.exp(-s5 * r)
+
+
+class ExactGP:
+    """Exact GP regression ``y = f(x) + ε``, ``f ~ GP(0, σ_f² k(x, x'))`` with ARD length-scales,
+    ``ε ~ N(0, σ_n²)``, hyperparameters by type-II maximum likelihood.
+
+    :param str kernel: ``"rbf"`` (default) or ``"matern52"``.
+    :param float noise: fix the noise variance at this fraction of the targets' variance (e.g. ``1e-6`` for a
+        deterministic simulator); ``None`` (default) learns it, bounded below by ``min_noise``.
+    :param float min_noise: lower bound of the learned noise variance, as a fraction of the targets' variance.
+    :param int restarts: L-BFGS starts (the first from length-scales of 0.5 on the unit cube, the others random).
+    :param int max_exact: the largest number of training cases used (a random subset above it).
+    :param int seed: seed of the random starts and the subset.
+
+    Example::
+
+        gp = ExactGP().fit(X_train, y_train)          # X [n, D], y [n] or [n, 1]
+        mean, var = gp.predict(X_test)                # [m], [m] (var of a new observation: include_noise=True)
+    """
+
+    def __init__(self, *, kernel="rbf", noise=None, min_noise=1e-8, restarts=3, max_exact=2000, seed=0):
+        if kernel not in KERNELS:
+            raise ValueError(f"ExactGP: kernel must be one of {KERNELS}, got {kernel!r}")
+        if noise is not None and not (float(noise) > 0):
+            raise ValueError(f"ExactGP: noise must be a positive fraction of the targets' variance or None, got "
+                             f"{noise!r}")
+        self.kernel, self.noise, self.min_noise = kernel, noise, float(min_noise)
+        self.restarts, self.max_exact, self.seed = int(restarts), int(max_exact), int(seed)
+        self.subset = False
+
+    # ---------------------------------------------------------------------------------------------- fitting
+    def _nlml(self, params, X, y):
+        log_ls, log_sf2, log_sn2 = params
+        n = X.shape[0]
+        noise = (log_sn2.exp() + self.min_noise) if self.noise is None else torch.as_tensor(self.noise).to(X)
+        K = _kernel(self.kernel, X, X, log_ls, log_sf2) + noise * torch.eye(n, dtype=X.dtype, device=X.device)
+        L, info = torch.linalg.cholesky_ex(K)
+        if int(info) != 0:
+            return None
+        alpha = torch.cholesky_solve(y.unsqueeze(-1), L).squeeze(-1)
+        return 0.5 * (y @ alpha) + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
+
+    def fit(self, X, y):
+        """Fit to ``X [n, D]``, ``y [n]`` (or ``[n, 1]``); rows with a non-finite value are refused.
+
+        :returns: ``self``.
+        """
+        X = torch.as_tensor(X, dtype=torch.float64)
+        y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
+        if X.dim() == 1:
+            X = X.unsqueeze(-1)
+        if X.shape[0] != y.shape[0] or X.shape[0] < 2:
+            raise ValueError(f"ExactGP.fit: X has {X.shape[0]} rows and y {y.shape[0]}; give at least 2 cases")
+        if not (torch.isfinite(X).all() and torch.isfinite(y).all()):
+            raise ValueError("ExactGP.fit: X and y must be finite (drop the rows with missing values)")
+        gen = torch.Generator().manual_seed(self.seed)
+        if X.shape[0] > self.max_exact:
+            idx = torch.randperm(X.shape[0], generator=gen)[: self.max_exact]
+            X, y = X[idx], y[idx]
+            self.subset = True
+        self._lo, span = X.min(0).values, X.max(0).values - X.min(0).values
+        self._span = torch.where(span > 0, span, torch.ones_like(span))
+        self._y_mean, y_sd = y.mean(), y.std()
+        self._y_sd = y_sd if float(y_sd) > 0 else torch.ones_like(y_sd)
+        Xs, ys = (X - self._lo) / self._span, (y - self._y_mean) / self._y_sd
+        best, best_val = None, math.inf
+        D = X.shape[1]
+        for k in range(max(1, self.restarts)):
+            if k == 0:
+                start = [torch.full((D,), math.log(0.5)), torch.tensor(0.0), torch.tensor(math.log(0.01))]
+            else:
+                start = [torch.empty(D).uniform_(math.log(0.05), math.log(2.0), generator=gen),
+                         torch.empty(()).uniform_(-1.0, 1.0, generator=gen),
+                         torch.empty(()).uniform_(math.log(1e-6), math.log(0.1), generator=gen)]
+            params = [p.to(torch.float64).clone().requires_grad_() for p in start]
+            opt = torch.optim.LBFGS(params, lr=0.5, max_iter=200, line_search_fn="strong_wolfe")
+
+            def closure():
+                opt.zero_grad()
+                loss = self._nlml(params, Xs, ys)
+                if loss is None or not torch.isfinite(loss):
+                    loss = sum(p.sum() * 0 for p in params) + 1e10
+                loss.backward()
+                return loss
+
+            try:
+                opt.step(closure)
+            except RuntimeError:  # a failed line search on an ill-conditioned start: keep what it reached
+                pass
+            with torch.no_grad():
+                value = self._nlml(params, Xs, ys)
+            if value is not None and torch.isfinite(value) and float(value) < best_val:
+                best, best_val = [p.detach().clone() for p in params], float(value)
+        if best is None:
+            raise RuntimeError("ExactGP.fit: every start gave a non-positive-definite Gram matrix")
+        self.log_lengthscale, self.log_signal, self.log_noise = best
+        self.log_marginal_likelihood = -best_val - y.shape[0] * math.log(float(self._y_sd))
+        self._Xs, self._ys = Xs, ys
+        noise = self.noise_fraction
+        K = _kernel(self.kernel, Xs, Xs, self.log_lengthscale, self.log_signal)
+        K = K + noise * torch.eye(Xs.shape[0], dtype=Xs.dtype)
+        self._L = torch.linalg.cholesky(K)
+        self._alpha = torch.cholesky_solve(ys.unsqueeze(-1), self._L).squeeze(-1)
+        return self
+
+    # -------------------------------------------------------------------------------------------- results
+    @property
+    def noise_fraction(self):
+        """The fitted noise variance as a fraction of the training targets' variance."""
+        if self.noise is not None:
+            return float(self.noise)
+        return float(self.log_noise.exp()) + self.min_noise
+
+    @property
+    def noise_variance(self):
+        """The fitted noise variance in the targets' units."""
+        return self.noise_fraction * float(self._y_sd) ** 2
+
+    @property
+    def lengthscales(self):
+        """ARD length-scales in the inputs' units ``[D]``."""
+        return self.log_lengthscale.exp() * self._span
+
+    @torch.no_grad()
+    def predict(self, X, include_noise=False):
+        """Predictive mean and variance at ``X [m, D]``: of ``f``, or of a new observation with
+        ``include_noise``.
+
+        :returns: ``(mean [m], var [m])`` in the targets' units (float64).
+        """
+        X = torch.as_tensor(X, dtype=torch.float64)
+        if X.dim() == 1:
+            X = X.unsqueeze(-1)
+        Xs = (X - self._lo) / self._span
+        Ks = _kernel(self.kernel, Xs, self._Xs, self.log_lengthscale, self.log_signal)
+        mean = Ks @ self._alpha
+        v = torch.linalg.solve_triangular(self._L, Ks.T, upper=False)
+        var = (self.log_signal.exp() - v.pow(2).sum(0)).clamp_min(1e-12)
+        if include_noise:
+            var = var + self.noise_fraction
+        return self._y_mean + self._y_sd * mean, self._y_sd ** 2 * var
