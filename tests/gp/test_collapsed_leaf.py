@@ -134,6 +134,7 @@ def test_collapsed_model_is_the_monte_carlo_marginal_of_the_full_model():
     assert "b.u" not in tc.nodes and "b.u" in tr.nodes
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: run by `pytest -m slow`
 def test_full_model_draws_of_a_leaf_are_the_exact_conditional():
     torch.manual_seed(5)
     model, inputs, data = _chain("inducing")

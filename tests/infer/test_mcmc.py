@@ -145,6 +145,7 @@ def test_traced_nuts_rejects_what_it_cannot_trace():
 COMPILED_PROBLEMS = {"observed collider, inducing": observed_collider}
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: run by `pytest -m slow`
 @needs_cxx
 @pytest.mark.parametrize("problem", list(COMPILED_PROBLEMS))
 def test_compiled_potential_and_gradient_equal_the_eager_ones(problem):
@@ -220,6 +221,7 @@ def test_a_failed_check_falls_back_to_the_uncompiled_recording_with_a_warning(mo
     torch.testing.assert_close(grads["s"], 2 * z["s"])
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: run by `pytest -m slow`
 @needs_cxx
 def test_compiled_nuts_runs_a_lazily_set_up_model_into_inference_data():
     """The README path: no model.setup(...) before MCMC."""

@@ -55,6 +55,7 @@ def _collider_run(recipe, steps, **kw):
     return train(model, guide, ds.inputs, ds.data, num_steps=steps, recipe=recipe, progress=False, **kw)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: run by `pytest -m slow`
 def test_recommended_recipe_beats_plain_adam_on_the_collider():
     # The paper's latent collider (Perlino et al. 2026, App. G.3), fixed seed: Adam finds the basin of the parents'
     # means within ~600 steps; the natural-gradient steps then resolve the explaining-away direction.

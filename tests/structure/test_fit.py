@@ -108,6 +108,7 @@ def test_warm_up_tempers_the_parameter_guide_and_blends_the_adjacency():
     assert torch.allclose(seen["A"], A + 0.4 * (soft - A), atol=1e-6)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: run by `pytest -m slow`
 def test_exact_order_score_brings_fit_to_the_exact_posterior():
     """With order_score="exact" (the default for the collapsed likelihoods) the particles' order moves and weights
     use log p(D, order) with the edges summed out; the fitted edge probabilities then come close to the exact
