@@ -485,7 +485,7 @@ def test_initial_scales_unstall_adam_on_the_collider():
         pyro.set_rng_seed(0)
         pyro.clear_param_store()
         model = collider_model(ds)
-        scale = None if which == "prior" else initial_scales(model, ds.inputs, ds.data)
+        scale = 1.0 if which == "prior" else initial_scales(model, ds.inputs, ds.data)  # 1.0: the prior's
         r = train(model, AutoStructuredGuide(model, init_scale=scale), ds.inputs, ds.data, num_steps=1000,
                   recipe="adam", progress=False)
         final[which] = sum(r.losses[-50:]) / 50
