@@ -18,9 +18,10 @@ from .lamp import LatentMAP, LinkedGPPredictor
 from .mcmc import CompiledNUTS, TracedNUTS
 from .marginal import marginal_pass
 from .prediction import infer_latent_inputs, predict
+from .one_step import predict_one_step
 from .reparam import CentredInducing, CentredInducingReparam
 
 __all__ = ["CentredInducing", "CentredInducingReparam", "CompiledNUTS", "DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
            "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainResult", "autoguide", "current_estimator",
-           "distributed", "infer_latent_inputs", "initial_scales", "lamp", "marginal_pass", "predict", "suspended", "train",
+           "distributed", "infer_latent_inputs", "initial_scales", "lamp", "marginal_pass", "predict", "predict_one_step", "suspended", "train",
            "training"]
