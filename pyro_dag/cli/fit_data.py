@@ -13,7 +13,7 @@ __all__ = ["DATA_OPTIONS", "add_data_arguments", "run_data"]
 
 #: The ``dest`` names of the options of :func:`add_data_arguments` (``pyro-dag fit collider`` refuses them).
 DATA_OPTIONS = ("task", "csv", "graph", "inputs", "latent", "test_fraction", "pretrain_steps", "num_inducing",
-                "latent_steps")
+                "latent_steps", "predict", "folds")
 
 
 def add_data_arguments(fit):
@@ -40,6 +40,15 @@ def add_data_arguments(fit):
                      help="with --csv: inducing points per node (default 32)")
     fit.add_argument("--latent-steps", type=positive_int, default=300,
                      help="sachs / --csv: steps of the test cases' latent-input fit (default 300)")
+    fit.add_argument("--predict", choices=["propagate", "one-step"], default=None,
+                     help="with --csv: how the held-out rows are predicted. propagate (default): from the inputs "
+                          "through the DAG, so measured intermediate columns are not used at test time; one-step: "
+                          "each node from the measured values of its parents in the same row (rows with a missing "
+                          "or latent parent fall back to propagation)")
+    fit.add_argument("--folds", type=positive_int, default=None, metavar="K",
+                     help="with --csv: K-fold cross-validation over the rows (K >= 2, the folds fixed by --seed) "
+                          "instead of one --test-fraction split; metrics.json gets a 'folds' section with every "
+                          "fold's metrics and their mean and sd")
 
 
 def run_data(args):
@@ -52,7 +61,7 @@ def run_data(args):
     if args.csv is not None and args.dataset is not None:
         parser.error(f"argument --csv: fits your own data, so drop the data set {args.dataset!r}")
     if args.csv is None:
-        for name in ("graph", "inputs", "latent", "test_fraction", "num_inducing"):
+        for name in ("graph", "inputs", "latent", "test_fraction", "num_inducing", "predict", "folds"):
             if getattr(args, name) not in (None, []):
                 parser.error(f"argument --{name.replace('_', '-')}: an option of 'fit --csv', not of 'fit sachs'")
         if args.guide == "full":
@@ -64,6 +73,14 @@ def run_data(args):
             parser.error("argument --task: an option of 'fit sachs', not of 'fit --csv'")
         if args.test_fraction is not None and not 0 < args.test_fraction < 1:
             parser.error(f"argument --test-fraction: must be in (0, 1), got {args.test_fraction}")
+        if args.folds is not None:
+            if args.folds < 2:
+                parser.error(f"argument --folds: K-fold cross-validation needs K >= 2, got {args.folds}")
+            if args.test_fraction is not None:
+                parser.error("argument --folds: each fold holds out 1/K of the rows; drop --test-fraction")
+            if args.distributed:
+                parser.error("argument --folds: the K fits run one after another in one process; drop "
+                             "--distributed")
         for option, path in (("--csv", args.csv), ("--graph", args.graph)):
             if not os.path.isfile(path):
                 parser.error(f"argument {option}: {path} is not a file")
@@ -111,7 +128,8 @@ def run_data(args):
                                  recipe="adam" if args.recipe == "paper" else "recommended",
                                  latent_steps=args.latent_steps, progress=not args.no_progress,
                                  checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                                 num_threads=args.threads, distributed=args.distributed)
+                                 num_threads=args.threads, distributed=args.distributed,
+                                 prediction=args.predict or "propagate", folds=args.folds)
                 paths = save_csv_outputs(result, args.out) if rank == 0 else []
             if args.distributed:
                 import torch.distributed
@@ -122,13 +140,34 @@ def run_data(args):
         except (CSVInputError, DAGStructureError, FileNotFoundError) as e:
             print(f"pyro-dag fit: error: {e}", file=sys.stderr)
             return 2
-        m = result["metrics"]
-        print(f"{args.csv} | {m['n_train']} training / {m['n_test']} test rows | guide {args.guide} | "
-              f"{m['pretrain_steps']} pretraining + {m['num_steps']} steps, {m['train_seconds']:.0f} s")
-        for w, met in m["per_node"].items():
-            note = "  (used to infer the latent inputs)" if met["used_to_infer_latent"] else ""
-            print(f"  {w:>12}: RMSE {met['rmse']:.3f} (data units {met['rmse_data_units']:.4g})  "
-                  f"CRPS {met['crps']:.3f}  PICP {met['picp']:.2f}{note}")
-        print(f"  average: RMSE {m['average']['rmse']:.3f}  CRPS {m['average']['crps']:.3f}")
+        _print_csv_report(args, result["metrics"])
     print("  wrote " + ", ".join(paths))
     return 0
+
+
+def _print_csv_report(args, m):
+    """The summary of ``pyro-dag fit --csv``: the split or the folds, the prediction mode, per node the held-out
+    metrics and the comparison with the best baseline."""
+    folds = m.get("folds")
+    if folds is None:
+        rows = f"{m['n_train']} training / {m['n_test']} test rows"
+    else:
+        rows = f"{folds['k']}-fold cross-validation over {m['n_rows']} rows (mean ± sd over the folds)"
+    print(f"{args.csv} | {rows} | guide {args.guide} | {m['pretrain_steps']} pretraining + {m['num_steps']} steps, "
+          f"{m['train_seconds']:.0f} s")
+    print(f"  predictions ({m['prediction'].replace('_', '-')}): {m['predictions']}")
+    for w, met in m["per_node"].items():
+        note = "  (used to infer the latent inputs)" if met["used_to_infer_latent"] else ""
+        rmse = f"{met['rmse']:.3f}"
+        if folds is not None:
+            rmse += f" ± {folds['per_node'][w]['rmse']['sd']:.3f}"
+        extra = f"  propagate {met['rmse_propagate']:.3f}" if "rmse_propagate" in met else ""
+        print(f"  {w:>12}: RMSE {rmse} (data units {met['rmse_data_units']:.4g})  CRPS {met['crps']:.3f}  "
+              f"PICP {met['picp']:.2f}{extra}{note}")
+        cmp = met.get("vs_baselines")
+        if cmp is not None:
+            verdict = ("no worse than the baselines" if cmp["better_than_baselines"] else
+                       f"WORSE than {cmp['best_baseline']} by more than {100 * (m['baselines']['tolerance'] - 1):.0f} %")
+            print(f"  {'':>12}  vs baselines: DAG-DGP {cmp['rmse']:.3f}, best {cmp['best_baseline']} "
+                  f"{cmp['best_baseline_rmse']:.3f} (ratio {cmp['ratio']:.2f}): {verdict}")
+    print(f"  average: RMSE {m['average']['rmse']:.3f}  CRPS {m['average']['crps']:.3f}")

@@ -16,9 +16,18 @@ The workflow (:func:`fit_csv`):
 4. **Fit** ``DAGDGP`` (an ARD RBF kernel on each node's concatenated parents, ``num_inducing`` inducing points, a
    Gaussian likelihood) with an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` (chordal: DAG-SVI, or
    mean field: DAG-VI) by :func:`pyro_dag.infer.train` (the recommended recipe, node-wise pretraining).
-5. **Predict** the held-out rows by propagation from their inputs through the DAG (the latent inputs inferred from
-   their children's observed values) and score each observed node: RMSE, CRPS, NLPD and PICP (95 %) in
-   standardised units, and RMSE in the data's units.
+5. **Predict** the held-out rows, ``prediction="propagate"`` (default) by propagation from their inputs through
+   the DAG (the latent inputs inferred from their children's observed values; the measured values of intermediate
+   columns are then *not* used at test time), or ``prediction="one_step"``: each node from the measured values of
+   its parents in the same row (:func:`pyro_dag.infer.predict_one_step`; rows with a missing or latent parent keep
+   the propagated prediction), and score each observed node: RMSE, CRPS, NLPD and PICP (95 %) in standardised
+   units, and RMSE in the data's units.
+6. **Baselines** (:func:`csv_baselines`), on the same rows and in the same units: an exact GP and linear regression
+   on the node's ancestors among the inputs (what propagation uses) and on its observed parents (what one-step
+   prediction uses), and the training mean; a node whose held-out RMSE is more than 5 % above the best baseline's
+   warns (:class:`~pyro_dag.baselines.BaselineWarning`), so a report never hides that a simpler model does better.
+7. **Cross-validation** (``folds=K``, :func:`cross_validate_csv`): steps 3-6 on each of ``K`` folds of the rows,
+   the metrics per fold and their mean and standard deviation per node and per baseline.
 
 :func:`save_csv_outputs` writes ``metrics.json``, ``predictions.csv`` (every row: split, observed value, predictive
 mean and standard deviation per node, in the data's units) and ``figure.png`` (the DAG coloured by each node's
@@ -38,7 +47,8 @@ from ..metrics.regression import node_metrics
 from ..plot import save_held_out_figure
 from ..utils import renamed_argument
 
-__all__ = ["CSVInputError", "parse_latent", "load_csv_problem", "fit_csv", "save_csv_outputs", "CSVProblem"]
+__all__ = ["CSVInputError", "parse_latent", "load_csv_problem", "fit_csv", "cross_validate_csv", "csv_baselines",
+           "save_csv_outputs", "CSVProblem", "PREDICTIONS", "intermediate_columns", "prediction_note"]
 
 
 class CSVInputError(ValueError):
@@ -80,7 +90,7 @@ class CSVProblem:
         return out
 
 
-def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0):
+def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, fold=None):
     """Read and check a CSV file and a graph, add the latent inputs, split the rows.
 
     :param csv: a path or a pandas DataFrame. :param graph: a path (:func:`~pyro_dag.graph.io.read_graph`) or a
@@ -88,6 +98,9 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
     :param list inputs: the observed roots (default every root of the graph that is a column).
     :param latent: ``["h:2:PKA,Raf", ...]`` or ``[("h", 2, ["PKA", "Raf"]), ...]``.
     :param float test_fraction: share of rows held out, in ``(0, 1)``. :param int seed: the split's seed.
+    :param fold: ``(k, K)`` for fold ``k`` of ``K``-fold cross-validation: the rows are permuted with ``seed`` and
+        cut into ``K`` nearly equal parts (:func:`numpy.array_split`), part ``k`` held out (``test_fraction`` is
+        then ignored); ``None`` (default): the random ``test_fraction`` split.
     :returns: :class:`CSVProblem`.
     :raises CSVInputError: naming the column, node or option and the fix.
     """
@@ -188,13 +201,22 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
     if not observed:
         raise CSVInputError("the graph has no observed non-root node to fit; add an edge from an input to a column")
     n = len(frame)
-    n_test = int(round(test_fraction * n))
-    if n_test < 1 or n - n_test < 2:
-        raise CSVInputError(f"{n} rows with --test-fraction {test_fraction} leave {n - n_test} training and {n_test} "
-                            "test rows; need at least 2 and 1")
     perm = np.random.default_rng(seed).permutation(n)
     test_rows = np.zeros(n, dtype=bool)
-    test_rows[perm[:n_test]] = True
+    if fold is None:
+        n_test = int(round(test_fraction * n))
+        if n_test < 1 or n - n_test < 2:
+            raise CSVInputError(f"{n} rows with --test-fraction {test_fraction} leave {n - n_test} training and "
+                                f"{n_test} test rows; need at least 2 and 1")
+        test_rows[perm[:n_test]] = True
+    else:
+        k, num_folds = (int(v) for v in fold)
+        if num_folds < 2 or not 0 <= k < num_folds:
+            raise CSVInputError(f"--folds: fold {k} of {num_folds}; need at least 2 folds and 0 <= fold < folds")
+        if n // num_folds < 1 or n - (n + num_folds - 1) // num_folds < 2:
+            raise CSVInputError(f"--folds {num_folds}: {n} rows cannot be cut into {num_folds} folds with at least 1 "
+                                "test and 2 training rows each; use fewer folds")
+        test_rows[np.array_split(perm, num_folds)[k]] = True
     for h, kids in children.items():
         for c in kids:
             if np.isnan(frame[c].to_numpy()[test_rows]).all():
@@ -202,7 +224,7 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
                                     "value of the test cases cannot be inferred")
     p = CSVProblem()
     p.graph, p.latent, p.latent_children, p.inputs, p.nodes = g, lat, children, inputs, observed
-    p.frame, p.test_rows, p.source, p.seed = frame, test_rows, source, seed
+    p.frame, p.test_rows, p.source, p.seed, p.fold = frame, test_rows, source, seed, fold
     train = frame[~test_rows]
     p.mean = {c: float(train[c].mean()) for c in nodes}
     p.std = {c: float(train[c].std()) for c in nodes}
@@ -212,9 +234,111 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
     return p
 
 
+#: Prediction modes of :func:`fit_csv`: from the inputs through the DAG, or each node from its measured parents.
+PREDICTIONS = ("propagate", "one_step")
+
+#: A node's DAG-DGP RMSE above this factor times the best baseline's warns (:class:`~pyro_dag.baselines.BaselineWarning`).
+BASELINE_TOLERANCE = 1.05
+
+_KEYS = ("rmse", "crps", "nlpd", "picp")
+
+
+def _prediction_mode(prediction):
+    mode = str(prediction).replace("-", "_")
+    if mode not in PREDICTIONS:
+        raise CSVInputError(f"prediction must be 'propagate' or 'one-step' (one_step), got {prediction!r}")
+    return mode
+
+
+def intermediate_columns(p):
+    """The observed nodes of a :class:`CSVProblem` that are parents of another observed node: the columns that
+    propagation does not use at test time and one-step prediction does."""
+    return [v for v in p.nodes if any(c in p.nodes for c in p.graph.successors(v))]
+
+
+def prediction_note(p, mode):
+    """One sentence on what the held-out predictions of ``mode`` use (printed by ``pyro-dag fit --csv``)."""
+    inter = intermediate_columns(p)
+    if mode == "propagate":
+        text = f"propagated from the inputs {p.inputs} through the DAG"
+        if p.latent:
+            text += " (latent inputs inferred from their children's observed values)"
+        if inter:
+            text += (f"; the measured intermediate columns {inter} are not used at test time (--predict one-step, "
+                     "prediction='one_step', predicts each node from its measured parents)")
+        return text
+    text = "one step: each node from the measured values of its parents in the same row"
+    if inter:
+        text += f" (intermediate columns {inter} used as inputs of their children)"
+    return text + ("; rows where a parent is missing or latent fall back to the propagated prediction")
+
+
+def csv_baselines(p, w, seed=0):
+    """Baselines of node ``w`` of a :class:`CSVProblem` on its training / test rows, in the standardised units of
+    the fit: an exact GP (:class:`~pyro_dag.baselines.ExactGP`, ARD RBF, type-II ML, a subset above 2000 rows) and
+    linear regression (:class:`~pyro_dag.baselines.LinearRegression`) on (a) the node's ancestors among the inputs
+    (what propagation uses: ``"exact_gp_on_inputs"``, ``"linear_on_inputs"``) and (b) its observed parents (what
+    one-step prediction uses: ``"exact_gp_on_parents"``, ``"linear_on_parents"``), and the training mean
+    (``"mean"``). Rows with a missing feature are dropped from a baseline's training and test rows.
+
+    :returns: ``(scores, features)``: ``{baseline: {"rmse", "nlpd", "seconds", "n_test"}}`` (a feature set that
+        is empty, e.g. only latent ancestors, has no entry) and ``{"inputs": [...], "parents": [...]}``.
+    """
+    from ..baselines import baseline_scores
+
+    tr, te = ~p.test_rows, p.test_rows
+    ancestors = nx.ancestors(p.graph, w)
+    features = {"inputs": [r for r in p.inputs if r in ancestors],
+                "parents": [q for q in p.graph.predecessors(w) if q not in p.latent]}
+    y_tr, y_te = p.tensors(tr, [w])[w], p.tensors(te, [w])[w]
+    scores = {}
+    done = {}
+    for label, cols in features.items():
+        if not cols:
+            continue
+        key = tuple(sorted(cols))
+        if key not in done:
+            X_tr = torch.cat([v for v in p.tensors(tr, cols).values()], -1)
+            X_te = torch.cat([v for v in p.tensors(te, cols).values()], -1)
+            res = baseline_scores(X_tr, y_tr, X_te, y_te, methods=("exact_gp", "linear"), seed=seed)
+            n_test = int((torch.isfinite(y_te[:, 0]) & torch.isfinite(X_te).all(-1)).sum())
+            done[key] = {m: dict(v, n_test=n_test) for m, v in res.items()}
+        for m, v in done[key].items():
+            scores[f"{m}_on_{label}"] = dict(v)
+    zeros = torch.zeros(len(y_tr), 1, dtype=torch.float64)
+    mean = baseline_scores(zeros, y_tr, torch.zeros(len(y_te), 1, dtype=torch.float64), y_te, methods=("mean",))
+    scores["mean"] = dict(mean["mean"], n_test=int(torch.isfinite(y_te[:, 0]).sum()))
+    return scores, features
+
+
+def _baseline_summary(per_node, nodes, warn):
+    """Top-level summary of the baselines, and :func:`~pyro_dag.baselines.compare_with_baselines` per node
+    (written into ``per_node[w]["vs_baselines"]``; warns when ``warn``)."""
+    from ..baselines import compare_with_baselines
+
+    summary = {}
+    for w in nodes:
+        base = {k: v for k, v in per_node[w]["baselines"].items() if np.isfinite(v["rmse"])}
+        if not base:
+            continue
+        cmp = compare_with_baselines(f"node {w!r}", per_node[w]["rmse"], base, tolerance=BASELINE_TOLERANCE,
+                                     warn=warn)
+        per_node[w]["vs_baselines"] = cmp
+        summary[w] = cmp
+    names = sorted({k for w in nodes for k in per_node[w]["baselines"]})
+    average = {"dag_dgp": float(np.mean([per_node[w]["rmse"] for w in nodes]))}
+    for k in names:
+        vals = [per_node[w]["baselines"][k]["rmse"] for w in nodes if k in per_node[w]["baselines"]]
+        average[k] = float(np.mean(vals)) if len(vals) == len(nodes) else None
+    return {"per_node": summary, "average_rmse": average, "tolerance": BASELINE_TOLERANCE,
+            "nodes_worse_than_a_baseline": [w for w, c in summary.items() if not c["better_than_baselines"]],
+            "units": "held-out RMSE and NLPD in the fit's standardised units, same training and test rows"}
+
+
 def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_steps=2000, pretrain_steps=200,
             precision="chordal", num_inducing=32, lr=0.01, recipe="recommended", num_samples=200, latent_steps=300,
-            progress=False, checkpoint=None, checkpoint_every=100, num_threads=1, distributed=False, structure=None):
+            progress=False, checkpoint=None, checkpoint_every=100, num_threads=1, distributed=False, structure=None,
+            prediction="propagate", baselines=True, folds=None):
     """Fit a DAG-DGP to a CSV file and a graph, and score it on held-out rows (module docstring).
 
     :param csv: path or DataFrame. :param graph: path or ``networkx.DiGraph``. :param list inputs: observed roots.
@@ -227,20 +351,50 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
     :param bool distributed: shard the training rows over the ``torch.distributed`` processes (launched by
         ``torchrun``) and train data-parallel (``train(..., distributed=True)``); every process then scores
         the same held-out rows.
+    :param str prediction: ``"propagate"`` (default: from the inputs through the DAG, :meth:`DAGDGP.predict
+        <pyro_dag.DAGDGP.predict>`) or ``"one_step"`` (``"one-step"``): each node from the measured values of
+        its parents in the same row (:func:`pyro_dag.infer.predict_one_step`; rows where a parent is missing or
+        latent keep the propagated prediction). In ``"one_step"`` mode each node's metrics also give
+        ``rmse_propagate`` and ``one_step_fraction`` (the share of its test rows predicted one step).
+    :param bool baselines: score the baselines of :func:`csv_baselines` on the same rows, record them under
+        ``metrics["per_node"][w]["baselines"]`` with the comparison ``"vs_baselines"`` and a top-level
+        ``metrics["baselines"]``, and warn (:class:`~pyro_dag.baselines.BaselineWarning`) for a node whose
+        held-out RMSE is more than 5 % above the best baseline's.
+    :param int folds: ``K`` for ``K``-fold cross-validation instead of one split (:func:`cross_validate_csv`;
+        ``test_fraction`` is then ignored).
     :returns: dict with ``"metrics"`` (per node and averaged), ``"problem"`` (:class:`CSVProblem`), ``"model"``,
-        ``"guide"``, ``"prediction"`` (``{node: NodePrediction}`` on all rows) and ``"train"``.
+        ``"guide"``, ``"prediction"`` (``{node: NodePrediction}`` on all rows) and ``"train"``; with ``folds``,
+        :func:`cross_validate_csv`'s result.
     """
     precision = renamed_argument("fit_csv", "structure", "precision", structure, precision, "chordal")
+    options = dict(num_steps=num_steps, pretrain_steps=pretrain_steps, precision=precision,
+                   num_inducing=num_inducing, lr=lr, recipe=recipe, num_samples=num_samples,
+                   latent_steps=latent_steps, progress=progress, checkpoint_every=checkpoint_every,
+                   num_threads=num_threads)
+    if folds is not None:
+        if distributed:
+            raise CSVInputError("--folds runs the K fits one after another in one process; drop --distributed")
+        return cross_validate_csv(csv, graph, folds=folds, inputs=inputs, latent=latent, seed=seed,
+                                  prediction=prediction, baselines=baselines, checkpoint=checkpoint, **options)
+    mode = _prediction_mode(prediction)
+    p = load_csv_problem(csv, graph, inputs, latent, test_fraction, seed)
+    return _fit_problem(p, seed=seed, mode=mode, baselines=baselines, warn=True, checkpoint=checkpoint,
+                        distributed=distributed, **options)
+
+
+def _fit_problem(p, *, seed, mode, baselines, warn, num_steps, pretrain_steps, precision, num_inducing, lr, recipe,
+                 num_samples, latent_steps, progress, checkpoint, checkpoint_every, num_threads, distributed):
+    """Fit, predict and score one split of a :class:`CSVProblem` (:func:`fit_csv`)."""
     from .. import DAGDGP
     from ..infer import train
     from ..infer.autoguide import AutoStructuredGuide
+    from ..infer.one_step import predict_one_step
     from ..infer.training import initial_scales
     from ..kernels import RBF
 
-    p = load_csv_problem(csv, graph, inputs, latent, test_fraction, seed)
     tr, te = ~p.test_rows, p.test_rows
     X_tr, Y_tr = p.tensors(tr, p.inputs), p.tensors(tr, p.nodes)
-    X_te, Y_te = p.tensors(te, p.inputs), p.tensors(te, p.nodes)
+    Y_te = p.tensors(te, p.nodes)
     gp_nodes = [v for v in p.graph if p.graph.in_degree(v) > 0]
     kernels = {w: RBF(lengthscale=torch.ones(p.graph.in_degree(w)), ard=True) for w in gp_nodes}
     m = min(int(num_inducing), int(tr.sum()))
@@ -263,8 +417,11 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
     seconds = time.perf_counter() - t0
     given = sorted({c for kids in p.latent_children.values() for c in kids})
     X_all, Y_all = p.tensors(np.ones(len(te), bool), p.inputs), p.tensors(np.ones(len(te), bool), p.nodes)
-    pred = model.predict(guide, X_all, {c: Y_all[c] for c in given} if given else None, nodes=p.nodes,
-                         num_samples=num_samples, latent_steps=latent_steps)
+    propagated = model.predict(guide, X_all, {c: Y_all[c] for c in given} if given else None, nodes=p.nodes,
+                               num_samples=num_samples, latent_steps=latent_steps)
+    pred = propagated
+    if mode == "one_step":
+        pred = predict_one_step(model, guide, X_all, Y_all, nodes=p.nodes, propagated=propagated)
     idx = torch.as_tensor(np.flatnonzero(te))
     per_node = {}
     for w in p.nodes:
@@ -275,22 +432,142 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
         met["rmse_data_units"] = met["rmse"] * p.std[w]
         met["n_test"] = int(ok.sum())
         met["used_to_infer_latent"] = w in given
+        if mode == "one_step":
+            prop_mean = propagated[w].loc[:, idx, 0][:, ok].mean(0)
+            met["rmse_propagate"] = float((prop_mean - y[ok]).pow(2).mean().sqrt())
+            met["one_step_fraction"] = float(pred.one_step[w][idx][ok].double().mean()) if bool(ok.any()) else 0.0
+        if baselines:
+            met["baselines"], met["baseline_features"] = csv_baselines(p, w, seed=seed)
         per_node[w] = met
-    keys = ("rmse", "crps", "nlpd", "picp")
     unseen = [w for w in p.nodes if w not in given] or list(p.nodes)
     metrics = {
         "per_node": per_node,
-        "average": {k: float(np.mean([per_node[w][k] for w in p.nodes])) for k in keys},
-        "average_unseen": {k: float(np.mean([per_node[w][k] for w in unseen])) for k in keys},
+        "average": {k: float(np.mean([per_node[w][k] for w in p.nodes])) for k in _KEYS},
+        "average_unseen": {k: float(np.mean([per_node[w][k] for w in unseen])) for k in _KEYS},
         "unseen_nodes": unseen, "nodes": list(p.nodes), "inputs": list(p.inputs), "latent": p.latent,
         "latent_children": p.latent_children, "n_train": int(tr.sum()), "n_test": int(te.sum()),
         "structure": precision, "num_steps": num_steps, "pretrain_steps": pretrain_steps, "num_inducing": m,
         "seed": seed, "train_seconds": seconds, "final_loss": result.losses[-1],
         "units": "standardised with the training rows' mean and sd (rmse_data_units: the CSV's units)",
-        "predictions": "propagated from the inputs through the DAG; latent inputs inferred from their children's "
-                       "observed values",
+        "prediction": mode,
+        "predictions": prediction_note(p, mode),
+        "intermediate_columns": intermediate_columns(p),
     }
+    if baselines:
+        metrics["baselines"] = _baseline_summary(per_node, p.nodes, warn)
     return {"metrics": metrics, "problem": p, "model": model, "guide": guide, "prediction": pred, "train": result}
+
+
+def _mean_sd(values):
+    vals = [v for v in values if v is not None and np.isfinite(v)]
+    if not vals:
+        return {"mean": None, "sd": None}
+    return {"mean": float(np.mean(vals)), "sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0}
+
+
+def cross_validate_csv(csv, graph, folds=5, inputs=None, latent=(), seed=0, prediction="propagate", baselines=True,
+                       checkpoint=None, **fit_options):
+    """``K``-fold cross-validation of :func:`fit_csv` over the rows: the rows are permuted with ``seed`` and cut
+    into ``folds`` parts (:func:`load_csv_problem`'s ``fold``); each part is held out once and the other rows fit
+    exactly as :func:`fit_csv` fits one split (standardised with that fold's training rows, the baselines on the
+    same rows).
+
+    :param int folds: ``K >= 2``. :param checkpoint: a directory: fold ``k`` checkpoints to ``fold{k}.pt`` in it.
+    :param fit_options: the other options of :func:`fit_csv` (``num_steps``, ``precision``, ``num_inducing``, ...).
+    :returns: ``{"metrics", "fold_results", "problem", "prediction"}``: ``metrics`` has the per-node and average
+        metrics as :func:`fit_csv` (each the mean over the folds) and a ``"folds"`` section with, per node and
+        for each baseline, the mean and the sample standard deviation (``ddof=1``) over the folds and every
+        fold's own metrics; ``fold_results`` the folds' :func:`fit_csv`-like results; ``problem`` the first
+        fold's :class:`CSVProblem`; ``prediction`` ``{node: (mean [n], sd [n])}``, each row's held-out
+        prediction in the CSV's units (from the fold that held it out).
+    """
+    import warnings
+
+    from ..baselines import BaselineWarning
+
+    try:
+        K = int(folds)
+    except (TypeError, ValueError):
+        raise CSVInputError(f"--folds must be an integer >= 2, got {folds!r}") from None
+    if K < 2 or K != folds:
+        raise CSVInputError(f"--folds must be an integer >= 2, got {folds!r}")
+    mode = _prediction_mode(prediction)
+    fit_options.setdefault("precision", "chordal")
+    defaults = dict(num_steps=2000, pretrain_steps=200, num_inducing=32, lr=0.01, recipe="recommended",
+                    num_samples=200, latent_steps=300, progress=False, checkpoint_every=100, num_threads=1)
+    unknown = sorted(set(fit_options) - set(defaults) - {"precision"})
+    if unknown:
+        raise TypeError(f"cross_validate_csv: unknown option(s) {unknown}")
+    options = {**defaults, **fit_options}
+    results, oof = [], {}
+    for k in range(K):
+        p = load_csv_problem(csv, graph, inputs, latent, seed=seed, fold=(k, K))
+        ckpt = None if checkpoint is None else os.path.join(os.fspath(checkpoint), f"fold{k}.pt")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BaselineWarning)   # one comparison over the folds, below
+            r = _fit_problem(p, seed=seed, mode=mode, baselines=baselines, warn=False, checkpoint=ckpt,
+                             distributed=False, **options)
+        r["metrics"]["fold"] = k
+        results.append(r)
+        rows = np.flatnonzero(p.test_rows)
+        for w in p.nodes:
+            pw = r["prediction"][w]
+            mean = pw.y_mean if pw.y_mean is not None else pw.mean
+            var = pw.y_variance if pw.y_variance is not None else pw.variance
+            if w not in oof:
+                oof[w] = (np.full(len(p.frame), np.nan), np.full(len(p.frame), np.nan))
+            oof[w][0][rows] = mean[rows, 0].numpy() * p.std[w] + p.mean[w]
+            oof[w][1][rows] = var[rows, 0].sqrt().numpy() * p.std[w]
+    first = results[0]["problem"]
+    fm = [r["metrics"] for r in results]
+    nodes = list(first.nodes)
+    node_keys = list(_KEYS) + ["rmse_data_units"] + (["rmse_propagate", "one_step_fraction"]
+                                                     if mode == "one_step" else [])
+    per_node, folds_node = {}, {}
+    for w in nodes:
+        per_node[w] = {k: _mean_sd([m["per_node"][w][k] for m in fm])["mean"] for k in node_keys}
+        per_node[w]["n_test"] = int(sum(m["per_node"][w]["n_test"] for m in fm))
+        per_node[w]["used_to_infer_latent"] = fm[0]["per_node"][w]["used_to_infer_latent"]
+        folds_node[w] = {k: dict(_mean_sd([m["per_node"][w][k] for m in fm]),
+                                 per_fold=[m["per_node"][w][k] for m in fm]) for k in node_keys}
+        if baselines:
+            names = sorted({b for m in fm for b in m["per_node"][w]["baselines"]})
+            per_node[w]["baselines"], folds_node[w]["baselines"] = {}, {}
+            for b in names:
+                runs = [m["per_node"][w]["baselines"].get(b) for m in fm]
+                runs = [x for x in runs if x is not None]
+                per_node[w]["baselines"][b] = {s: _mean_sd([x[s] for x in runs])["mean"]
+                                               for s in ("rmse", "nlpd", "seconds")}
+                per_node[w]["baselines"][b]["n_test"] = int(sum(x["n_test"] for x in runs))
+                folds_node[w]["baselines"][b] = {s: dict(_mean_sd([x[s] for x in runs]), per_fold=[x[s] for x in runs])
+                                                 for s in ("rmse", "nlpd")}
+            per_node[w]["baseline_features"] = fm[0]["per_node"][w]["baseline_features"]
+    unseen = fm[0]["unseen_nodes"]
+    metrics = {
+        "per_node": per_node,
+        "average": {k: float(np.mean([per_node[w][k] for w in nodes])) for k in _KEYS},
+        "average_unseen": {k: float(np.mean([per_node[w][k] for w in unseen])) for k in _KEYS},
+        "unseen_nodes": unseen, "nodes": nodes, "inputs": list(first.inputs), "latent": first.latent,
+        "latent_children": first.latent_children, "n_rows": int(len(first.frame)),
+        "n_train": [m["n_train"] for m in fm], "n_test": [m["n_test"] for m in fm],
+        "structure": fit_options["precision"], "num_steps": options["num_steps"],
+        "pretrain_steps": options["pretrain_steps"], "num_inducing": fm[0]["num_inducing"], "seed": seed,
+        "train_seconds": float(sum(m["train_seconds"] for m in fm)),
+        "units": "standardised with each fold's training rows' mean and sd (rmse_data_units: the CSV's units); "
+                 "per_node and average: means over the folds",
+        "prediction": mode, "predictions": prediction_note(first, mode),
+        "intermediate_columns": intermediate_columns(first),
+        "folds": {"k": K, "seed": seed,
+                  "split": "rows permuted with the seed and cut into k nearly equal parts, each held out once",
+                  "sd": "sample standard deviation over the folds (ddof 1)",
+                  "per_node": folds_node,
+                  "average": {k: _mean_sd([m["average"][k] for m in fm]) for k in _KEYS},
+                  "per_fold": fm},
+    }
+    if baselines:
+        metrics["baselines"] = _baseline_summary(per_node, nodes, warn=True)
+        metrics["baselines"]["units"] += "; RMSEs are means over the folds"
+    return {"metrics": metrics, "fold_results": results, "problem": first, "prediction": oof}
 
 
 def _finite_json(x):
@@ -306,6 +583,9 @@ def _finite_json(x):
 def save_csv_outputs(result, out_dir):
     """Write ``metrics.json``, ``predictions.csv`` and ``figure.png`` of :func:`fit_csv`'s result to ``out_dir``.
 
+    For :func:`cross_validate_csv`'s result, ``predictions.csv`` has a ``fold`` column instead of ``split`` and each
+    row's held-out prediction, and the figure shows these out-of-fold predictions (standardised with all rows).
+
     :returns: ``(metrics path, predictions path, figure path)``.
     """
     import pandas as pd
@@ -315,6 +595,8 @@ def save_csv_outputs(result, out_dir):
     mpath = os.path.join(out_dir, "metrics.json")
     with open(mpath, "w") as f:
         json.dump(_finite_json(metrics), f, indent=2)
+    if "fold_results" in result:
+        return (mpath,) + _save_cv_outputs(result, out_dir)
     cols = {"row": np.arange(len(p.frame)), "split": np.where(p.test_rows, "test", "train")}
     for w in p.nodes:
         mean = pred[w].y_mean[:, 0].numpy() if pred[w].y_mean is not None else pred[w].mean[:, 0].numpy()
@@ -333,3 +615,34 @@ def save_csv_outputs(result, out_dir):
     fpath = save_held_out_figure(result["model"], sub, targets, os.path.join(out_dir, "figure.png"),
                         title=f"held-out RMSE per node (standardised units), {metrics['n_test']} test rows")
     return mpath, ppath, fpath
+
+
+def _save_cv_outputs(result, out_dir):
+    """``predictions.csv`` (out-of-fold) and ``figure.png`` of :func:`cross_validate_csv`'s result."""
+    import pandas as pd
+
+    from ..dgp import NodePrediction
+
+    p, oof = result["problem"], result["prediction"]
+    fold = np.full(len(p.frame), -1)
+    for k, r in enumerate(result["fold_results"]):
+        fold[r["problem"].test_rows] = k
+    cols = {"row": np.arange(len(p.frame)), "fold": fold}
+    for w in p.nodes:
+        cols[f"{w}"] = p.frame[w].to_numpy()
+        cols[f"{w}_mean"], cols[f"{w}_sd"] = oof[w]
+    ppath = os.path.join(out_dir, "predictions.csv")
+    pd.DataFrame(cols).to_csv(ppath, index=False)
+    sub, targets = {}, {}
+    for w in p.nodes:
+        y = p.frame[w].to_numpy()
+        loc, sd = float(np.nanmean(y)), float(np.nanstd(y)) or 1.0
+        mean = torch.as_tensor((oof[w][0] - loc) / sd).unsqueeze(-1)
+        var = torch.as_tensor((oof[w][1] / sd) ** 2).unsqueeze(-1)
+        sub[w] = NodePrediction(None, mean, var, None, None, mean, var)
+        targets[w] = torch.as_tensor((y - loc) / sd).unsqueeze(-1)
+    k = result["metrics"]["folds"]["k"]
+    fpath = save_held_out_figure(result["fold_results"][-1]["model"], sub, targets,
+                                 os.path.join(out_dir, "figure.png"),
+                                 title=f"{k}-fold out-of-fold RMSE per node (standardised with all rows)")
+    return ppath, fpath

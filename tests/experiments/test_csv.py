@@ -140,3 +140,141 @@ def test_cli_fit_sachs_writes_json_and_figure(tmp_path, capsys):
                                                                           "PIP2"]
     assert os.path.getsize(out / "sachs.png") > 1000
     assert "9-node average" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ prediction modes, baselines, folds
+def informative_chain(n=100, seed=0):
+    """``x -> a -> b`` where ``a`` is mostly independent of ``x`` (``a = 0.3 x + N(0, 1)``) and ``b = sin(1.5 a)``
+    (+ noise sd 0.05): the measured ``a`` explains ``b``, the input ``x`` hardly does."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    a = 0.3 * x + rng.normal(size=n)
+    b = np.sin(1.5 * a) + 0.05 * rng.normal(size=n)
+    return pd.DataFrame({"x": x, "a": a, "b": b})
+
+
+def test_cli_one_step_beats_propagation_when_the_intermediate_column_is_informative(tmp_path, capsys):
+    from pyro_dag.baselines import BaselineWarning
+
+    csv, g = write(tmp_path, informative_chain())
+    out = tmp_path / "out"
+    # joint training fits b's GP to the latent values of a (a function of x), not to the measured a, so one step is
+    # better than propagation but far from the exact GP on the measured parent: the report must say so
+    with pytest.warns(BaselineWarning, match="node 'b'.*exact_gp_on_parents"):
+        rc = main(["fit", "--csv", csv, "--graph", g, "--predict", "one-step", "--steps", "150",
+                   "--pretrain-steps", "100", "--num-inducing", "12", "--no-progress", "--out", str(out)])
+    assert rc == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["prediction"] == "one_step" and m["intermediate_columns"] == ["a"]
+    b = m["per_node"]["b"]
+    assert b["one_step_fraction"] == 1.0
+    assert b["rmse"] < 0.8 * b["rmse_propagate"], b          # one step sees a; propagation only x
+    assert b["rmse_propagate"] > 0.9                            # x says next to nothing about b
+    # the baselines on the same rows: on b's parents (a) the baselines are good, on the input x they are not
+    base = b["baselines"]
+    assert set(base) == {"exact_gp_on_inputs", "linear_on_inputs", "exact_gp_on_parents", "linear_on_parents",
+                         "mean"}
+    assert b["baseline_features"] == {"inputs": ["x"], "parents": ["a"]}
+    assert base["exact_gp_on_parents"]["rmse"] < 0.5 * base["exact_gp_on_inputs"]["rmse"]
+    assert base["mean"]["n_test"] == m["n_test"] == 20
+    assert m["baselines"]["per_node"]["b"]["best_baseline"] == "exact_gp_on_parents"
+    assert m["baselines"]["nodes_worse_than_a_baseline"] == ["b"]
+    text = capsys.readouterr().out
+    assert "predictions (one-step)" in text and "vs baselines" in text and "propagate" in text
+    pred = pd.read_csv(out / "predictions.csv")
+    assert list(pred.columns) == ["row", "split", "a", "a_mean", "a_sd", "b", "b_mean", "b_sd"]
+
+
+def test_default_mode_is_propagate_and_says_so(tmp_path, capsys):
+    csv, g = write(tmp_path, chain_frame(n=60))
+    out = tmp_path / "out"
+    assert main(["fit", "--csv", csv, "--graph", g, "--steps", "3", "--pretrain-steps", "2", "--no-progress",
+                 "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["prediction"] == "propagate" and "rmse_propagate" not in m["per_node"]["b"]
+    assert "not used at test time" in m["predictions"]
+    text = capsys.readouterr().out
+    assert "predictions (propagate)" in text and "['a'] are not used at test time" in text
+
+
+def test_baseline_warning_when_linear_is_clearly_better(tmp_path):
+    from pyro_dag.baselines import BaselineWarning
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=80)
+    frame = pd.DataFrame({"x": x, "y": 2 * x + 0.01 * rng.normal(size=80)})
+    csv, g = write(tmp_path, frame, "x -> y\n")
+    with pytest.warns(BaselineWarning, match="node 'y'"):
+        r = fit_csv(csv, g, num_steps=1, pretrain_steps=0, num_samples=10, num_inducing=4)
+    m = r["metrics"]
+    cmp = m["per_node"]["y"]["vs_baselines"]
+    assert not cmp["better_than_baselines"] and cmp["best_baseline"].startswith(("linear", "exact_gp"))
+    assert m["per_node"]["y"]["baselines"]["linear_on_inputs"]["rmse"] < 0.05
+    assert m["baselines"]["nodes_worse_than_a_baseline"] == ["y"]
+    assert m["baselines"]["average_rmse"]["dag_dgp"] == pytest.approx(m["per_node"]["y"]["rmse"])
+
+
+def test_folds_output_structure(tmp_path):
+    frame = chain_frame(n=60)
+    csv, g = write(tmp_path, frame)
+    r = fit_csv(csv, g, num_steps=3, pretrain_steps=2, num_samples=10, num_inducing=6, folds=3,
+                prediction="one-step")
+    m = r["metrics"]
+    f = m["folds"]
+    assert f["k"] == 3 and len(f["per_fold"]) == 3 and len(r["fold_results"]) == 3
+    assert m["n_test"] == [20, 20, 20] and sum(m["n_test"]) == m["n_rows"] == 60
+    tests = np.stack([fr["problem"].test_rows for fr in r["fold_results"]])
+    assert (tests.sum(0) == 1).all()                                   # every row held out exactly once
+    for w in ("a", "b"):
+        rmse = f["per_node"][w]["rmse"]
+        assert len(rmse["per_fold"]) == 3
+        assert rmse["mean"] == pytest.approx(np.mean(rmse["per_fold"]))
+        assert rmse["sd"] == pytest.approx(np.std(rmse["per_fold"], ddof=1))
+        assert m["per_node"][w]["rmse"] == pytest.approx(rmse["mean"])
+        for b in ("exact_gp_on_inputs", "linear_on_inputs", "exact_gp_on_parents", "linear_on_parents", "mean"):
+            s = f["per_node"][w]["baselines"][b]["rmse"]
+            assert len(s["per_fold"]) == 3 and s["sd"] >= 0
+            assert m["per_node"][w]["baselines"][b]["rmse"] == pytest.approx(s["mean"])
+        assert "rmse_propagate" in f["per_node"][w]
+    assert set(m["baselines"]["per_node"]) == {"a", "b"}
+    # the same folds again (fixed seed), and a different seed moves them
+    again = load_csv_problem(csv, g, seed=0, fold=(1, 3))
+    assert (again.test_rows == r["fold_results"][1]["problem"].test_rows).all()
+    assert not (load_csv_problem(csv, g, seed=1, fold=(1, 3)).test_rows == again.test_rows).all()
+    with pytest.raises(CSVInputError, match="--folds"):
+        fit_csv(csv, g, folds=1)
+
+
+def test_cli_folds_writes_fold_section(tmp_path, capsys):
+    frame = chain_frame(n=45)
+    csv, g = write(tmp_path, frame)
+    out = tmp_path / "out"
+    assert main(["fit", "--csv", csv, "--graph", g, "--folds", "3", "--steps", "2", "--pretrain-steps", "1",
+                 "--num-inducing", "5", "--no-progress", "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["folds"]["k"] == 3 and m["prediction"] == "propagate"
+    assert set(m["folds"]["per_node"]) == {"a", "b"} and "sd" in m["folds"]["per_node"]["b"]["rmse"]
+    pred = pd.read_csv(out / "predictions.csv")
+    assert list(pred.columns) == ["row", "fold", "a", "a_mean", "a_sd", "b", "b_mean", "b_sd"]
+    assert sorted(pred["fold"].unique()) == [0, 1, 2] and pred["b_mean"].notna().all()
+    assert os.path.getsize(out / "figure.png") > 1000
+    assert "3-fold cross-validation over 45 rows" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--folds", "1"], "--folds: K-fold cross-validation needs K >= 2"),
+    (["--folds", "3", "--test-fraction", "0.3"], "drop --test-fraction"),
+    (["--predict", "sideways"], "--predict: invalid choice"),
+])
+def test_cli_refuses_bad_fold_and_predict_options(tmp_path, capsys, extra, message):
+    csv, g = write(tmp_path, chain_frame())
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--csv", csv, "--graph", g, "--out", str(tmp_path / "o")] + extra)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_predict_and_folds_are_csv_options(tmp_path, capsys):
+    for dataset in ("sachs", "collider"):
+        with pytest.raises(SystemExit):
+            main(["fit", dataset, "--predict", "one-step", "--out", str(tmp_path / "o")])
+        assert "--predict" in capsys.readouterr().err
