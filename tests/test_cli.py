@@ -129,3 +129,14 @@ def test_cli_fit_runs_inside_limit_threads(tmp_path, monkeypatch):
     assert seen["threads"] == 1 and seen["num_threads"] == 1
     assert seen["warm_start"] == 2  # capped at steps - 1
     assert seen["antithetic"] is False and seen["natural_gradient"] == 0.0  # the paper's recipe
+
+
+def test_cli_fit_multifidelity_reports_baselines(tmp_path, capsys):
+    out = tmp_path / "mf"
+    assert main(["fit", "multifidelity", "--problem", "forrester", "--steps", "3", "--pretrain-steps", "10",
+                 "--guide", "mean_field", "--no-progress", "--out", str(out)]) == 0
+    result = json.loads((out / "multifidelity_forrester_published.json").read_text())
+    base = result["baselines"]
+    assert set(base["baselines"]) == {"exact_gp", "linear", "mean"} and base["n_train"] == 14
+    assert base["comparison"]["rmse"] == pytest.approx(result["metrics"]["rmse"])
+    assert "baselines on the high fidelity's runs alone" in capsys.readouterr().out

@@ -515,6 +515,52 @@ class MultiFidelityEmulator:
                                         (p.samples[..., 0] * s + m).numpy())
         return out
 
+    def baseline_report(self, X_test, y_test, fidelity=None, num_samples=200, seed=0, tolerance=1.0, warn=True):
+        """Score the emulator against the baselines a user already has, on held-out runs of one fidelity: an exact
+        GP (:class:`~pyro_dag.baselines.ExactGP`, ARD RBF, type-II maximum likelihood) and linear regression
+        (:class:`~pyro_dag.baselines.LinearRegression`), both fitted to that fidelity's own training runs alone
+        (its inputs ``X``, none of the lower fidelities), and the training mean; the emulator is the multi-fidelity
+        DAG-DGP of Perlino et al. 2026 (arXiv:2607.09645, Sec. 7). Warns
+        (:class:`~pyro_dag.baselines.BaselineWarning`) when the emulator's RMSE is not below the best baseline's
+        (times ``tolerance``): the lower fidelities then do not pay for themselves.
+
+        :param X_test: ``[m, d]`` held-out inputs. :param y_test: ``[m]`` (or ``[m, 1]``) their runs of
+            ``fidelity``, in its own units. :param str fidelity: default the highest (the last) fidelity.
+        :param int num_samples: the emulator's predictive draws. :param int seed: of the prediction and the
+            exact GP's restarts. :param float tolerance: the factor of :func:`~pyro_dag.baselines.compare_with_baselines`
+            (default 1.0: warn unless the emulator is better). :param bool warn: emit the warning.
+        :returns: ``{"fidelity", "n_train", "n_test", "emulator": {"rmse", "nlpd"}, "baselines": {"exact_gp",
+            "linear", "mean": {"rmse", "nlpd", "seconds"}}, "comparison": {...}}`` in the fidelity's units (NLPD
+            of a new run, noise included).
+        """
+        from ..baselines import baseline_scores, compare_with_baselines
+
+        fidelity = self.mf.fidelities[-1] if fidelity is None else fidelity
+        if fidelity not in self.mf.fidelities:
+            raise ValueError(f"baseline_report: unknown fidelity {fidelity!r}; the fidelities are "
+                             f"{self.mf.fidelities}")
+        X_test = np.asarray(X_test, dtype=np.float64)
+        if X_test.ndim == 1 and self.mf.dim == 1:
+            X_test = X_test[:, None]
+        y_test = np.asarray(y_test, dtype=np.float64).reshape(-1)
+        if X_test.ndim != 2 or X_test.shape[1] != self.mf.dim or len(y_test) != X_test.shape[0]:
+            raise ValueError(f"baseline_report: X_test must be [m, {self.mf.dim}] and y_test [m], got {X_test.shape} "
+                             f"and {y_test.shape}")
+        pred = self.predict(X_test, [fidelity], num_samples=num_samples, seed=seed)[fidelity]
+        obs = self.mf.observed(fidelity)
+        X_tr, y_tr = self.mf.X[obs], np.asarray(self.mf.y[fidelity], dtype=np.float64).reshape(-1)[obs]
+        base = baseline_scores(X_tr, y_tr, X_test, y_test, seed=seed)
+        ok = np.isfinite(y_test)
+        err = pred.mean[ok] - y_test[ok]
+        var = np.maximum(pred.variance[ok], 1e-300)
+        em = {"rmse": float(np.sqrt(np.mean(err ** 2))),
+              "nlpd": float(np.mean(0.5 * (np.log(2 * np.pi * var) + err ** 2 / var)))}
+        cmp = compare_with_baselines(f"MultiFidelityEmulator, fidelity {fidelity!r}", em["rmse"], base,
+                                     tolerance=tolerance, warn=warn)
+        return {"fidelity": fidelity, "n_train": int(obs.sum()), "n_test": int(ok.sum()), "emulator": em,
+                "baselines": base, "comparison": cmp,
+                "baseline_inputs": f"the training runs of {fidelity!r} alone (its inputs, no lower fidelity)"}
+
     def shapley(self, X, fidelity=None, **kwargs):
         """Shapley attribution of ``fidelity`` (default: the highest) at ``X`` to the fidelities it refines
         (:func:`pyro_dag.emulation.shapley`, in standardised units; shares are unit-free)."""

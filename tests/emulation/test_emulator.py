@@ -118,3 +118,26 @@ def test_fixed_noise_is_held():
     assert any(not torch.equal(before[n], q) for n, q in em.model.kernels.named_parameters())
     with pytest.raises(ValueError, match="noise must be a positive variance"):
         MultiFidelityEmulator(p.train, p.parents, noise=0.0)
+
+
+def test_baseline_report(forrester_fit):
+    """The emulator against an exact GP and linear regression on the high fidelity's 14 runs alone, on the same
+    held-out cases and in the fidelity's units."""
+    from pyro_dag.baselines import BaselineWarning
+
+    p, em = forrester_fit
+    X, y = p.test
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BaselineWarning)
+        rep = em.baseline_report(X, y, num_samples=50, tolerance=1e6)
+    assert rep["fidelity"] == "f2" and rep["n_train"] == 14 and rep["n_test"] == len(y)
+    assert set(rep["baselines"]) == {"exact_gp", "linear", "mean"}
+    assert rep["emulator"]["rmse"] == pytest.approx(_rmse(em.predict(X, ["f2"], num_samples=50)["f2"].mean,
+                                                          y[:, 0]))
+    assert rep["comparison"]["best_baseline"] in rep["baselines"] and np.isfinite(rep["emulator"]["nlpd"])
+    # the low fidelity's runs alone: its own 50 runs
+    assert em.baseline_report(X, p.truth["f1"](X)[:, 0], fidelity="f1", num_samples=20, warn=False)["n_train"] == 50
+    with pytest.warns(BaselineWarning, match="MultiFidelityEmulator, fidelity 'f2'"):
+        em.baseline_report(X, y, num_samples=50, tolerance=1e-6)    # "not better" by a factor 1e6: must warn
+    with pytest.raises(ValueError, match="unknown fidelity"):
+        em.baseline_report(X, y, fidelity="f9")
