@@ -17,8 +17,7 @@ import torch
 from .config import COLLAPSED_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .evidence import parse_evidence
-from .mechanisms import BGeSEM, LinearGaussianSEM
-from .scores import _scores_for_masks
+from .scores import FamilyScorer, _scores_for_masks, collapsed_mechanism
 
 __all__ = ["candidate_sets", "forced_candidates", "select_candidates", "top_candidates"]
 
@@ -29,40 +28,9 @@ REVERSE_TOP = 8              # select_candidates' reverse_top
 
 def _parent_set_scorer(X, mech):
     """``score(j, sets) -> [M]`` local log evidence ``f_j(G)`` of node ``j`` for parent sets ``sets`` ``[M, L]``
-    (node indices, ``-1`` pads; no set may hold ``j``). BGe: the family formula of
-    :class:`~pyro_dag.structure.BGeSEM` on the gathered blocks of its ``R`` (no ``[p, p]`` matrix per set);
-    the linear likelihood: its node evidence of the sets as global masks."""
-    if isinstance(mech, BGeSEM):
-        R, t = mech._R(X)
-        R = R.numpy()
-        N = X.shape[0]
-
-        def logdet(idx):                                                  # [M, L] -> [M]
-            ok = idx >= 0
-            c = np.maximum(idx, 0)
-            both = ok[:, :, None] & ok[:, None, :]
-            M = np.where(both, R[c[:, :, None], c[:, None, :]], np.eye(idx.shape[1]))
-            return np.linalg.slogdet(M)[1]
-
-        def score(j, sets):
-            sets = np.asarray(sets, dtype=np.int64).reshape(len(sets), -1)
-            L = sets.shape[1]
-            out = np.empty(len(sets))
-            step = max(1, 2 ** 22 // (L + 1) ** 2)                        # keeps the [M, L+1, L+1] blocks small
-            for s in range(0, len(sets), step):
-                a = sets[s:s + step]
-                aj = np.concatenate([a, np.full((len(a), 1), j, dtype=np.int64)], 1)
-                l = torch.as_tensor((a >= 0).sum(1), dtype=torch.float64)
-                out[s:s + step] = mech._family(N, t, l, torch.as_tensor(logdet(a)),
-                                               torch.as_tensor(logdet(aj))).numpy()
-            return out
-        return score
-
-    def score(j, sets):
-        sets = np.asarray(sets, dtype=np.int64).reshape(len(sets), -1)
-        masks = np.where(sets >= 0, np.left_shift(1, np.maximum(sets, 0)), 0).sum(1)
-        return _scores_for_masks(mech, X, masks)[j]
-    return score
+    (node indices, ``-1`` pads; no set may hold ``j``), from the ``(L + 1)``-sized blocks of
+    :class:`~pyro_dag.structure.scores.FamilyScorer` (no ``[p, p]`` matrix per set)."""
+    return FamilyScorer(mech, X)
 
 
 def _greedy_node(score, p, i, K, num_last, max_size, include=()):
@@ -140,7 +108,7 @@ def select_candidates(data, num_candidates=16, *, likelihood="bge", selection="g
     X, names = prepare_data(data, torch.float64, None)
     if config.standardize:
         X = standardize_columns(X)
-    mech = LinearGaussianSEM(X.shape[1], marginalize=True) if likelihood == "linear" else BGeSEM(X.shape[1])
+    mech = collapsed_mechanism(likelihood, X.shape[1], X.shape[0], config)
     return candidate_sets(X, mech, num_candidates, selection, num_last, max_size,
                           forced_candidates(include, X.shape[1], names), reverse_top)
 

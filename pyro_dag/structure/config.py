@@ -14,12 +14,14 @@ Example::
     exact = exact_posterior(X, config=config)                    # the same model, computed exactly
 """
 import dataclasses
+import math
 import numbers
 from typing import Optional, Tuple, Union
 
 from .priors import edge_prior_parameters
 
-__all__ = ["COLLAPSED_LIKELIHOODS", "FitConfig", "LIKELIHOODS", "LIKELIHOOD_DEFAULTS", "StructureConfig"]
+__all__ = ["COLLAPSED_LIKELIHOODS", "FitConfig", "LIKELIHOODS", "LIKELIHOOD_DEFAULTS", "LINEAR_PRIORS",
+           "StructureConfig"]
 
 #: The likelihoods :func:`~pyro_dag.structure.fit` knows.
 LIKELIHOODS = ("linear", "bge", "linear-sites", "mlp")
@@ -27,6 +29,15 @@ LIKELIHOODS = ("linear", "bge", "linear-sites", "mlp")
 COLLAPSED_LIKELIHOODS = ("linear", "bge")
 #: Order scores with their exact computation feasible without a parent-set cap up to this many variables.
 EXACT_ORDER_SCORE_MAX_NODES = 14
+
+#: Named priors of the ``"linear"`` score, ``StructureConfig(**LINEAR_PRIORS[name])``: ``"scale_free"`` (the
+#: default since the measurement of ``benchmarks/structure_priors.py``: Jeffreys' noise prior and ``s² = N``) and
+#: ``"unit"`` (the earlier default, ``σ² ~ InvGamma(1, 1)`` and ``s = 1``, whose cost on a nearly deterministic
+#: child does not shrink with ``N``).
+LINEAR_PRIORS = {
+    "scale_free": dict(noise_prior="jeffreys", weight_scale="sqrt_n"),
+    "unit": dict(noise_prior=(1.0, 1.0), weight_scale=1.0),
+}
 
 _COLLAPSED_DEFAULTS = dict(num_particles=40, swap_every=1, swap_until=1.0, swap_moves="mixed", edge_offset=True,
                            soft_warmup=0.0)
@@ -88,6 +99,13 @@ class StructureConfig:
     :ivar bool standardize: centre and scale every column before fitting (the SEMs assume centred data).
     :ivar float likelihood_scale: power of the likelihood, ``p(D | A)^s`` (1: the posterior; ``s < 1``: a tempered
         posterior).
+    :ivar noise_prior: the ``"linear"`` score's prior on each node's noise variance ``σ_j²``: ``"jeffreys"``
+        (default; ``p(σ²) ∝ 1 / σ²``, scale-free, so a child with a small residual variance costs nothing extra) or a
+        pair ``(a0, b0)``, ``σ² ~ InvGamma(a0, b0)`` on the standardised scale (the earlier default was
+        ``(1.0, 1.0)``, which costs about ``b0 / σ²`` nats per child whatever ``N``; see :data:`LINEAR_PRIORS`).
+    :ivar weight_scale: the ``"linear"`` score's weight-prior scale ``s`` of ``W_.j | σ_j² ~ N(0, σ_j² s² I)``:
+        ``"sqrt_n"`` (default; ``s² = N``, so the prior's pull on the weights of a nearly deterministic child,
+        about ``|w|² / (2 s² σ²)`` nats, vanishes with ``N``) or a positive number (the earlier default was 1).
     """
 
     likelihood: str = "linear"
@@ -96,6 +114,8 @@ class StructureConfig:
     belief_strength: float = 500.0
     standardize: bool = True
     likelihood_scale: float = 1.0
+    noise_prior: Union[str, Tuple[float, float]] = "jeffreys"
+    weight_scale: Union[str, float] = "sqrt_n"
 
     def __post_init__(self):
         self.validate()
@@ -117,7 +137,22 @@ class StructureConfig:
                 raise ValueError(f"{name} must be a non-negative number; got {v!r}")
         if not (_is_real(self.likelihood_scale) and self.likelihood_scale > 0):
             raise ValueError(f"likelihood_scale must be a positive number; got {self.likelihood_scale!r}")
+        if not (self.noise_prior == "jeffreys" or (isinstance(self.noise_prior, (tuple, list))
+                                                   and len(self.noise_prior) == 2
+                                                   and all(_is_real(v) and v > 0 for v in self.noise_prior))):
+            raise ValueError(f"noise_prior must be 'jeffreys' or a pair (a0, b0) of positive numbers (InvGamma); "
+                             f"got {self.noise_prior!r}")
+        if not (self.weight_scale == "sqrt_n" or (_is_real(self.weight_scale) and self.weight_scale > 0)):
+            raise ValueError(f"weight_scale must be 'sqrt_n' or a positive number; got {self.weight_scale!r}")
         return self
+
+    def linear_prior(self, num_rows):
+        """``(a0, b0, s)`` of the ``"linear"`` score for ``num_rows`` rows: the noise prior ``InvGamma(a0, b0)``
+        (``a0 = b0 = 0``: Jeffreys' prior) and the weight scale ``s``
+        (:class:`~pyro_dag.structure.LinearGaussianSEM`'s ``noise_concentration``, ``noise_rate``, ``weight_scale``)."""
+        a0, b0 = (0.0, 0.0) if self.noise_prior == "jeffreys" else (float(v) for v in self.noise_prior)
+        s = math.sqrt(num_rows) if self.weight_scale == "sqrt_n" else float(self.weight_scale)
+        return a0, b0, s
 
     def edge_prior(self, num_nodes, edge_beliefs=None, dtype=None, device=None):
         """``(alpha, beta)``, each ``[p, p]``: the Beta parameters of the edge prior for ``num_nodes`` variables."""
@@ -324,5 +359,6 @@ class FitConfig(StructureConfig):
                 "affine_lr", "particle_lr", "batch_size", "order_temperature", "sinkhorn_iters", "edge_temperature",
                 "edge_relaxation", "edge_offset", "offset_gradient_cap", "swap_every", "swap_until", "swap_moves",
                 "warmup", "soft_warmup", "param_kl_weight", "likelihood_scale", "weighting", "repulsion_cap",
-                "standardize", "order_score", "max_parents", "candidate_parents", "order_history")
+                "standardize", "order_score", "max_parents", "candidate_parents", "order_history", "noise_prior",
+                "weight_scale")
         return {k: getattr(self, k) for k in keys}

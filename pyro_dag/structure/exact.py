@@ -35,10 +35,9 @@ from .causal import MAX_TABLE_NODES, expected_columns, mean_weight_zeta
 from .config import COLLAPSED_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .graph_priors import fair_prior_log
-from .mechanisms import BGeSEM, LinearGaussianSEM
 from .order_scorer import OrderScorer
 from .posterior import DAGPosterior
-from .scores import _edge_prior_logs, local_scores
+from .scores import _edge_prior_logs, collapsed_mechanism, local_scores
 from .subsets import logsumexp, mask_bits, subset_dp, submasks_up_to, zeta_transform
 
 __all__ = ["ExactStructurePosterior", "OrderScorer", "exact_posterior", "local_scores"]
@@ -346,7 +345,8 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
 
     The settings are a :class:`~pyro_dag.structure.StructureConfig` (a :class:`~pyro_dag.structure.FitConfig` works
     too: its model part is used): ``config=``, or its fields as keywords (``expected_parents``,
-    ``prior_concentration``, ``belief_strength``, ``standardize``, ``likelihood_scale``), or both.
+    ``prior_concentration``, ``belief_strength``, ``standardize``, ``likelihood_scale``, and the ``"linear"``
+    score's ``noise_prior`` and ``weight_scale``), or both.
 
     :param data: ``[N, p]`` tensor, array or DataFrame of numbers.
     :param str likelihood: ``"linear"`` or ``"bge"`` (``None``: the config's, default ``"linear"``).
@@ -386,7 +386,7 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         alpha, beta = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
         q = (alpha / (alpha + beta)).numpy()
         np.fill_diagonal(q, 0.0)
-        mech = LinearGaussianSEM(p, marginalize=True) if lik == "linear" else BGeSEM(p)
+        mech = collapsed_mechanism(lik, p, N, config)
         log_f = config.likelihood_scale * local_scores(mech, X)
         const = 0.0
         if graph_prior == "fair":

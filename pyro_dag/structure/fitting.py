@@ -18,9 +18,10 @@ from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 from .autoguide import AutoEdgeFlowGuide
 from .config import FitConfig
 from .data import prepare_data, standardize_columns
-from .mechanisms import BGeSEM, LinearGaussianSEM, MLPSEM
+from .mechanisms import LinearGaussianSEM, MLPSEM
 from .model import StructureModel, structure_model
 from .order_scorer import OrderScorer
+from .scores import collapsed_mechanism
 from .priors import edge_prior_parameters as _edge_prior_parameters
 from .svgd import OrderMaskKernel, OrderSVGD
 from .variational import StructurePosterior, _distinct_orders
@@ -121,12 +122,10 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
         return post
 
 
-def _mechanism(config, p):
-    """The SEM likelihood of ``config.likelihood`` for ``p`` variables."""
-    if config.likelihood == "linear":
-        return LinearGaussianSEM(p, marginalize=True)
-    if config.likelihood == "bge":
-        return BGeSEM(p)
+def _mechanism(config, p, num_rows):
+    """The SEM likelihood of ``config.likelihood`` for ``p`` variables and ``num_rows`` rows."""
+    if config.likelihood in ("linear", "bge"):
+        return collapsed_mechanism(config.likelihood, p, num_rows, config)
     if config.likelihood == "linear-sites":
         return LinearGaussianSEM(p, marginalize=False, subsample_size=config.batch_size)
     return MLPSEM(p, hidden=config.mlp_hidden, subsample_size=config.batch_size, kl_weight=config.param_kl_weight)
@@ -144,7 +143,7 @@ def _build(config, X, alpha, beta, dtype, device):
     """Model, guide, kernel, :class:`OrderSVGD` (with its optimiser) and the exact order scorer of a resolved config."""
     p = X.shape[1]
     tau0 = config.order_temperature[0]
-    mech = _mechanism(config, p)
+    mech = _mechanism(config, p, X.shape[0])
     scorer = None
     if config.order_score == "exact":
         X64 = X.detach().to(device="cpu", dtype=torch.float64)

@@ -31,9 +31,8 @@ from .config import COLLAPSED_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .exact import MAX_NODES, ExactStructurePosterior
 from .graph_priors import GRAPH_PRIORS, fair_prior_log
-from .mechanisms import BGeSEM, LinearGaussianSEM
 from .order_sampler import order_mcmc
-from .scores import _edge_prior_logs, _scores_for_masks
+from .scores import FamilyScorer, _edge_prior_logs, collapsed_mechanism
 from .subsets import zeta_transform
 
 __all__ = ["CandidateTables", "candidate_tables"]
@@ -219,33 +218,11 @@ class CandidateTables:
         return torch.as_tensor(order_mcmc(self, num_samples, seed=seed)), None
 
 
-def _bge_candidate_scores(X, j, cand, mech):
-    """``[2^K]`` BGe log evidence of node ``j`` for every subset of its candidates ``cand`` (``[K]``, ``-1`` pads):
-    the family formula of :class:`~pyro_dag.structure.BGeSEM` with the determinants of the candidate blocks."""
-    R, t = mech._R(X)
-    R = R.numpy()
-    K = len(cand)
-    loc = np.arange(1 << K, dtype=np.int64)
-    a = ((loc[:, None] >> np.arange(K)) & 1).astype(float) * (cand >= 0)
-    cc = np.maximum(cand, 0)
-    idx = np.concatenate([cc, [j]])
-    Rb = R[np.ix_(idx, idx)]
-    aj = np.concatenate([a, np.ones((len(loc), 1))], 1)
-    a0 = np.concatenate([a, np.zeros((len(loc), 1))], 1)
-
-    def logdet(mask):
-        out = np.empty(len(mask))
-        step = max(1, 2 ** 22 // (K + 1) ** 2)                            # [step, K+1, K+1] blocks: ~32 MB
-        for s in range(0, len(mask), step):
-            m = mask[s:s + step]
-            M = m[:, :, None] * m[:, None, :] * Rb + np.eye(K + 1) * (1 - m)[:, None, :]
-            out[s:s + step] = np.linalg.slogdet(M)[1]
-        return out
-
-    l = torch.as_tensor(a.sum(1))
-    out = mech._family(X.shape[0], t, l, torch.as_tensor(logdet(a0)), torch.as_tensor(logdet(aj))).numpy()
-    out[((loc[:, None] >> np.arange(K)) & 1).astype(bool)[:, cand < 0].any(1)] = -np.inf   # padding bits
-    return out
+def _bge_candidate_scores(X, j, cand, mech, max_size=None):
+    """``[2^K]`` log evidence of node ``j`` for every subset of its candidates ``cand`` (``[K]``, ``-1`` pads), by the
+    block determinants of :class:`~pyro_dag.structure.scores.FamilyScorer` (any collapsed mechanism, despite the
+    name); subsets larger than ``max_size`` get ``-inf``."""
+    return FamilyScorer(mech, X).subsets(j, cand, max_size)
 
 
 def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=None, candidate_scores=None,
@@ -286,7 +263,7 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
     N, p = X.shape
     if config.standardize:
         X = standardize_columns(X)
-    mech = LinearGaussianSEM(p, marginalize=True) if likelihood == "linear" else BGeSEM(p)
+    mech = collapsed_mechanism(likelihood, p, N, config)
     names = node_names if node_names is not None else names
     forced = forced_candidates(include, p, names)
     with limit_threads(num_threads):
@@ -316,18 +293,8 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
         cand = np.full((p, K), -1, dtype=np.int64)
         for i, c in enumerate(sets):
             cand[i, :len(c)] = c
-        loc = np.arange(1 << K, dtype=np.int64)
-        size = ((loc[:, None] >> np.arange(K)) & 1).sum(1)
-        log_f = np.empty((p, 1 << K))
-        for i in range(p):
-            if likelihood == "bge":
-                log_f[i] = _bge_candidate_scores(X, i, cand[i], mech)
-            else:
-                c = cand[i]
-                bits = ((loc[:, None] >> np.arange(K)) & 1).astype(bool) & (c >= 0)
-                glob = (bits * (1 << np.maximum(c, 0))).sum(1)
-                log_f[i] = _scores_for_masks(mech, X, glob)[i]
-                log_f[i, ((loc[:, None] >> np.arange(K)) & 1).astype(bool)[:, c < 0].any(1)] = -np.inf
+        scorer = FamilyScorer(mech, X)
+        log_f = np.stack([scorer.subsets(i, cand[i], max_parents) for i in range(p)])                # [p, 2^K]
         log_f = config.likelihood_scale * log_f
     out = _with_prior(log_f, cand, graph_prior, config, edge_beliefs, max_parents, names)
     out.data = X

@@ -37,8 +37,11 @@ class LinearGaussianSEM(Mechanism):
     :param float weight_scale: prior scale ``s`` of the weights.
     :param float noise: fixed noise scale (``marginalize=False`` only); ``None`` learns it.
     :param tuple noise_prior: ``(loc, scale)`` of ``log sigma`` (``marginalize=False``).
-    :param float noise_concentration: ``a_0`` (``marginalize=True``).
-    :param float noise_rate: ``b_0`` (``marginalize=True``).
+    :param float noise_concentration: ``a_0`` (``marginalize=True``); ``a_0 = b_0 = 0`` is Jeffreys' prior
+        ``p(sigma_j^2) ∝ 1 / sigma_j^2``, improper, whose constant ``a_0 log b_0 - log Γ(a_0)`` is then dropped (it
+        is the same for every parent set of a node, so posteriors over graphs stay proper; the evidence is defined
+        up to that constant).
+    :param float noise_rate: ``b_0`` (``marginalize=True``; 0 only together with ``a_0 = 0``).
     :param tuple hidden: hypernetwork widths (``marginalize=False``).
     :param str name: site prefix.
     :param int subsample_size: rows per step (``marginalize=False`` only).
@@ -63,8 +66,9 @@ class LinearGaussianSEM(Mechanism):
         super().__init__(num_nodes, name=name, subsample_size=subsample_size)
         self.marginalize = bool(marginalize)
         _check_pos(weight_scale, "weight_scale")
-        _check_pos(noise_concentration, "noise_concentration")
-        _check_pos(noise_rate, "noise_rate")
+        if not (noise_concentration == 0 and noise_rate == 0):      # 0, 0: Jeffreys' prior
+            _check_pos(noise_concentration, "noise_concentration")
+            _check_pos(noise_rate, "noise_rate")
         _noise_args(noise, noise_prior)
         self.weight_scale = float(weight_scale)
         self.noise = None if noise is None else float(noise)
@@ -137,19 +141,21 @@ class LinearGaussianSEM(Mechanism):
             return self.observation_dist(X, A, params).log_prob(X)
         return self.collapsed_log_likelihood(X.transpose(-1, -2) @ X, X.shape[0], A)
 
+    def _evidence_const(self, num_rows):
+        """The parent-set-free part of the evidence, ``-N/2 log 2π - p log s + a_0 log b_0 + log Γ(a_N) -
+        log Γ(a_0)`` (without ``a_0 log b_0 - log Γ(a_0)`` for Jeffreys' prior, ``a_0 = b_0 = 0``)."""
+        a0, b0 = self.noise_concentration, self.noise_rate
+        aN = a0 + 0.5 * num_rows
+        const = -0.5 * num_rows * math.log(2 * math.pi) - self.num_nodes * math.log(self.weight_scale) + math.lgamma(aN)
+        if a0 > 0:
+            const += a0 * math.log(b0) - math.lgamma(a0)
+        return const
+
     def _evidence_terms(self, G, num_rows, logdet_prec, quad):
-        p = self.num_nodes
         a0, b0 = self.noise_concentration, self.noise_rate
         aN = a0 + 0.5 * num_rows
         bN = b0 + 0.5 * (G.diagonal() - quad).clamp_min(1e-12 * (1.0 + G.diagonal()))
-        const = (
-            -0.5 * num_rows * math.log(2 * math.pi)
-            - p * math.log(self.weight_scale)
-            + a0 * math.log(b0)
-            + math.lgamma(aN)
-            - math.lgamma(a0)
-        )
-        return const - 0.5 * logdet_prec - aN * bN.log()
+        return self._evidence_const(num_rows) - 0.5 * logdet_prec - aN * bN.log()
 
     def node_evidence(self, gram, num_rows, A, flips=False):
         r"""Per-node evidence ``log p(x_j | x_pa(j))`` ``[..., p]`` for binary ``A`` ``[..., p, p]``.
@@ -195,14 +201,7 @@ class LinearGaussianSEM(Mechanism):
         a0, b0 = self.noise_concentration, self.noise_rate
         aN = a0 + 0.5 * num_rows
         bN = b0 + 0.5 * (Gd - quad_v).clamp_min(1e-12 * (1.0 + Gd))
-        const = (
-            -0.5 * num_rows * math.log(2 * math.pi)
-            - p * math.log(self.weight_scale)
-            + a0 * math.log(b0)
-            + math.lgamma(aN)
-            - math.lgamma(a0)
-        )
-        flipped = const - 0.5 * logdet_v - aN * bN.log()
+        flipped = self._evidence_const(num_rows) - 0.5 * logdet_v - aN * bN.log()
         flipped = torch.where(eye.bool(), base.unsqueeze(-1).expand_as(flipped), flipped)
         return base, flipped
 
