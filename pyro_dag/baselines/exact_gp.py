@@ -144,6 +144,11 @@ class ExactGP:
         return self.noise_fraction * float(self._y_sd) ** 2
 
     @property
+    def signal_variance(self):
+        """The fitted signal variance ``σ_f²`` in the targets' units."""
+        return float(self.log_signal.exp()) * float(self._y_sd) ** 2
+
+    @property
     def lengthscales(self):
         """ARD length-scales in the inputs' units ``[D]``."""
         return self.log_lengthscale.exp() * self._span

@@ -18,22 +18,28 @@ import pyro.distributions as dist
 import torch
 from pyro.nn import PyroModule, PyroParam
 from torch import nn
+from torch.distributions import constraints
 
 from .. import graph as dag
 from ..diagnostics.collapse import check_prior_collapse
 from ..gp.collapsed import CollapsedGaussianLeaf
 from ..gp.inducing import init_inducing_inputs
-from ..gp.likelihoods import get_likelihood
+from ..gp.likelihoods import Gaussian, get_likelihood
+from ..gp.noise import choose_noise
 from ..kernels import Concat, ParentSpec, RBF, as_fusion_kernel
 from ..param_store import check_param_store
 from ..priors import set_hyperpriors
+from ..utils import freeze
 from .collapse import CollapsedParameterisation
 from .conditionals import NodeConditionals
 from .handoff import current_estimator, suspended
 from .inputs import DAGInputError, InputChecks
 from .prediction import Prediction
 
-__all__ = ["DAGDGP"]
+__all__ = ["DAGDGP", "AUTO_INDUCING"]
+
+#: ``num_inducing="auto"``: every case as an inducing input, up to this many.
+AUTO_INDUCING = 64
 
 
 
@@ -104,7 +110,8 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
     :param networkx.DiGraph graph: the DAG; nodes are strings (no ``"."``).
     :param dict kernels: ``{node: kernel}``; a base kernel acts on the concatenated parents
         (:class:`~pyro_dag.kernels.Concat`), a fusion kernel is bound to the parents. Default: an ARD RBF.
-    :param num_inducing: ``M_w``, an int or ``{node: int}`` (default 16).
+    :param num_inducing: ``M_w``, an int, ``"auto"`` (every case up to :data:`AUTO_INDUCING` of them, resolved at
+        set-up) or ``{node: int or "auto"}`` (default 16).
     :param dict likelihoods: ``{node: Likelihood or name}``; default a Gaussian with learned noise.
     :param dict output_dims: ``{node: d_w}`` (default: the node attribute ``"dim"`` or 1).
     :param dict inducing_inputs: ``{node: [M_w, D_w] tensor}`` initial inducing inputs.
@@ -130,6 +137,15 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
     :param int seed: seed of the inducing-input initialisation.
     :param dict latent_inputs: ``{root: d_h}``, roots whose per-case values are latent (see above); each must
         be a root of the graph with at least one child, and is neither given in ``inputs`` nor in ``data``.
+    :param noise: the initial noise of the observed Gaussian nodes whose likelihood is not given in
+        ``likelihoods``: ``"learned"`` (default: variance 0.1, learned), a positive number (that initial variance,
+        learned) or ``"auto"``: the noise rule of :mod:`pyro_dag.gp.noise` at set-up (a pilot exact GP on the node's
+        observed parents, or its ancestral roots, gives the initial noise on the data's scale; a node that the pilot
+        finds deterministic given observed parents gets a fixed nugget); the choices are kept in
+        :attr:`noise_choices`.
+    :param str kernel_init: ``"default"`` (length-scales and variances of 1) or ``"pilot"``: the default kernel of
+        each observed node whose parents are all observed starts at the hyperparameters of the pilot exact GP that
+        the noise rule fits (:mod:`pyro_dag.gp.noise`), i.e. at the type-II maximum-likelihood fit of a plain GP.
     :param str name: prefix of the model's parameter names in Pyro's global parameter store (default none:
         ``"kernels.w1.base.lengthscale"``; with ``name="b"``, ``"b.kernels.w1.base.lengthscale"``). Like any
         :class:`~pyro.nn.PyroModule`, a model takes the stored value of a name the store already holds, so two
@@ -159,7 +175,7 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
 
     def __init__(self, graph, *, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
                  inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None,
-                 priors=None, name=None, collapse="values"):
+                 priors=None, name=None, collapse="values", noise="learned", kernel_init="default"):
         if name is not None and (not isinstance(name, str) or not name):
             raise DAGInputError(f"name must be a non-empty string (a prefix of the model's parameter names), got "
                                 f"{name!r}")
@@ -190,8 +206,14 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
                                         f"{label}: remove it")
         self.output_dims = {w: int(output_dims.get(w, self.graph.nodes[w].get("dim", 1))) for w in self.gp_nodes}
         self.num_inducing = {}
+        # "auto": resolved at set-up from the number of cases (AUTO_INDUCING)
+        self._auto_inducing = set()
         for w in self.gp_nodes:
             m = nums.get(w, 16 if isinstance(num_inducing, dict) else num_inducing)
+            if m == "auto":
+                self._auto_inducing.add(w)
+                self.num_inducing[w] = AUTO_INDUCING
+                continue
             try:
                 m_int = operator.index(m)
             except TypeError:
@@ -199,7 +221,7 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
             if m_int is None or isinstance(m, bool) or m_int < 1:
                 what = f"num_inducing[{w!r}]" if w in nums else "num_inducing"
                 raise DAGInputError(f"{what} must be a positive integer (the number M_w of inducing inputs of "
-                                    f"node {w!r}), got {m!r}; pass e.g. num_inducing=16")
+                                    f"node {w!r}) or 'auto', got {m!r}; pass e.g. num_inducing=16")
             self.num_inducing[w] = int(m_int)
         seen = {}
         for w in kernels:
@@ -234,6 +256,19 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
             raise DAGInputError(f"priors must be None, 'weakly_informative' or a dict of LogNormal (loc, scale) "
                                 f"(see pyro_dag.priors.set_hyperpriors), got {priors!r}")
         self.priors = priors
+        if not (noise in ("learned", "auto") or (isinstance(noise, (int, float)) and not isinstance(noise, bool)
+                                                 and noise > 0)):
+            raise DAGInputError(f"noise must be 'learned', 'auto' or a positive initial noise variance, got {noise!r}")
+        self.noise = noise
+        if kernel_init not in ("default", "pilot"):
+            raise DAGInputError(f"kernel_init must be 'default' or 'pilot', got {kernel_init!r}")
+        self.kernel_init = kernel_init
+        # nodes whose kernel the model chose (kernel_init="pilot" may set its hyperparameters)
+        self._default_kernels = {w for w in self.gp_nodes if w not in kernels}
+        # nodes whose likelihood the model chose (the noise rule may set their noise; a user's likelihood is kept)
+        self._default_likelihoods = {w for w in self.gp_nodes if w not in likelihoods}
+        #: ``{node: NoiseChoice}`` of the noise rule (``noise="auto"``), filled at set-up.
+        self.noise_choices = {}
         self.seed = int(seed)
         self.register_buffer("_anchor", torch.zeros(()), persistent=False)
         self.input_dims = None
@@ -263,6 +298,10 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         return self
 
     def _setup(self, X, obs):
+        if self._auto_inducing:  # every case up to AUTO_INDUCING of them
+            n = next(iter(X.values())).shape[0] if X else next(iter(obs.values()))[0].shape[0]
+            for w in self._auto_inducing:
+                self.num_inducing[w] = max(1, min(int(n), AUTO_INDUCING))
         self.input_dims = {r: X[r].shape[1] for r in self.root_nodes}
         self.observed_nodes = [w for w in self.gp_nodes if w in obs]
         for w in self.topo_nodes:
@@ -302,8 +341,64 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
                 else:
                     self.inducing.register_buffer(w, Z)
         self._inducing_init = {}
+        self._set_noise(X, obs)
         if self.priors is not None:
             set_hyperpriors(self, self.priors)
+
+    def _set_noise(self, X, obs):
+        """The initial noise of the observed Gaussian nodes whose likelihood the model chose: ``noise="auto"`` applies
+        the noise rule (:func:`pyro_dag.gp.noise.choose_noise`: a pilot GP on the node's observed parents, or on its
+        ancestral roots; a nugget fixed for deterministic nodes), a number sets that initial variance."""
+        nodes = [w for w in self.observed_nodes if w in self._default_likelihoods
+                 and isinstance(self.likelihoods[w], Gaussian)
+                 and "variance" in self.likelihoods[w].__dict__.get("_pyro_params", {})]  # not frozen by the user
+        if (self.noise == "learned" and self.kernel_init == "default") or not nodes:
+            return
+        for w in nodes:
+            lik = self.likelihoods[w]
+            if self.noise not in ("auto", "learned"):
+                lik.variance = PyroParam(torch.full_like(lik.variance, float(self.noise)), constraints.positive)
+            if self.noise != "auto" and self.kernel_init != "pilot":
+                continue
+            parents = self.parents[w]
+            observed = all(p in X or p in obs for p in parents)
+            if observed:
+                cols = [X[p] if p in X else torch.where(obs[p][1], obs[p][0], torch.full_like(obs[p][0], float("nan")))
+                        for p in parents]
+            else:
+                ancestors = nx.ancestors(self.graph, w)
+                cols = [X[r] for r in self.root_nodes if r in ancestors]
+            if not cols:  # only latent inputs above it: nothing to fit a pilot on
+                continue
+            design = torch.cat(cols, -1).detach()
+            y, m = obs[w]
+            choices = [choose_noise(torch.where(m[:, j], y[:, j], torch.full_like(y[:, j], float("nan"))).detach(),
+                                    design, observed, seed=self.seed) for j in range(y.shape[1])]
+            if any(c is None for c in choices):
+                continue
+            if self.kernel_init == "pilot" and observed and w in self._default_kernels and len(choices) == 1:
+                self._kernel_from_pilot(w, choices[0].pilot)
+            if self.noise != "auto":
+                continue
+            variance = sum(c.variance for c in choices) / len(choices)
+            lik.variance = PyroParam(torch.full_like(lik.variance, variance), constraints.positive)
+            if all(c.fixed for c in choices):
+                freeze(lik, {"variance"})
+            self.noise_choices[w] = choices[0] if len(choices) == 1 else choices
+
+    def _kernel_from_pilot(self, w, pilot):
+        """Start a default kernel (an ARD RBF on the concatenated parents) at the pilot GP's type-II maximum
+        likelihood hyperparameters (``kernel_init="pilot"``)."""
+        base = getattr(self.kernels[w], "base", None)
+        params = base.__dict__.get("_pyro_params", {}) if base is not None else {}
+        if "lengthscale" not in params or "variance" not in params:
+            return
+        ls = pilot.lengthscales.to(dtype=self.dtype, device=self.device)
+        if base._own_value("lengthscale").numel() != ls.numel():
+            return
+        base.lengthscale = PyroParam(ls.clone(), constraints.positive)
+        base.variance = PyroParam(torch.as_tensor(pilot.signal_variance, dtype=self.dtype, device=self.device),
+                                  constraints.positive)
 
     def _check_param_store(self, future_inducing=False):
         """Warn if Pyro's global parameter store holds another DAGDGP's parameters under this model's names (which
