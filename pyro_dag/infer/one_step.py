@@ -14,6 +14,13 @@ integrated against the guide's *marginal* ``q(U_w)``. With the whitened conditio
 ``j``, ``E[f_w] = a m_{w,j}``, ``Var[f_w] = r + a S_{w,jj} aᵀ`` (Eq. (93) for a single node): no sampling through
 the DAG, and the measured parents replace the model's uncertain propagated ones (the parents' observation noise is
 not added: the measured value is plugged in as the parent's value).
+
+The prediction is only as good as the node's GP at the measured parent values. A jointly trained DAG-DGP fits each
+child's GP to the *latent* values of its parents, ``F_p = f_p(F_Pa(p))`` (the variational family
+``q(U) p(F | U)`` of Eq. (5)), and treats the variation of a measured parent that its own parents do not explain as
+observation noise; where that variation is large, the measured values fall where the child's GP was never fitted,
+and one-step prediction can be worse than propagation. Compare both on held-out cases (``pyro-dag fit --csv
+--predict one-step`` reports both, with baselines on the measured parents).
 """
 import pyro
 import torch
