@@ -72,6 +72,10 @@ class ExactGP:
 
         :returns: ``self``.
         """
+        with torch.enable_grad():  # the fit needs gradients even when called under torch.no_grad()
+            return self._fit(X, y)
+
+    def _fit(self, X, y):
         X = torch.as_tensor(X, dtype=torch.float64)
         y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
         if X.dim() == 1:

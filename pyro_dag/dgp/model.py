@@ -110,8 +110,8 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
     :param networkx.DiGraph graph: the DAG; nodes are strings (no ``"."``).
     :param dict kernels: ``{node: kernel}``; a base kernel acts on the concatenated parents
         (:class:`~pyro_dag.kernels.Concat`), a fusion kernel is bound to the parents. Default: an ARD RBF.
-    :param num_inducing: ``M_w``, an int, ``"auto"`` (every case up to :data:`AUTO_INDUCING` of them, resolved at
-        set-up) or ``{node: int or "auto"}`` (default 16).
+    :param num_inducing: ``M_w``, an int, ``"auto"`` (the default: every case up to :data:`AUTO_INDUCING` of them,
+        resolved at set-up) or ``{node: int or "auto"}`` (a node missing from the dict gets 16).
     :param dict likelihoods: ``{node: Likelihood or name}``; default a Gaussian with learned noise.
     :param dict output_dims: ``{node: d_w}`` (default: the node attribute ``"dim"`` or 1).
     :param dict inducing_inputs: ``{node: [M_w, D_w] tensor}`` initial inducing inputs.
@@ -138,12 +138,13 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
     :param dict latent_inputs: ``{root: d_h}``, roots whose per-case values are latent (see above); each must
         be a root of the graph with at least one child, and is neither given in ``inputs`` nor in ``data``.
     :param noise: the initial noise of the observed Gaussian nodes whose likelihood is not given in
-        ``likelihoods``: ``"learned"`` (default: variance 0.1, learned), a positive number (that initial variance,
-        learned) or ``"auto"``: the noise rule of :mod:`pyro_dag.gp.noise` at set-up (a pilot exact GP on the node's
+        ``likelihoods``: ``"auto"`` (the default): the noise rule of :mod:`pyro_dag.gp.noise` at set-up (a pilot exact GP on the node's
         observed parents, or its ancestral roots, gives the initial noise on the data's scale; a node that the pilot
-        finds deterministic given observed parents gets a fixed nugget); the choices are kept in
-        :attr:`noise_choices`.
-    :param str kernel_init: ``"default"`` (length-scales and variances of 1) or ``"pilot"``: the default kernel of
+        finds deterministic given observed parents gets a fixed nugget), the choices kept in
+        :attr:`noise_choices`; ``"learned"`` (variance 0.1, learned, the default before the rule) or a positive number
+        (that initial variance, learned).
+    :param str kernel_init: ``"pilot"`` (the default) or ``"default"`` (length-scales and variances of 1). With
+        ``"pilot"`` the default kernel of
         each observed node whose parents are all observed starts at the hyperparameters of the pilot exact GP that
         the noise rule fits (:mod:`pyro_dag.gp.noise`), i.e. at the type-II maximum-likelihood fit of a plain GP.
     :param str name: prefix of the model's parameter names in Pyro's global parameter store (default none:
@@ -173,9 +174,9 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         pred = model.predict(guide, {"x": X_new}, {"a": A_new})     # h inferred from a, b predicted
     """
 
-    def __init__(self, graph, *, kernels=None, num_inducing=16, likelihoods=None, output_dims=None,
+    def __init__(self, graph, *, kernels=None, num_inducing="auto", likelihoods=None, output_dims=None,
                  inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None,
-                 priors=None, name=None, collapse="values", noise="learned", kernel_init="default"):
+                 priors=None, name=None, collapse="values", noise="auto", kernel_init="pilot"):
         if name is not None and (not isinstance(name, str) or not name):
             raise DAGInputError(f"name must be a non-empty string (a prefix of the model's parameter names), got "
                                 f"{name!r}")

@@ -64,8 +64,9 @@ def choose_noise(y, X, parents_observed, *, deterministic=DETERMINISTIC_FRACTION
     :param int max_cases: the pilot's largest number of cases (a random subset above it).
     :returns: a :class:`NoiseChoice`, or ``None`` with fewer than 5 usable cases or a constant ``y``.
     """
-    y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
-    X = torch.as_tensor(X, dtype=torch.float64)
+    # the pilot runs on the CPU in float64, whatever the model's device and dtype
+    y = torch.as_tensor(y).detach().to("cpu", torch.float64).reshape(-1)
+    X = torch.as_tensor(X).detach().to("cpu", torch.float64)
     keep = torch.isfinite(y) & torch.isfinite(X).all(-1)
     y, X = y[keep], X[keep]
     if y.numel() < 5 or not float(y.var()) > 0:

@@ -12,7 +12,7 @@ from .elbo import DAGELBO
 from .natural_gaussian import GaussianNaturalGradient
 from .natural_sink import SinkNaturalGradient
 from . import distributed, training
-from .training import TrainResult, initial_scales, train
+from .training import TrainConfig, TrainResult, initial_scales, train
 from . import lamp
 from .lamp import LatentMAP, LinkedGPPredictor
 from .mcmc import CompiledNUTS, TracedNUTS
@@ -22,6 +22,6 @@ from .one_step import predict_one_step
 from .reparam import CentredInducing, CentredInducingReparam
 
 __all__ = ["CentredInducing", "CentredInducingReparam", "CompiledNUTS", "DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
-           "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainResult", "autoguide", "current_estimator",
+           "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainConfig", "TrainResult", "autoguide", "current_estimator",
            "distributed", "infer_latent_inputs", "initial_scales", "lamp", "marginal_pass", "predict", "predict_one_step", "suspended", "train",
            "training"]
