@@ -54,7 +54,7 @@ class NoiseChoice:
 
 
 def choose_noise(y, X, parents_observed, *, deterministic=DETERMINISTIC_FRACTION, nugget=NUGGET_FRACTION,
-                 max_cases=500, seed=0):
+                 max_cases=300, seed=0):
     """Apply the noise rule (module docstring) to one output column.
 
     :param torch.Tensor y: ``[n]`` observations (NaN = missing). :param torch.Tensor X: ``[n, D]`` the pilot's
