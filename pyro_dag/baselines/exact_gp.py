@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from .linear import training_data
+
 __all__ = ["ExactGP"]
 
 #: Kernels of :class:`ExactGP`: the squared exponential and the Matérn-5/2, both with one length-scale per input.
@@ -76,14 +78,7 @@ class ExactGP:
             return self._fit(X, y)
 
     def _fit(self, X, y):
-        X = torch.as_tensor(X, dtype=torch.float64)
-        y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
-        if X.dim() == 1:
-            X = X.unsqueeze(-1)
-        if X.shape[0] != y.shape[0] or X.shape[0] < 2:
-            raise ValueError(f"ExactGP.fit: X has {X.shape[0]} rows and y {y.shape[0]}; give at least 2 cases")
-        if not (torch.isfinite(X).all() and torch.isfinite(y).all()):
-            raise ValueError("ExactGP.fit: X and y must be finite (drop the rows with missing values)")
+        X, y = training_data(X, y, "ExactGP.fit")
         gen = torch.Generator().manual_seed(self.seed)
         if X.shape[0] > self.max_exact:
             idx = torch.randperm(X.shape[0], generator=gen)[: self.max_exact]

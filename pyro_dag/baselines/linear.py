@@ -3,7 +3,23 @@
 2006, *Gaussian Processes for Machine Learning*, Sec. 2.1, with a flat prior)."""
 import torch
 
-__all__ = ["LinearRegression"]
+__all__ = ["LinearRegression", "training_data"]
+
+
+def training_data(X, y, where):
+    """``X [n, D]`` and ``y [n]`` as float64 tensors, checked: the same number of rows, at least 2, all finite.
+
+    :param str where: the caller, for the messages (e.g. ``"ExactGP.fit"``).
+    """
+    X = torch.as_tensor(X, dtype=torch.float64)
+    y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
+    if X.dim() == 1:
+        X = X.unsqueeze(-1)
+    if X.shape[0] != y.shape[0] or X.shape[0] < 2:
+        raise ValueError(f"{where}: X has {X.shape[0]} rows and y {y.shape[0]}; give at least 2 cases")
+    if not (torch.isfinite(X).all() and torch.isfinite(y).all()):
+        raise ValueError(f"{where}: X and y must be finite (drop the rows with missing values)")
+    return X, y
 
 
 class LinearRegression:
@@ -17,14 +33,7 @@ class LinearRegression:
 
     def fit(self, X, y):
         """Fit to ``X [n, D]``, ``y [n]`` (or ``[n, 1]``); returns ``self``."""
-        X = torch.as_tensor(X, dtype=torch.float64)
-        y = torch.as_tensor(y, dtype=torch.float64).reshape(-1)
-        if X.dim() == 1:
-            X = X.unsqueeze(-1)
-        if X.shape[0] != y.shape[0] or X.shape[0] < 2:
-            raise ValueError(f"LinearRegression.fit: X has {X.shape[0]} rows and y {y.shape[0]}; give at least 2")
-        if not (torch.isfinite(X).all() and torch.isfinite(y).all()):
-            raise ValueError("LinearRegression.fit: X and y must be finite (drop the rows with missing values)")
+        X, y = training_data(X, y, "LinearRegression.fit")
         Xt = torch.cat([torch.ones_like(X[:, :1]), X], -1)
         gram = Xt.T @ Xt
         gram = gram + 1e-10 * gram.diagonal().mean() * torch.eye(gram.shape[0], dtype=gram.dtype)

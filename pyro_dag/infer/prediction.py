@@ -32,43 +32,11 @@ __all__ = ["predict", "infer_latent_inputs"]
 @torch.no_grad()
 def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_size=None, mask=None,
             latent_steps=300, latent_lr=0.05, latent_particles=16):
-    """Posterior predictive of node values at new inputs, also for nodes that are never observed.
+    """Posterior predictive of node values at new inputs: the implementation of :meth:`DAGDGP.predict
+    <pyro_dag.DAGDGP.predict>` (``model.predict(guide, inputs, ...)`` is ``predict(model, guide, inputs, ...)``; the
+    arguments, the return value and the methods by guide are documented there).
 
-    With an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` (alone or as a part of an
-    ``AutoGuideList``) this runs marginal ancestral sampling against its ``q(U)`` (exact samples from the
-    induced ``q(F)``; Perlino et al. 2026, arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3); with any
-    other guide it draws ``U`` from the guide and propagates (plain ancestral sampling). Predictions propagate
-    from the roots through the DAG.
-
-    **Latent inputs.** For a model with ``latent_inputs``, the per-case latent values of the new cases are
-    inferred from ``data``, the nodes observed for them (:func:`infer_latent_inputs`: a short fit of
-    ``q(h_i) = N(μ_i, diag σ_i²)`` with the model and ``q(U)`` frozen); a case with nothing observed keeps the
-    prior ``N(0, I)``, as do all cases when ``data`` is ``None``. With an amortised guide
-    (:class:`~pyro_dag.infer.autoguide.AutoEncodedStructuredGuide`, or any ``AutoGuideList`` holding an
-    :class:`~pyro_dag.infer.autoguide.AutoLatentEncoder`) ``q(h_i)`` is the encoder's output instead (one pass,
-    no fit). Each sample then draws ``h`` from ``q(h)`` and propagates. ``data`` is used for nothing else (an
-    observed node's prediction is still the model's).
-
-    The cases are processed in chunks of ``batch_size``, so that memory beyond the returned tensors stays
-    bounded whatever ``n``. The standard-normal draws are made for all cases first, in the same order as in
-    one pass, so the result (for a given seed) does not depend on ``batch_size`` (with latent inputs inferred
-    from ``data``, the fit of ``q(h)`` is also done chunk by chunk, and its random draws depend on it).
-
-    :param guide: a trained guide. :param dict inputs: ``{root: [n, d_r]}`` (observed roots only).
-    :param dict data: ``{node: [n, d_w]}`` observations of the new cases (NaN = missing), used only to infer
-        latent inputs; ``None``: the latent inputs keep their prior. Refused for a model without latent inputs.
-    :param list nodes: nodes to return (default: all GP nodes); latent inputs may be named too (their samples
-        are the draws of ``h``, their ``loc`` / ``var`` the moments of ``q(h)``).
-    :param int num_samples: ``S``.
-    :param int batch_size: cases per chunk (default: as many as keep ``S × batch_size × Σ_w d_w M_w``
-        below :attr:`predict_chunk_elements`, i.e. a working set of about 16 MiB per intermediate in float64).
-    :param dict mask: optional ``{node: bool [n, d_w]}`` for ``data`` (True = observed).
-    :param int latent_steps: Adam steps of the latent fit. :param float latent_lr: its learning rate.
-    :param int latent_particles: samples per case and step of the latent fit.
-    :returns: ``{node: NodePrediction}`` with samples ``[S, n, d_w]``.
-
-    With a :class:`~pyro_dag.infer.LatentMAP` as ``guide``: its linked-GP prediction
-    (:meth:`~pyro_dag.infer.LatentMAP.predict`: moments in closed form, ancestral samples).
+    Perlino et al. 2026, arXiv:2607.09645, Prop. 9 and Algorithms 1-3 of App. E.3.
     """
     if hasattr(guide, "predict_dag"):  # a guide with its own prediction (LatentMAP)
         return guide.predict_dag(model, inputs, data, nodes, num_samples, mask)
@@ -127,27 +95,9 @@ def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_
 @torch.no_grad()
 def infer_latent_inputs(model, guide, inputs, data=None, mask=None, num_steps=300, lr=0.05, num_particles=16,
                         batch_size=None):
-    """Infer the latent inputs of (new) cases from the nodes observed for them, with the model and the guide's
-    ``q(U)`` frozen.
-
-    Fits ``q(h_i) = N(μ_i, diag σ_i²)`` per case by maximising the cases' ELBO
-    ``Σ_i E_{q(h_i) q(U) p(F | U, h_i)}[Σ_w log p(y_w^{(i)} | F_w^{(i)})] - KL(q(h_i) || N(0, I))`` with Adam,
-    starting from the prior, ``num_particles`` reparameterised draws of ``h`` per case and step (the per-case
-    latent layer of Salimbeni, Dutordoir, Hensman & Deisenroth 2019, "Deep Gaussian processes with
-    importance-weighted variational inference", ICML, used for confounders by Perlino et al. 2026,
-    arXiv:2607.09645, Sec. 6 and App. E.3.4). The expected log-likelihood is evaluated as in
-    :class:`~pyro_dag.infer.DAGELBO` (marginal ancestral sampling, closed form at each observed node) for an
-    :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`; for other guides ``num_particles`` draws of ``U``
-    from the guide are made once and held fixed during the fit. Cases with nothing observed (and all cases
-    when ``data`` is ``None``) keep the prior ``N(0, I)``. The cases are fitted independently, in chunks of
-    ``batch_size``.
-
-    :param guide: the trained guide. :param dict inputs: ``{root: [n, d_r]}``.
-    :param dict data: ``{node: [n, d_w]}``, NaN = missing. :param dict mask: optional, as in :meth:`DAGDGP.forward <pyro_dag.DAGDGP.forward>`.
-    :param int num_steps: Adam steps. :param float lr: Adam's learning rate.
-    :param int num_particles: draws of ``h`` per case and step.
-    :param int batch_size: cases per chunk (default as in :func:`predict`).
-    :returns: ``{h: (loc [n, d_h], scale [n, d_h])}``, the moments of ``q(h)``.
+    """The latent inputs of (new) cases from the nodes observed for them, with the model and ``q(U)`` frozen: the
+    implementation of :meth:`DAGDGP.infer_latent_inputs <pyro_dag.DAGDGP.infer_latent_inputs>` (arguments and return
+    value documented there; Salimbeni, Dutordoir, Hensman & Deisenroth 2019, ICML).
     """
     X, n, obs = model.checked_arguments(inputs, data, mask)
     if not model.is_setup:
