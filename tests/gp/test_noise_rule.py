@@ -93,3 +93,32 @@ def test_num_inducing_auto_takes_every_case_up_to_the_cap():
 def test_bad_options_are_refused(kwargs):
     with pytest.raises(DAGInputError):
         DAGDGP(nx.DiGraph([("x", "y")]), **kwargs)
+
+
+def test_a_fit_whose_noise_explains_what_a_plain_gp_explains_is_named():
+    """The signal warning fires when the fitted noise explains most of a node's variance and the pilot GP left
+    little to noise, and stays quiet when the fit agrees with the pilot."""
+    from pyro_dag.infer.training.guard import NoiseExplainsDataWarning, signal_warnings
+
+    x, y = _data(n=60, noise_sd=0.05)
+    model = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=8).double()
+    model.setup({"x": x}, {"y": y})
+    model.likelihoods["y"].variance = 0.9 * y.var()                 # a fit that put the signal into the noise
+    with pytest.warns(NoiseExplainsDataWarning, match="node 'y'.*exact GP on its observed parents"):
+        flagged = signal_warnings(model)
+    assert set(flagged) == {"y"}
+    model.likelihoods["y"].variance = torch.tensor(1.2 * model.noise_choices["y"].variance, dtype=torch.float64)
+    assert signal_warnings(model) == {}
+
+
+def test_train_names_a_node_whose_noise_took_the_signal():
+    from pyro_dag.infer import train
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+    from pyro_dag.infer.training.guard import NoiseExplainsDataWarning
+
+    x, y = _data(n=40, noise_sd=0.05)
+    model = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=8).double()
+    model.setup({"x": x}, {"y": y})
+    model.likelihoods["y"].variance = 0.95 * y.var()
+    with pytest.warns(NoiseExplainsDataWarning, match="node 'y'"):
+        train(model, AutoStructuredGuide(model), {"x": x}, {"y": y}, num_steps=2, progress=False)

@@ -16,7 +16,8 @@ variances to explain the residuals. Two guards, both on by default:
   :class:`NaturalGradientDivergenceWarning` naming the step and the node whose noise variance grew most.
 
 :func:`noise_warnings` checks, after a run, that no Gaussian node's noise variance exceeds twice the variance of
-its training data (a fit worse than a constant), naming the node.
+its training data (a fit worse than a constant), naming the node; :func:`signal_warnings` that no node's noise
+explains most of its variance where a plain GP on its observed inputs explains far more.
 """
 import math
 import warnings
@@ -26,7 +27,7 @@ import torch
 from .checkpoint import capture_params, restore_params
 
 __all__ = ["NaturalGradientGuard", "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_variances",
-           "noise_warnings", "DEFAULT_NATURAL_GRADIENT_MAX_KL"]
+           "noise_warnings", "NoiseExplainsDataWarning", "signal_warnings", "DEFAULT_NATURAL_GRADIENT_MAX_KL"]
 
 #: Default trust region (nats) of one natural-gradient step of the recommended recipe: on the paper's collider
 #: the largest step moves ``q`` by 1.08 nats (5 optimisation seeds, 2000 steps each), so the limit never binds
@@ -182,4 +183,37 @@ def noise_warnings(dgp, data, name="train", factor=2.0):
                           f"variance of its training data ({data_var:.4g}): its fit is worse than its mean, which "
                           "signals a diverged run. Check the loss history; try recipe='adam', a smaller lr, or "
                           "likelihood_lr_multiplier < 1.", NoiseRunawayWarning, stacklevel=3)
+    return flagged
+
+
+class NoiseExplainsDataWarning(UserWarning):
+    """A node's fitted noise explains most of its variance while a plain GP on its observed inputs explains far more:
+    the DAG-DGP fits noise instead of signal."""
+
+
+def signal_warnings(dgp, name="train", most=0.5, far_more=4.0):
+    """Warn (:class:`NoiseExplainsDataWarning`) for each observed Gaussian node whose fitted noise variance is more
+    than ``most`` of its data's variance while the pilot exact GP of the noise rule (:mod:`pyro_dag.gp.noise`, fitted
+    at set-up on the node's observed parents or ancestral roots) left less than ``1 / far_more`` of that fraction to
+    noise.
+
+    :param dgp: a :class:`~pyro_dag.DAGDGP` (or ``None``). :returns: ``{node: (fitted fraction, pilot fraction)}`` of
+        the nodes warned about.
+    """
+    flagged = {}
+    choices = getattr(dgp, "noise_choices", None) or {}
+    noise = noise_variances(dgp) if choices else {}
+    for w, choice in choices.items():
+        choice = choice[0] if isinstance(choice, list) else choice
+        if w not in noise or not choice.data_variance > 0:
+            continue
+        fitted = noise[w] / choice.data_variance
+        if fitted > most and choice.pilot_fraction * far_more < fitted:
+            flagged[w] = (fitted, choice.pilot_fraction)
+            warnings.warn(f"{name}: node {w!r} ended with its noise explaining {100 * min(fitted, 1):.0f} % of its "
+                          f"variance, while an exact GP on its observed {choice.inputs} leaves "
+                          f"{100 * choice.pilot_fraction:.1f} % to noise: the DAG-DGP fits noise instead of signal. "
+                          "Compare it with that baseline (pyro_dag.baselines), and try more steps, restarts with other "
+                          "seeds, kernels that keep the roots (kernels.InputConnected), or fewer hidden nodes.",
+                          NoiseExplainsDataWarning, stacklevel=3)
     return flagged

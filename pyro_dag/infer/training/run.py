@@ -13,7 +13,7 @@ from ..distributed import DataParallel
 from ..elbo import DAGELBO
 from .checkpoint import capture_params, capture_rng_state, load_checkpoint, restore_params, restore_rng_state, save_checkpoint
 from .groups import find_dagdgp, group_tensors
-from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings
+from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings, signal_warnings
 from .phases import WARM_START_NAME, AdamPhase, NaturalGradientPhase, WarmStartPhase
 from .pretrain import pretrain_nodes
 from .result import TrainResult
@@ -265,6 +265,7 @@ class TrainingRun:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
         if self.config.natural_gradient_guard:
             noise_warnings(self.dgp, self.data, self.name)
+        signal_warnings(self.dgp, self.name)
         return r
 
     def _loop(self):
