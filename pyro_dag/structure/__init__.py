@@ -32,7 +32,12 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
   conditional, MAP, sampling and causal-effect queries, built by :func:`order_spn` (:mod:`.order_circuit_builder`);
   linear causal effects (:mod:`.causal`): :func:`bge_mean_weights`, :func:`total_effects`; candidate parent sets
   for circuits beyond ``p = 20``: :func:`candidate_tables` -> :class:`CandidateTables` (:mod:`.parent_set_tables`),
-  :func:`select_candidates` (:mod:`.candidate_selection`), :func:`order_mcmc` (:mod:`.order_sampler`).
+  :func:`select_candidates` (:mod:`.candidate_selection`), :func:`order_mcmc` (:mod:`.order_sampler`);
+* tens of variables (:mod:`.hybrid`, the hybrid scheme of Kuipers, Suter & Moffa 2022): :func:`hybrid_posterior`
+  -> :class:`OrderMCMCPosterior` (or the exact posterior of its candidate tables), on a PC skeleton and Markov
+  blanket (:mod:`.skeleton`: :func:`pc_skeleton`, :func:`markov_blanket_graph`, :func:`skeleton_candidates`);
+  published structures and linear-Gaussian data on them (:mod:`.networks`: :func:`network`,
+  :func:`linear_gaussian_data`).
 """
 from pyro_dag.graph import is_acyclic
 
@@ -45,9 +50,11 @@ from .constraints import dag
 from .evidence import Evidence, parse_evidence
 from .exact import ExactStructurePosterior, exact_posterior
 from .fitting import fit
+from .hybrid import OrderMCMCPosterior, hybrid_posterior, order_relocation_mcmc
 from .flows import ConditionalSplineCoupling, EdgeFlow, OrderMaskAffine, edge_flow
 from .mechanisms import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
 from .model import StructureModel, structure_model
+from .networks import linear_gaussian_data, network
 from .order_circuit import OrderSPN
 from .order_circuit_builder import order_spn
 from .order_sampler import order_mcmc
@@ -57,6 +64,7 @@ from .parent_set_tables import CandidateTables, candidate_tables
 from .posterior import DAGPosterior
 from .priors import LogisticBeta, edge_belief_prior, edge_prior_parameters, sparsity_prior
 from .scores import local_scores
+from .skeleton import Skeleton, markov_blanket_graph, pc_skeleton, skeleton_candidates
 from .sinkhorn import hard_order_mask, log_sinkhorn, soft_order_mask, soft_order_mask_jacobian
 from .svgd import OrderMaskKernel, OrderSVGD
 from .variational import StructurePosterior
@@ -77,6 +85,7 @@ __all__ = [
     "MLPSEM",
     "Mechanism",
     "NodeHyperNet",
+    "OrderMCMCPosterior",
     "OrderMaskAffine",
     "OrderMaskKernel",
     "OrderSVGD",
@@ -84,6 +93,7 @@ __all__ = [
     "OrderScorer",
     "OrderedDAG",
     "RelaxedOrderedDAG",
+    "Skeleton",
     "StructureConfig",
     "StructureModel",
     "StructurePosterior",
@@ -97,14 +107,21 @@ __all__ = [
     "fill_offdiag",
     "fit",
     "hard_order_mask",
+    "hybrid_posterior",
     "is_acyclic",
+    "linear_gaussian_data",
     "local_scores",
     "log_sinkhorn",
+    "markov_blanket_graph",
+    "network",
     "offdiag",
     "order_mcmc",
+    "order_relocation_mcmc",
     "order_spn",
     "parse_evidence",
+    "pc_skeleton",
     "select_candidates",
+    "skeleton_candidates",
     "soft_order_mask",
     "soft_order_mask_jacobian",
     "sparsity_prior",
