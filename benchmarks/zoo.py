@@ -7,7 +7,11 @@ training mean and the peer a user would pick (issue "Right by default on a scien
     python benchmarks/zoo.py --resume                 # keep the rows already in the output file, run the rest
     python benchmarks/zoo.py --table [PATH]           # print the markdown summary of a results file, run nothing
 
-Every run is one thread (``common.one_thread``), float64, fixed seeds; the JSON is rewritten after every row.
+Every run is one thread (``common.one_thread``), float64, fixed seeds; the JSON is rewritten after every row. The
+library is changing under concurrent work, so the recorded run used a frozen copy of the committed package::
+
+    mkdir /tmp/snap && git archive HEAD pyro_dag | tar -x -C /tmp/snap && git rev-parse HEAD > /tmp/snap/COMMIT
+    PYTHONPATH=/tmp/snap nice -n 5 python benchmarks/zoo.py      # records pyro_dag_path and the snapshot's commit
 
 Problems (``PROBLEMS``; ``kind`` in brackets):
 
@@ -41,6 +45,9 @@ Methods (``METHODS``; a method that does not apply to a problem is skipped):
   steps), ``model.predict(guide, test_inputs, num_samples=200)``; multi-fidelity: ``MultiFidelityEmulator(train,
   parents, bounds=...).fit()`` with every default;
 * ``default_mf``: ``default`` with ``precision="mean_field"`` (DAG-VI), on the latent-DAG problems only;
+* ``default_v0``: ``default`` with the library's defaults before commit 2276f0e (``DEFAULT_V0``: num_inducing 16,
+  noise "learned" from 0.1, kernel_init "default"), the defaults of the issue's measurements (not on multi-fidelity
+  problems, where the emulator sets its own);
 * ``best``: the best DAGDGP configuration found cheaply (``BEST``, ``BEST_NOTES``; recorded in each row's
   ``settings``): for fully observed graphs (simulators, non-smooth, noisy, tabular) M = min(n, 500) inducing points and
   L-BFGS on the collapsed bound, node by node, with no SVI steps; for latent DAGs M = 64, noise initialised at 1e-3,
@@ -70,6 +77,7 @@ data's own units as in the issue):
 JSON schema (``benchmarks/results/zoo.json``)::
 
     {"schema": "zoo/1", "quick": bool, "command": str, "git_commit": str, "pyro_dag_path": str,
+     "pyro_dag_snapshot_commit": str (when run on a snapshot), "earlier_runs": [...] (runs continued by --resume),
      "settings": {"seeds": [...], "n_test": int, "num_samples": int, "default": {...}, "best": {kind: {...}}},
      "problems": {name: {"kind", "description", "d", "n_train", "n_test", "targets", "hidden", "edges",
                          "units", "noise_truth": {node: variance in the scoring units (0.0: noise-free)},
@@ -80,7 +88,11 @@ JSON schema (``benchmarks/results/zoo.json``)::
                "settings": {...the options used...},
                "noise_variances": {node: fitted noise variance, scoring units} (DAGDGP, GP, linear; else {}),
                "warnings": [str], "error": str (only when the method failed; no scores then)}],
-     "total_cpu_seconds": float, "environment": {...}}
+     "total_cpu_seconds": float (sum over rows), "process_cpu_seconds": float (the last process, all included),
+     "environment": {...}}
+
+The DAGDGP rows' ``settings`` also hold ``num_inducing_used`` per node and, under the noise rule, ``noise_choices``
+(the initial noise variance per node, whether it was fixed, the pilot GP's noise fraction).
 
 ``summary_markdown(results)`` renders the tables from that dict (``json.load`` of the file).
 """
@@ -107,6 +119,10 @@ N_TEST = 1000
 NUM_SAMPLES = 200
 SEEDS = (0, 1)
 DEFAULT_STEPS = 3000
+#: The default path before the library's new defaults (commit 2276f0e, made while this zoo was written: num_inducing
+#: "auto" = every case up to 64, noise "auto" = a pilot exact GP's noise rule, kernel_init "pilot"): the issue's
+#: collider measurements were made with these.
+DEFAULT_V0 = {"num_inducing": 16, "noise": "learned", "kernel_init": "default"}
 #: Problems where the default path runs fewer steps, to keep the zoo within its CPU budget (recorded in the rows):
 #: on sachs the default model (11 nodes) takes 0.28 CPU s per step (measured: 600 steps in 182 s), so 3000 steps
 #: would be about 15 CPU minutes per seed; 1000 steps is the recommended recipe's Adam phase alone.
@@ -496,7 +512,7 @@ def exact_gp(X, y, Xt, seed=0, restarts=3, min_noise=1e-6):
         a = torch.cholesky_solve(r, L)
         val = 0.5 * (r * a).sum() + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
         val.backward()
-        return float(val), t.grad.numpy().astype(np.float64)
+        return float(val.detach()), t.grad.numpy().astype(np.float64)
 
     best = None
     starts = [np.concatenate([np.log(0.5 * span.numpy() * math.sqrt(d) / 2), [0.0], [math.log(1e-2)], [0.0]])]
@@ -666,9 +682,13 @@ def fit_dagdgp(case, seed, cfg, quick=False):
     S = QUICK["num_samples"] if quick else NUM_SAMPLES
     observed = [w for w in case.data]
     if cfg is None or cfg.get("default_path"):
-        model = _dagdgp(case.graph).double()
+        model_kw = dict((cfg or {}).get("model_kw", {}))
+        model = _dagdgp(case.graph, **model_kw).double()
         guide = _guide(model, (cfg or {}).get("precision"))
         settings = dict(DEFAULT, num_steps=steps, num_samples=S)
+        if model_kw:
+            settings["model"] = ("DAGDGP(graph, " + ", ".join(f"{k}={v!r}" for k, v in model_kw.items())
+                                 + ").double()")
         if cfg and cfg.get("precision"):
             settings["guide"] = f"AutoStructuredGuide(model, precision={cfg['precision']!r})"
         opts = {}
@@ -709,6 +729,11 @@ def fit_dagdgp(case, seed, cfg, quick=False):
                                          if w not in model.root_nodes}
     except Exception:  # noqa: S110 -- informative only
         pass
+    choices = getattr(model, "noise_choices", None)
+    if choices:   # the library's noise rule (DAGDGP(noise="auto")): what it chose per node
+        settings["noise_choices"] = {w: {k: getattr(c, k) for k in ("variance", "fixed", "pilot_fraction", "inputs")
+                                         if isinstance(getattr(c, k, None), (int, float, str, bool))}
+                                     for w, c in choices.items()}
     per = {}
     for w in case.targets:
         p = test_pred[w]
@@ -817,12 +842,14 @@ def emukit_fit(case, seed, kind, quick=False):
 
 # ------------------------------------------------------------------------------------------------ methods
 METHODS = ("mean", "linear", "exact_gp", "default", "default_mf", "best", "gpytorch_dgp", "emukit_ar1",
-           "emukit_nargp")
+           "emukit_nargp", "default_v0")
 
 
 def applies(method, kind):
     if method == "default_mf":
         return kind == "latent"
+    if method == "default_v0":
+        return kind != "multifidelity"
     if method == "gpytorch_dgp":
         return kind in ("smooth", "nonsmooth", "noisy")
     if method.startswith("emukit"):
@@ -848,9 +875,10 @@ def run_method(problem, case, seed, method, quick=False):
         per = {}
         if case.kind == "multifidelity":
             per = _run_mf_method(problem, case, seed, method, quick, row)
-        elif method in ("default", "default_mf", "best"):
+        elif method in ("default", "default_mf", "default_v0", "best"):
             cfg = None if method == "default" else (
                 {"default_path": True, "precision": "mean_field"} if method == "default_mf"
+                else {"default_path": True, "model_kw": dict(DEFAULT_V0)} if method == "default_v0"
                 else best_config(problem, case))
             if problem in DEFAULT_STEPS_FOR and (cfg is None or cfg.get("default_path")):
                 cfg = dict(cfg or {"default_path": True}, num_steps=DEFAULT_STEPS_FOR[problem])
@@ -973,7 +1001,7 @@ def problem_info(name, case):
 
 # ------------------------------------------------------------------------------------------------ summary
 PEERS = {"gpytorch_dgp": "GPyTorch DGP", "emukit_ar1": "emukit AR1", "emukit_nargp": "emukit NARGP"}
-ORDER = ("default", "default_mf", "best", "exact_gp", "linear", "mean", "gpytorch_dgp", "emukit_ar1", "emukit_nargp")
+ORDER = ("default", "default_v0", "default_mf", "best", "exact_gp", "linear", "mean", "gpytorch_dgp", "emukit_ar1", "emukit_nargp")
 
 
 def _agg(rows):
@@ -1093,7 +1121,8 @@ def summary_markdown(results):
             fr = [x for x in (_noise_fraction(r, info) for r in by_problem[p] if r["method"] == m
                               and not r.get("error")) if x is not None]
             frs = f"{np.mean(fr):.3g}" if fr else "–"
-            fl = "; ".join(flags_for(p, by_problem[p], info, m)) if m in ("default", "default_mf", "best") else ""
+            fl = ("; ".join(flags_for(p, by_problem[p], info, m))
+                  if m in ("default", "default_v0", "default_mf", "best") else "")
             if a["errors"]:
                 fl = (fl + "; " if fl else "") + f"{len(a['errors'])} seed(s) failed"
             lines.append(f"| {PEERS.get(m, m)} | {_fmt(a['rmse'])} | {ratio} | {np.mean(a['nlpd']):.3g} | "
@@ -1149,9 +1178,15 @@ def main(argv=None):
         old = json.load(open(out))
         results["rows"] = [r for r in old["rows"] if not r.get("error")]
         results["problems"] = old.get("problems", {})
+        results["earlier_runs"] = old.get("earlier_runs", []) + [
+            {k: old.get(k) for k in ("command", "git_commit", "pyro_dag_path", "pyro_dag_snapshot_commit",
+                                     "process_cpu_seconds")}]
     import pyro_dag
 
     results["pyro_dag_path"] = os.path.dirname(pyro_dag.__file__)
+    stamp = os.path.join(os.path.dirname(results["pyro_dag_path"]), "COMMIT")
+    if os.path.exists(stamp):   # a snapshot (git archive <commit> pyro_dag) with its commit written beside it
+        results["pyro_dag_snapshot_commit"] = open(stamp).read().strip()
     done = {(r["problem"], r["seed"], r["method"]) for r in results["rows"]}
     t_start = time.process_time()
 
