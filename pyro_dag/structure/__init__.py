@@ -23,7 +23,8 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
 * one call (:mod:`.fitting`): :func:`fit` with a :class:`FitConfig` (:mod:`.config`) -> :class:`StructurePosterior`
   (:mod:`.variational`);
 * exact reference (:mod:`.exact`, :mod:`.order_scorer`, :mod:`.scores`): :func:`exact_posterior` with a
-  :class:`StructureConfig` -> :class:`ExactStructurePosterior`; :class:`OrderScorer`, :func:`local_scores`; the
+  :class:`StructureConfig` -> :class:`ExactStructurePosterior` (also on the GP network score of :mod:`.gp_scores`,
+  :class:`GPFamilyScorer`, ``likelihood="gp"``); :class:`OrderScorer`, :func:`local_scores`; the
   subset algebra and the dynamic programme over subsets they share (:mod:`.subsets`); the graph priors
   (:mod:`.graph_priors`);
 * the query interface every posterior shares (:mod:`.posterior`): :class:`DAGPosterior`, with edge evidence
@@ -50,6 +51,7 @@ from .constraints import dag
 from .evidence import Evidence, parse_evidence
 from .exact import ExactStructurePosterior, exact_posterior
 from .fitting import fit
+from .gp_scores import GPFamilyScorer
 from .hybrid import OrderMCMCPosterior, hybrid_posterior, order_relocation_mcmc
 from .flows import ConditionalSplineCoupling, EdgeFlow, OrderMaskAffine, edge_flow
 from .mechanisms import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
@@ -80,6 +82,7 @@ __all__ = [
     "Evidence",
     "ExactStructurePosterior",
     "FitConfig",
+    "GPFamilyScorer",
     "LinearGaussianSEM",
     "LogisticBeta",
     "MLPSEM",

@@ -32,8 +32,9 @@ import torch
 from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 
 from .causal import MAX_TABLE_NODES, expected_columns, mean_weight_zeta
-from .config import COLLAPSED_LIKELIHOODS, StructureConfig
+from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
+from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import fair_prior_log
 from .order_scorer import OrderScorer
 from .posterior import DAGPosterior
@@ -43,6 +44,7 @@ from .subsets import logsumexp, mask_bits, subset_dp, submasks_up_to, zeta_trans
 __all__ = ["ExactStructurePosterior", "OrderScorer", "exact_posterior", "local_scores"]
 
 MAX_NODES = 20
+GP_MAX_NODES = 16
 
 
 def _log_diff(a, b):
@@ -339,7 +341,8 @@ def _draw(rng, logw):
 
 
 def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=None,
-                    num_threads=DEFAULT_NUM_THREADS, graph_prior="edge", **settings):
+                    num_threads=DEFAULT_NUM_THREADS, graph_prior="edge", max_parents=None, gp_kernel="rbf",
+                    gp_restarts=2, gp_penalty="bic", gp_scorer=None, **settings):
     """Exact edge posteriors (and exact DAG samples) of the model :func:`~pyro_dag.structure.fit` approximates, for
     ``p ≤ 20`` variables and the collapsed likelihoods; the same prior and settings as :func:`~pyro_dag.structure.fit`.
 
@@ -349,7 +352,9 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     score's ``noise_prior`` and ``weight_scale``), or both.
 
     :param data: ``[N, p]`` tensor, array or DataFrame of numbers.
-    :param str likelihood: ``"linear"`` or ``"bge"`` (``None``: the config's, default ``"linear"``).
+    :param str likelihood: ``"linear"``, ``"bge"`` or ``"gp"`` (``None``: the config's, default ``"linear"``).
+        ``"gp"``: the GP network score (Friedman & Nachman 2000, :mod:`~pyro_dag.structure.gp_scores`), one GP fit
+        per (node, parent set) up to ``max_parents`` parents, ``p ≤ 16``.
     :param edge_beliefs: optional ``[p, p]`` prior beliefs ``P(i -> j)`` (0.5 = no opinion).
     :param StructureConfig config: the model settings.
     :param list node_names: names of the columns (default: a DataFrame's column names).
@@ -358,6 +363,13 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     :param str graph_prior: ``"edge"`` (the library's edge prior, as :func:`~pyro_dag.structure.fit`) or
         ``"fair"``: ``p(G_j) ∝ 1 / C(p - 1, |G_j|)`` (Eggeling et al. 2019), the prior of Wang, Wicker &
         Kwiatkowska 2022 (App. F); ``edge_beliefs`` and the edge-prior settings are then unused.
+    :param int max_parents: in-degree bound (larger parent sets get probability 0; ``None``: none, except
+        :data:`~pyro_dag.structure.gp_scores.GP_DEFAULT_MAX_PARENTS` for ``"gp"``).
+    :param str gp_kernel: ``"rbf"`` or ``"matern52"`` (``"gp"``). :param int gp_restarts: L-BFGS starts per GP fit.
+    :param gp_penalty: the GP score's charge per parent, ``"bic"`` (``½ log N``) or a number
+        (:class:`~pyro_dag.structure.gp_scores.GPFamilyScorer`'s ``hyper_penalty``).
+    :param gp_scorer: a :class:`~pyro_dag.structure.gp_scores.GPFamilyScorer` built on the same (standardised) data
+        whose cached fits are reused (``"gp"``); the posterior keeps its scorer as ``gp_scorer``.
     :returns: :class:`ExactStructurePosterior` (its ``config`` is the :class:`~pyro_dag.structure.StructureConfig`).
     """
     if config is None:
@@ -372,8 +384,13 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         raise ValueError(f"exact_posterior enumerates the 2^p subsets of the {p} variables; use it for p ≤ {MAX_NODES} "
                          "(pyro_dag.structure.fit scales further)")
     lik = likelihood if likelihood is not None else config.likelihood
-    if lik not in COLLAPSED_LIKELIHOODS:
-        raise ValueError(f"exact_posterior needs a collapsed likelihood, 'linear' or 'bge'; got {lik!r}")
+    if lik not in EXACT_LIKELIHOODS:
+        raise ValueError(f"exact_posterior needs a collapsed likelihood, 'linear' or 'bge', or 'gp'; got {lik!r}")
+    if lik == "gp" and p > GP_MAX_NODES:
+        raise ValueError(f"exact_posterior(likelihood='gp') fits one GP per parent set; use it for p ≤ {GP_MAX_NODES} "
+                         "(or candidate_tables(likelihood='gp') with a few candidates per node)")
+    if max_parents is not None and not (isinstance(max_parents, numbers.Integral) and max_parents >= 0):
+        raise ValueError(f"max_parents must be a non-negative integer or None; got {max_parents!r}")
     try:
         config = config.replace(likelihood=lik, **settings)
     except TypeError as e:
@@ -386,8 +403,16 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         alpha, beta = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
         q = (alpha / (alpha + beta)).numpy()
         np.fill_diagonal(q, 0.0)
-        mech = collapsed_mechanism(lik, p, N, config)
-        log_f = config.likelihood_scale * local_scores(mech, X)
+        if lik == "gp":
+            if gp_scorer is None:
+                gp_scorer = GPFamilyScorer(X, kernel=gp_kernel, restarts=gp_restarts, hyper_penalty=gp_penalty)
+            cap = GP_DEFAULT_MAX_PARENTS if max_parents is None else max_parents
+            log_f = config.likelihood_scale * gp_scorer.local_scores(cap)
+        else:
+            mech = collapsed_mechanism(lik, p, N, config)
+            log_f = config.likelihood_scale * local_scores(mech, X)
+            if max_parents is not None:
+                log_f[:, mask_bits(np.arange(1 << p), p).sum(1) > max_parents] = -np.inf
         const = 0.0
         if graph_prior == "fair":
             log_f = log_f + fair_prior_log(p, mask_bits(np.arange(1 << p), p).sum(1))[None, :]
@@ -399,4 +424,5 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         post.log_evidence -= const
     post.config = config
     post.data = X
+    post.gp_scorer = gp_scorer
     return post

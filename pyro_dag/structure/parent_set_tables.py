@@ -27,9 +27,10 @@ from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 from .candidate_selection import (GREEDY_MAX_SIZE, REVERSE_TOP, candidate_sets, forced_candidates,
                                   top_candidates)
 from .causal import posterior_scatter
-from .config import COLLAPSED_LIKELIHOODS, StructureConfig
+from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .exact import MAX_NODES, ExactStructurePosterior
+from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import GRAPH_PRIORS, fair_prior_log
 from .order_sampler import order_mcmc
 from .scores import FamilyScorer, _edge_prior_logs, collapsed_mechanism
@@ -227,12 +228,14 @@ def _bge_candidate_scores(X, j, cand, mech, max_size=None):
 
 def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=None, candidate_scores=None,
                      selection="greedy", include=None, max_parents=None, graph_prior="edge", edge_beliefs=None,
-                     config=None, node_names=None, num_threads=DEFAULT_NUM_THREADS, **settings):
+                     config=None, node_names=None, num_threads=DEFAULT_NUM_THREADS, gp_scorer=None, **settings):
     """Build :class:`CandidateTables` from data (the model of :func:`~pyro_dag.structure.exact_posterior`, with
     parents restricted to candidate sets; Wang, Wicker & Kwiatkowska 2022, §4.3).
 
     :param data: ``[N, p]`` tensor, array or DataFrame.
-    :param str likelihood: ``"bge"`` or ``"linear"`` (collapsed).
+    :param str likelihood: ``"bge"`` or ``"linear"`` (collapsed), or ``"gp"`` (the GP network score,
+        :mod:`~pyro_dag.structure.gp_scores`: parent sets up to ``max_parents``, default 2; without explicit
+        candidates the ``K`` largest single-parent GP gains).
     :param int num_candidates: ``K``, candidates per node (at most ``p - 1`` and 20).
     :param candidates: explicit candidate sets, a list of ``p`` lists of node indices (overrides the rest).
     :param candidate_scores: ``[p, p]`` score of ``k -> i`` at ``[k, i]`` (e.g. a fit's edge marginals); the
@@ -249,6 +252,8 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
     :param str graph_prior: ``"edge"`` (the library's edge prior, as :func:`~pyro_dag.structure.exact_posterior`)
         or ``"fair"`` (Eggeling et al. 2019; the prior of Wang, Wicker & Kwiatkowska 2022).
     :param edge_beliefs, config, node_names, num_threads, settings: as :func:`~pyro_dag.structure.exact_posterior`.
+    :param gp_scorer: a :class:`~pyro_dag.structure.gp_scores.GPFamilyScorer` on the same (standardised) data, whose
+        cached fits are reused (``"gp"``).
     :returns: :class:`CandidateTables` (with ``data``, the data as scored, and ``config``).
     """
     if config is None:
@@ -256,14 +261,25 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
     config = config.structure_config()
     if graph_prior not in GRAPH_PRIORS:
         raise ValueError(f"graph_prior must be one of {GRAPH_PRIORS}; got {graph_prior!r}")
-    if likelihood not in COLLAPSED_LIKELIHOODS:
-        raise ValueError(f"candidate_tables needs a collapsed likelihood, 'linear' or 'bge'; got {likelihood!r}")
+    if likelihood not in EXACT_LIKELIHOODS:
+        raise ValueError(f"candidate_tables needs a collapsed likelihood, 'linear' or 'bge', or 'gp'; "
+                         f"got {likelihood!r}")
     config = config.replace(likelihood=likelihood, **settings)
     X, names = prepare_data(data, torch.float64, None)
     N, p = X.shape
     if config.standardize:
         X = standardize_columns(X)
-    mech = collapsed_mechanism(likelihood, p, N, config)
+    if likelihood == "gp":
+        gp_scorer = gp_scorer if gp_scorer is not None else GPFamilyScorer(X)
+        if max_parents is None:
+            max_parents = GP_DEFAULT_MAX_PARENTS
+        if candidates is None and candidate_scores is None:
+            # the single-parent GP gains f_i({k}) - f_i(∅) (pairwise selection; the greedy search would fit a GP
+            # for every set it scores)
+            single = np.array([[gp_scorer.score(i, [k]) - gp_scorer.score(i, []) if k != i else -np.inf
+                                for i in range(p)] for k in range(p)])
+            candidate_scores = single
+    mech = gp_scorer if likelihood == "gp" else collapsed_mechanism(likelihood, p, N, config)
     names = node_names if node_names is not None else names
     forced = forced_candidates(include, p, names)
     with limit_threads(num_threads):
@@ -293,11 +309,12 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
         cand = np.full((p, K), -1, dtype=np.int64)
         for i, c in enumerate(sets):
             cand[i, :len(c)] = c
-        scorer = FamilyScorer(mech, X)
+        scorer = mech if likelihood == "gp" else FamilyScorer(mech, X)
         log_f = np.stack([scorer.subsets(i, cand[i], max_parents) for i in range(p)])                # [p, 2^K]
         log_f = config.likelihood_scale * log_f
     out = _with_prior(log_f, cand, graph_prior, config, edge_beliefs, max_parents, names)
     out.data = X
+    out.gp_scorer = mech if likelihood == "gp" else None
     out.selection = ("explicit" if candidates is not None else
                      "scores" if candidate_scores is not None else selection)
     return out

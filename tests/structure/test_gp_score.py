@@ -1,0 +1,93 @@
+"""The GP network score: its local scores against ExactGP and the Gaussian likelihood, the exact posterior over
+them against enumeration, candidate tables on it, and a dependence the linear score cannot see."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pyro_dag.baselines import ExactGP
+from pyro_dag.structure import FitConfig, candidate_tables, exact_posterior
+from pyro_dag.structure.gp_scores import GPFamilyScorer
+
+
+def _quadratic(n=80, seed=0):
+    """x1 = x0² + noise (uncorrelated with x0), x2 independent."""
+    rng = np.random.default_rng(seed)
+    x0 = rng.uniform(-2, 2, n)
+    X = np.c_[x0, x0 ** 2 + 0.3 * rng.normal(size=n), rng.normal(size=n)]
+    return (X - X.mean(0)) / X.std(0)
+
+
+@pytest.fixture(scope="module")
+def gp_post():
+    return exact_posterior(_quadratic(), "gp")
+
+
+def test_local_scores_are_the_gp_evidence(gp_post):
+    X = np.asarray(gp_post.data)
+    s = gp_post.gp_scorer
+    n = X.shape[0]
+    y = X[:, 2] - X[:, 2].mean()
+    assert s.score(2, []) == pytest.approx(-0.5 * n * (math.log(2 * math.pi * np.mean(y ** 2)) + 1), rel=1e-12)
+    gp = ExactGP(restarts=2, seed=0).fit(X[:, [0]], X[:, 1])
+    assert s.score(1, [0]) == pytest.approx(gp.log_marginal_likelihood - 0.5 * math.log(n), abs=1e-6)
+    fits = s.num_fits
+    s.score(1, [0])
+    assert s.num_fits == fits                                      # cached
+    assert s(1, np.array([[0, -1], [-1, -1]]))[1] == s.score(1, [])
+    with pytest.raises(ValueError, match="own parent"):
+        s.score(1, [1])
+
+
+def _enumerate(log_f, q):
+    p = log_f.shape[0]
+    P, total = np.zeros((p, p)), -np.inf
+    for order in itertools.permutations(range(p)):
+        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
+        for present in itertools.product([0, 1], repeat=len(pairs)):
+            A = np.zeros((p, p), dtype=int)
+            for (i, j), e in zip(pairs, present):
+                A[i, j] = e
+            lw = sum(math.log(q[i, j]) if A[i, j] else math.log(1 - q[i, j]) for i, j in pairs)
+            lw += sum(log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
+            if np.isfinite(lw):
+                total = np.logaddexp(total, lw)
+                P += A * math.exp(lw)
+    return P / math.exp(total)
+
+
+def test_gp_exact_posterior_matches_enumeration_and_sees_the_quadratic(gp_post):
+    log_f = gp_post.gp_scorer.local_scores(2)
+    al, be = gp_post.config.edge_prior(3, dtype=torch.float64)
+    q = (al / (al + be)).numpy()
+    np.fill_diagonal(q, 0.0)
+    P = gp_post.edge_probs().numpy()
+    np.testing.assert_allclose(P, _enumerate(log_f, q), rtol=1e-8, atol=1e-12)
+    assert P[0, 1] + P[1, 0] > 0.9                                 # x0 - x1 adjacent
+    assert P[0, 2] + P[2, 0] < 0.3 and P[1, 2] + P[2, 1] < 0.3    # (p = 3: the prior's q is 0.75)
+    lin = exact_posterior(_quadratic()).edge_probs().numpy()
+    assert lin[0, 1] + lin[1, 0] < 0.3                             # no linear correlation to see
+    S = gp_post.sample(200, seed=0)                                # the other queries work on the GP score
+    assert S.shape == (200, 3, 3)
+    assert 0.0 <= gp_post.prob({(0, 1): True}) <= 1.0
+
+
+def test_gp_candidate_tables_reuse_the_fits(gp_post):
+    s = gp_post.gp_scorer
+    fits = s.num_fits
+    tabs = candidate_tables(gp_post.data, "gp", candidates=[[1, 2], [0, 2], [0, 1]], gp_scorer=s, standardize=False)
+    assert s.num_fits == fits
+    np.testing.assert_allclose(tabs.to_exact().edge_probs().numpy(), gp_post.edge_probs().numpy(), atol=1e-10)
+    picked = candidate_tables(gp_post.data, "gp", num_candidates=1, gp_scorer=s, standardize=False)
+    assert picked.candidates[1] == [0]                             # the largest single-parent GP gain
+
+
+def test_gp_settings_are_checked():
+    with pytest.raises(ValueError, match="likelihood"):
+        FitConfig(likelihood="gp")
+    with pytest.raises(ValueError, match="p ≤ 16"):
+        exact_posterior(np.random.default_rng(0).normal(size=(30, 17)), "gp")
+    with pytest.raises(ValueError, match="hyper_penalty"):
+        GPFamilyScorer(np.zeros((5, 2)), hyper_penalty=-1.0)
