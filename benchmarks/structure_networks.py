@@ -24,6 +24,8 @@ point-estimate CPDAG SHD at or below PC's, edge AUROC ``>= 0.95``, at most 120 C
 
     OMP_NUM_THREADS=1 nice -n 5 python benchmarks/structure_networks.py                     # 5 seeds, n = 500, 2000
     OMP_NUM_THREADS=1 nice -n 5 python benchmarks/structure_networks.py --seeds 1 --quick
+    OMP_NUM_THREADS=1 nice -n 5 python benchmarks/structure_networks.py --ns 2000 --seeds 1 \
+        --methods fit hybrid pc --out structure_networks_fit.json             # fit's defaults, one seed
 
 Results: ``benchmarks/results/structure_networks.json``.
 """
@@ -48,6 +50,7 @@ def parse():
     ap.add_argument("--methods", nargs="+", default=["hybrid", "pc", "ges"])
     ap.add_argument("--alpha", type=float, default=None, help="hybrid_posterior's alpha (default: its default)")
     ap.add_argument("--quick", action="store_true", help="write structure_networks_quick.json")
+    ap.add_argument("--out", default="structure_networks.json", help="results file name under benchmarks/results")
     return ap.parse_args()
 
 
@@ -181,7 +184,7 @@ def main():
         environment=dict(python=platform.python_version(), machine=platform.machine(),
                          wall_s=time.perf_counter() - t_start),
     )
-    name = "structure_networks_quick.json" if args.quick else "structure_networks.json"
+    name = "structure_networks_quick.json" if args.quick else args.out
     path = os.path.join(sc.RESULTS, name)
     with open(path, "w") as f:
         json.dump(out, f, indent=1, default=str)

@@ -151,7 +151,7 @@ def order_relocation_mcmc(tables, num_samples=1000, *, num_steps=None, burn_in=N
     invariant).
 
     :param int num_samples: orders kept (evenly thinned from ``num_steps`` after ``burn_in``).
-    :param int num_steps: moves after burn-in (default ``10 p`` per kept order, at least ``num_samples``).
+    :param int num_steps: moves after burn-in (default ``p`` per kept order).
     :param int burn_in: moves discarded first (default ``num_steps // 4``).
     :param init: starting order ``[p]`` (default: a random permutation).
     :returns: ``(orders [num_samples, p] int64, best_order [p], best_score)``: the kept orders (upstream first) and
@@ -160,7 +160,7 @@ def order_relocation_mcmc(tables, num_samples=1000, *, num_steps=None, burn_in=N
     _check_num_samples(num_samples)
     p = tables.num_nodes
     rng = np.random.default_rng(seed)
-    num_steps = max(num_samples, 10 * p * num_samples // 10) if num_steps is None else int(num_steps)
+    num_steps = p * num_samples if num_steps is None else int(num_steps)
     burn_in = num_steps // 4 if burn_in is None else int(burn_in)
     beta = _sum_beta(tables)
     order = rng.permutation(p).astype(np.int64) if init is None else np.asarray(init, dtype=np.int64).copy()
@@ -364,7 +364,7 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
     :param str method: ``"exact"`` (the order DP on the tables, :class:`~pyro_dag.structure.ExactStructurePosterior`,
         ``p ≤ 20``), ``"mcmc"`` (:class:`OrderMCMCPosterior`) or ``"auto"`` (exact up to ``exact_max_nodes``).
     :param int num_samples: orders kept by the chains (``"mcmc"``). :param int num_chains: chains (``"mcmc"``).
-    :param int num_steps: relocation moves per chain after burn-in (default ``10 p`` per kept order).
+    :param int num_steps: relocation moves per chain after burn-in (default ``p`` per kept order).
     :param int seed: seeds the chains.
     :param str graph_prior: ``"edge"`` or ``"fair"`` (as :func:`~pyro_dag.structure.candidate_tables`).
     :param config, node_names, num_threads, settings: as :func:`~pyro_dag.structure.exact_posterior`.
