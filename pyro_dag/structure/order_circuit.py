@@ -133,22 +133,23 @@ class OrderSPN(DAGPosterior):
             V[lvl] = v
         return V, VP, arg
 
+    def _leaf_log_masses(self, lvl):
+        """``β_i(S1)`` at the leaf regions of level ``lvl`` (0 at the other regions)."""
+        reg = self.regions[lvl]
+        leaf = reg["leaf"] >= 0
+        v = np.zeros(len(reg["S1"]))
+        v[leaf] = self.tables._beta[reg["leaf"][leaf], reg["S1"][leaf]]
+        return v
+
     def _fit_closed_form(self, set_weights=True):
         """The exact-ELBO optimum (Prop. 5): ``φ_k = softmax_k`` of the children's unnormalised log masses (with
         ``set_weights=False`` only :attr:`log_Z_support` and :attr:`coverage` are computed)."""
         t = self.tables
         saved = [pr["logphi"] for pr in self.products]
 
-        def leaf_fn(lvl):
-            reg = self.regions[lvl]
-            leaf = reg["leaf"] >= 0
-            v = np.zeros(len(reg["S1"]))
-            v[leaf] = t._beta[reg["leaf"][leaf], reg["S1"][leaf]]
-            return v
-
         for pr in self.products:
             pr["logphi"] = np.zeros(len(pr["parent"]))
-        V, VP, _ = self._upward(leaf_fn)
+        V, VP, _ = self._upward(self._leaf_log_masses)
         for lvl, pr in enumerate(self.products):
             pr["logphi"] = VP[lvl] - V[lvl][pr["parent"]] if set_weights else saved[lvl]
         self.log_Z_support = float(V[0][0])
@@ -166,18 +167,9 @@ class OrderSPN(DAGPosterior):
         """The exact ELBO ``E_q[log p̃(σ, G)] + H(q)`` of the circuit's current weights (§5.2; determinism makes the
         entropy decompose): sums ``Σ_k φ_k (ELBO_k - log φ_k)``, products add, leaves ``β_i(S1)``. Equal to
         :attr:`log_Z_support` for the closed-form weights and at most the tables' ``log Z``."""
-        t = self.tables
-
-        def leaf_fn(lvl):
-            reg = self.regions[lvl]
-            leaf = reg["leaf"] >= 0
-            v = np.zeros(len(reg["S1"]))
-            v[leaf] = t._beta[reg["leaf"][leaf], reg["S1"][leaf]]
-            return v
-
         E = [None] * len(self.regions)
         for lvl in range(len(self.regions) - 1, -1, -1):
-            e = leaf_fn(lvl)
+            e = self._leaf_log_masses(lvl)
             if lvl < len(self.products) and len(self.products[lvl]["parent"]):
                 pr = self.products[lvl]
                 ep = E[lvl + 1][pr["left"]] + E[lvl + 1][pr["right"]]
