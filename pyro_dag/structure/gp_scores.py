@@ -33,8 +33,8 @@ class GPFamilyScorer:
     """Cached GP local scores ``f_j(G)`` (see the module docstring).
 
     :param X: ``[N, p]`` data (as scored; :func:`~pyro_dag.structure.exact_posterior` standardises first).
-    :param str kernel: ``"rbf"`` (ARD squared exponential, default) or ``"matern52"`` (:class:`~pyro_dag.baselines.
-        ExactGP`'s kernels).
+    :param str kernel: ``"rbf"`` (ARD squared exponential, default) or ``"matern52"`` (the kernels of
+        :class:`~pyro_dag.baselines.ExactGP`).
     :param int restarts: L-BFGS starts per fit.
     :param int seed: seeds the random starts.
     :param hyper_penalty: ``c`` per parent: ``"bic"`` (``½ log N``, default) or a non-negative number.

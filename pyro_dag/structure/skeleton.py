@@ -32,7 +32,7 @@ def fisher_z_pvalues(corr, i, j, sets, num_rows):
     """Two-sided p-values of Fisher's z-test of ``x_i ⊥ x_j | x_S`` for conditioning sets of one size.
 
     :param corr: ``[p, p]`` correlation matrix.
-    :param int i, j: the two variables.
+    :param int i: the first variable. :param int j: the second.
     :param sets: ``[m, l]`` int array of conditioning sets (``l`` may be 0).
     :param int num_rows: ``N``.
     :returns: ``[m]`` p-values (1 where ``N - l - 3 <= 0``: no evidence against independence).
