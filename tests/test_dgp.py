@@ -511,3 +511,28 @@ def test_fixed_kernels_reuses_the_factors_and_gives_the_same_elbo():
     pyro.set_rng_seed(7)
     torch.testing.assert_close(other, elbo.differentiable_loss(model, guide, shifted, data), rtol=0, atol=0)
     assert again.item() != ref_loss.item()
+
+
+def test_data_beyond_float32_is_not_called_nan_or_inf():
+    """Finite in float64 but beyond float32's range: say so and name the fix, not "NaN or inf"."""
+    model, inputs, data = collider_problem()
+    model = model.float()
+    huge = {k: v.clone() for k, v in inputs.items()}
+    huge["x1"][2, 0] = 1e39
+    with pytest.raises(DAGInputError, match=r"inputs\['x1'\] holds 1e\+39, which is finite but overflows "
+                                            r"torch.float32.*model.double\(\)"):
+        model(huge, data)
+    big = {"w3": data["w3"].clone()}
+    big["w3"][0, 0] = -1e40
+    with pytest.raises(DAGInputError, match=r"data\['w3'\] holds 1e\+40, which is finite but overflows"):
+        model(inputs, big)
+
+
+def test_overflow_message_offers_float64_only_to_a_float32_model():
+    model, inputs, data = collider_problem()                      # float64
+    with pytest.raises(DAGInputError, match="whose square overflows torch.float64") as exc:
+        model(inputs, {"w3": data["w3"] * 1e200})
+    assert "float64 model" not in str(exc.value) and "use float64" not in str(exc.value)
+    model = model.float()
+    with pytest.raises(DAGInputError, match=r"whose square overflows torch.float32.*float64 model \(model.double"):
+        model({k: v.float() for k, v in inputs.items()}, {"w3": data["w3"].float() * 1e20})

@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from ..scaling import column_moments
 from .linear import training_data
 
 __all__ = ["ExactGP"]
@@ -86,6 +87,7 @@ class ExactGP:
             self.subset = True
         self._lo, span = X.min(0).values, X.max(0).values - X.min(0).values
         self._span = torch.where(span > 0, span, torch.ones_like(span))
+        column_moments(y, "ExactGP.fit: y")  # refuses outputs whose standard deviation overflows float64
         self._y_mean, y_sd = y.mean(), y.std()
         self._y_sd = y_sd if float(y_sd) > 0 else torch.ones_like(y_sd)
         Xs, ys = (X - self._lo) / self._span, (y - self._y_mean) / self._y_sd

@@ -12,6 +12,7 @@ import pyro
 import torch
 
 from .. import graph as dag
+from ..scaling import float32_overflow
 from ..utils import is_tracing
 
 __all__ = ["DAGInputError", "InputChecks", "positive_int"]
@@ -51,6 +52,9 @@ def _frame_as_dict(frame, what):
 
 
 
+_DOUBLE = "use a float64 model (model.double())"
+
+
 def _check_scale(t, label):
     """Refuse values whose squares overflow ``t``'s dtype: every kernel and likelihood squares them, so such data
     would give an infinite loss at the first step and NaN parameters after it."""
@@ -61,7 +65,8 @@ def _check_scale(t, label):
         raise DAGInputError(
             f"{label} reaches {float(biggest):.3g}, whose square overflows {t.dtype} (largest "
             f"{torch.finfo(t.dtype).max:.3g}): the loss would be infinite. Standardise the data (subtract the mean, "
-            "divide by the standard deviation) or use float64")
+            "divide by the standard deviation)" + (" or use a float64 model (model.double())"
+                                                   if t.dtype != torch.float64 else ""))
 
 
 def positive_int(value, name):
@@ -166,6 +171,7 @@ class InputChecks:
                                     f"{self.input_dims[r]}; pass the same columns as in training")
             bad = None if is_tracing() else ~torch.isfinite(x).all(-1)
             if bad is not None and bool(bad.any()):
+                float32_overflow(inputs[r], x, f"inputs[{r!r}]", error=DAGInputError, fix=_DOUBLE)
                 i = int(bad.nonzero()[0])
                 raise DAGInputError(f"inputs[{r!r}] contains NaN or inf (first at row {i}); roots are deterministic "
                                     "inputs and must be finite: impute or drop those cases")
@@ -222,10 +228,12 @@ class InputChecks:
                     raise DAGInputError(f"mask[{w!r}] must be a bool tensor of shape {tuple(y.shape)}, got "
                                         f"{m.dtype} {tuple(m.shape)}")
                 if not is_tracing() and bool((m & ~torch.isfinite(y)).any()):
+                    float32_overflow(data[w], y, f"data[{w!r}]", error=DAGInputError, fix=_DOUBLE)
                     raise DAGInputError(f"data[{w!r}] has NaN/inf at entries that mask[{w!r}] marks as observed; "
                                         "fix the data or set those mask entries to False")
             else:
                 if not is_tracing() and bool(torch.isinf(y).any()):
+                    float32_overflow(data[w], y, f"data[{w!r}]", error=DAGInputError, fix=_DOUBLE)
                     raise DAGInputError(f"data[{w!r}] contains inf; mark missing entries with NaN (or pass a mask)")
                 m = ~torch.isnan(y)
             if not is_tracing() and not bool(m.any()):

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..dgp import DAGDGP
+from ..dgp import DAGDGP, DAGInputError
 from ..gp.conditional import NotPositiveDefiniteError
 from ..gp.likelihoods import Gaussian
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
+from ..scaling import column_moments
 from ..utils import freeze, renamed_argument
 from .data import multifidelity_data
 
@@ -267,8 +268,12 @@ class MultiFidelityEmulator:
         self.lower = lo
         span = hi - lo
         self.span = np.where(span > 0, span, 1.0)
-        self.y_loc = {f: float(np.nanmean(mf.y[f])) for f in mf.fidelities}
-        self.y_scale = {f: float(np.nanstd(mf.y[f])) or 1.0 for f in mf.fidelities}
+        if not np.isfinite(span).all():
+            raise DAGInputError(f"the design box spans {span.tolist()}, which overflows float64: rescale the inputs")
+        # refuses outputs whose standard deviation overflows (standardised, every value would be 0)
+        moments = {f: column_moments(mf.y[f], f"fidelity {f!r}: y", error=DAGInputError) for f in mf.fidelities}
+        self.y_loc = {f: m for f, (m, _) in moments.items()}
+        self.y_scale = {f: s or 1.0 for f, (_, s) in moments.items()}
         self.refined = [f for f in mf.fidelities if mf.parents[f]]
         self.num_inducing = {}
         for f in mf.fidelities:

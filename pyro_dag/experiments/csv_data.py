@@ -9,6 +9,8 @@ import networkx as nx
 import numpy as np
 import torch
 
+from ..scaling import column_moments
+
 __all__ = ["CSVInputError", "CSVProblem", "load_csv_problem", "parse_latent"]
 
 
@@ -132,7 +134,8 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
             raise CSVInputError(f"column {c!r} holds an infinite value; fix it or leave the cell empty")
         if np.isnan(vals).all():
             raise CSVInputError(f"column {c!r} is empty; drop the node or give it data")
-        if np.nanstd(vals) == 0:
+        # refuses values whose standard deviation overflows (standardised, every value would be 0)
+        if column_moments(vals, f"column {c!r} of {source}", error=CSVInputError)[1] == 0:
             raise CSVInputError(f"column {c!r} is constant ({np.nanmax(vals):g} in every row): it carries no "
                                 "information and cannot be standardised; drop it from the file and the graph")
     roots = [v for v in nodes if g.in_degree(v) == 0]
@@ -187,8 +190,10 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
     p.graph, p.latent, p.latent_children, p.inputs, p.nodes = g, lat, children, inputs, observed
     p.frame, p.test_rows, p.source, p.seed, p.fold = frame, test_rows, source, seed, fold
     train = frame[~test_rows]
-    p.mean = {c: float(train[c].mean()) for c in nodes}
-    p.std = {c: float(train[c].std()) for c in nodes}
+    moments = {c: column_moments(train[c], f"column {c!r} (training rows)", error=CSVInputError, ddof=1)
+               for c in nodes}
+    p.mean = {c: m for c, (m, _) in moments.items()}
+    p.std = {c: s for c, (_, s) in moments.items()}
     for c in nodes:
         if not p.std[c] > 0:
             raise CSVInputError(f"column {c!r} is constant on the training rows; drop it or use more data")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..scaling import column_moments
 from .identifiability import SEMSpecError
 
 __all__ = ["IndicatorScaler", "indicator_array"]
@@ -66,13 +67,15 @@ class IndicatorScaler:
 
     @classmethod
     def fit(cls, array, standardize=True, columns=None):
-        """Fit on ``[n, J]`` (NaN = missing). :raises SEMSpecError: for a column observed nowhere or constant."""
-        mean = np.nanmean(array, axis=0) if array.size else np.zeros(array.shape[1])
-        sd = np.nanstd(array, axis=0)
+        """Fit on ``[n, J]`` (NaN = missing). :raises SEMSpecError: for a column observed nowhere, constant, or
+        whose standard deviation overflows float64 (:func:`pyro_dag.scaling.column_moments`)."""
+        mean, sd = np.zeros(array.shape[1]), np.zeros(array.shape[1])
         for j in range(array.shape[1]):
             name = columns[j] if columns is not None else j
             if np.isnan(array[:, j]).all():
                 raise SEMSpecError(f"indicator {name!r} is missing (NaN) in every row")
+            # refuses values whose standard deviation overflows (every scaled value would be 0)
+            mean[j], sd[j] = column_moments(array[:, j], f"indicator {name!r}", error=SEMSpecError)
             if standardize and not sd[j] > 0:
                 raise SEMSpecError(f"indicator {name!r} is constant, so it carries no information about its latent; "
                                    "drop it")

@@ -107,7 +107,7 @@ def select_candidates(data, num_candidates=16, *, likelihood="bge", selection="g
     config = config.replace(likelihood=likelihood, **settings)
     X, names = prepare_data(data, torch.float64, None)
     if config.standardize:
-        X = standardize_columns(X)
+        X = standardize_columns(X, names)
     mech = collapsed_mechanism(likelihood, X.shape[1], X.shape[0], config)
     return candidate_sets(X, mech, num_candidates, selection, num_last, max_size,
                           forced_candidates(include, X.shape[1], names), reverse_top)

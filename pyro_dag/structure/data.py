@@ -2,6 +2,8 @@
 import numpy as np
 import torch
 
+from ..scaling import column_moments, float32_overflow
+
 __all__ = ["prepare_data", "standardize_columns"]
 
 
@@ -66,14 +68,22 @@ def prepare_data(data, dtype, device):
     if N < 2:
         raise ValueError(f"need at least 2 rows of data; got {N}")
     if not torch.isfinite(X).all():
+        float32_overflow(data, X, "data", fix="pass dtype=torch.float64 (structure.fit) or float64 data")
         bad = (~torch.isfinite(X)).any(0).nonzero().flatten().tolist()
         raise ValueError(f"data contain NaN or inf in columns {bad}; impute or drop those rows first")
     return X, names
 
 
-def standardize_columns(X):
-    """``(X - mean) / sd`` per column of ``X`` ``[N, p]``; a constant column raises an error naming it."""
-    sd = X.std(0)
+def standardize_columns(X, names=None):
+    """``(X - mean) / sd`` per column of ``X`` ``[N, p]``; a constant column, or one whose standard deviation
+    overflows float64 (:func:`pyro_dag.scaling.column_moments`: it would standardise to all zeros and the fit would
+    return its prior), raises an error naming it. The moments are computed in float64 whatever ``X``'s dtype (a
+    float32 sum of squares overflows from 1e19). :param list names: column names for the errors (default indices).
+    """
+    names = list(names) if names is not None and len(names) == X.shape[1] else range(X.shape[1])
+    moments = [column_moments(X[:, j], f"column {names[j]!r}", ddof=1) for j in range(X.shape[1])]
+    sd = torch.tensor([s for _, s in moments], dtype=torch.float64)
     if (sd == 0).any():
         raise ValueError(f"columns {(sd == 0).nonzero().flatten().tolist()} are constant; drop them before fitting")
-    return (X - X.mean(0)) / sd
+    mean = torch.tensor([m for m, _ in moments], dtype=torch.float64)
+    return (X - mean.to(X)) / sd.to(X)

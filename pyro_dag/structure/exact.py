@@ -396,7 +396,7 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     except TypeError as e:
         raise TypeError(f"exact_posterior() got an unexpected keyword argument: {e}") from None
     if config.standardize:
-        X = standardize_columns(X)
+        X = standardize_columns(X, names)
     if graph_prior not in ("edge", "fair"):
         raise ValueError(f"graph_prior must be 'edge' or 'fair'; got {graph_prior!r}")
     with limit_threads(num_threads):

@@ -102,7 +102,7 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
             raise ValueError(f"node_names has {len(node_names)} names but the data have {p} columns")
         names = [str(n) for n in node_names]
     if config.standardize:
-        X = standardize_columns(X)
+        X = standardize_columns(X, names)
     config = config.resolve(p, N)
     with limit_threads(num_threads):
         alpha, beta = config.edge_prior(p, edge_beliefs, dtype=dtype, device=device)

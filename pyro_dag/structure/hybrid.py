@@ -392,7 +392,7 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
     N, p = X.shape
     names = node_names if node_names is not None else names
     if config.standardize:
-        X = standardize_columns(X)
+        X = standardize_columns(X, names)
     with limit_threads(num_threads):
         skeleton = pc_skeleton(X, alpha)
         corr = np.corrcoef(X.numpy(), rowvar=False)

@@ -268,7 +268,7 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
     X, names = prepare_data(data, torch.float64, None)
     N, p = X.shape
     if config.standardize:
-        X = standardize_columns(X)
+        X = standardize_columns(X, names)
     if likelihood == "gp":
         gp_scorer = gp_scorer if gp_scorer is not None else GPFamilyScorer(X)
         if max_parents is None:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from scipy.special import ndtr
 
+from ..scaling import column_moments
 from .data import prepare_data
 
 __all__ = ["Skeleton", "fisher_z_pvalues", "markov_blanket_graph", "pc_skeleton", "skeleton_candidates"]
@@ -91,10 +92,11 @@ def pc_skeleton(data, alpha=0.05, max_level=None):
         raise ValueError(f"alpha must be in (0, 1); got {alpha!r}")
     if max_level is not None and not (isinstance(max_level, numbers.Integral) and max_level >= 0):
         raise ValueError(f"max_level must be a non-negative integer or None; got {max_level!r}")
-    X, _ = prepare_data(data, torch.float64, None)
+    X, names = prepare_data(data, torch.float64, None)
     X = X.numpy()
     N, p = X.shape
-    sd = X.std(0)
+    # refuses columns whose standard deviation overflows (the correlations would be NaN)
+    sd = np.array([column_moments(X[:, j], f"column {(names or range(p))[j]!r}")[1] for j in range(p)])
     if (sd == 0).any():
         raise ValueError(f"columns {np.nonzero(sd == 0)[0].tolist()} are constant; drop them first")
     corr = np.corrcoef(X, rowvar=False)

@@ -141,3 +141,14 @@ def test_baseline_report(forrester_fit):
         em.baseline_report(X, y, num_samples=50, tolerance=1e-6)    # "not better" by a factor 1e6: must warn
     with pytest.raises(ValueError, match="unknown fidelity"):
         em.baseline_report(X, y, fidelity="f9")
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e160])
+def test_outputs_whose_standard_deviation_overflows_are_refused(scale):
+    """The emulator used to end with an infinite output scale and NaN predictions."""
+    from pyro_dag import DAGInputError
+
+    X = np.linspace(0, 1, 8)[:, None]
+    with pytest.raises(DAGInputError, match="fidelity 'high': y reaches .* overflows float64.*rescale"):
+        MultiFidelityEmulator({"low": (X, np.sin(6 * X[:, 0])), "high": (X[::2], np.cos(6 * X[::2, 0]) * scale)},
+                              parents={"high": ["low"]})

@@ -48,6 +48,8 @@ def test_problem_split_and_standardisation(tmp_path):
     (lambda f: f.assign(c=1.0), None, {}, r"column\(s\) \['c'\].*not nodes of the graph"),
     (lambda f: f.drop(columns="b"), None, {}, r"node\(s\) \['b'\].*no column"),
     (lambda f: f.assign(b=2.5), None, {}, "column 'b' is constant"),
+    (lambda f: f.assign(b=f["b"] * 1e300), None, {}, "column 'b' .*reaches .* overflows float64.*rescale the column"),
+    (lambda f: f.assign(a=f["a"] * 1e160), None, {}, "column 'a' .*reaches .* overflows float64.*rescale the column"),
     (lambda f: f.assign(b=f["b"].astype(object).where(f.index != 4, "12,5kg")), None, {},
      "column 'b' is not numeric: row 6 .*'12,5kg'"),
     (lambda f: f.assign(x=f["x"].where(f.index != 7)), None, {},
@@ -127,6 +129,14 @@ def test_cli_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["fit", "sachs", "--graph", g])
     assert "fit --csv" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_column_whose_standard_deviation_overflows(tmp_path, capsys):
+    """It used to report RMSE 0.0 for the column (every standardised value 0), write infinite sds and exit 0."""
+    csv, g = write(tmp_path, chain_frame(n=40).assign(b=lambda f: f["b"] * 1e300))
+    out = tmp_path / "o"
+    assert main(["fit", "--csv", csv, "--graph", g, "--steps", "2", "--no-progress", "--out", str(out)]) == 2
+    assert "column 'b'" in capsys.readouterr().err and not (out / "metrics.json").exists()
 
 
 def test_cli_fit_sachs_writes_json_and_figure(tmp_path, capsys):

@@ -4,6 +4,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pyro
+import pytest
 import pyro.distributions as dist
 import torch
 from pyro import poutine
@@ -201,3 +202,15 @@ def test_dense_unidentified_measurement_model():
         _, load, _ = model.measurement_params(model.sample_globals())
     torch.testing.assert_close(load.reshape(-1), g["indicators.loading"])
     assert model.init_loc_fn(tr.nodes["A.x"]).shape == (20,)  # no anchor: started from the prior
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e160])
+def test_data_whose_standard_deviation_overflows_is_refused(scale):
+    """Standardised with an infinite s.d., every value of the column became 0 and the fit trained to NaN."""
+    from pyro_dag.sem import SEMSpecError
+
+    df, _, _ = frame()
+    df["a2"] = df["a2"] * scale
+    model = LatentSEM(nx.DiGraph([("A", "B")]), IND, num_inducing=5)
+    with pytest.raises(SEMSpecError, match="indicator 'a2' reaches .* overflows float64.*rescale the column"):
+        model.prepare(df)

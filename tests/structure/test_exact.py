@@ -188,3 +188,17 @@ def test_order_scorer_with_candidate_parents_matches_restricted_enumeration():
             if all(A[i, j] == 0 or i in scorer.candidate_parents[j] for i in range(p) for j in range(p)):
                 total = np.logaddexp(total, logw)
         assert scorer(pot).item() == pytest.approx(total, rel=1e-10)
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e160])
+def test_exact_posterior_refuses_a_column_whose_standard_deviation_overflows(scale):
+    """Standardised by an infinite s.d., the column became all zeros and the posterior was silently the prior."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    x0 = rng.normal(size=60)
+    frame = pd.DataFrame({"a": x0, "b": (2 * x0 + 0.1 * rng.normal(size=60)) * scale, "c": rng.normal(size=60)})
+    with pytest.raises(ValueError, match="column 'b' reaches .* overflows float64.*rescale the column"):
+        exact_posterior(frame, likelihood="bge")
+    with pytest.raises(ValueError, match="column 1 reaches"):
+        exact_posterior(frame.to_numpy(), likelihood="bge")
