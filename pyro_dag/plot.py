@@ -9,12 +9,15 @@
   evidence).
 
 :func:`dag` draws with the caller's matplotlib backend; the ``save_*`` figures and :func:`plot_collider` select
-the non-interactive Agg backend, since they only write files.
+the non-interactive Agg backend, since they only write files, and write each file atomically
+(:func:`pyro_dag.outputs.save_figure`: a full disk leaves no partial picture).
 """
 import os
 
 import numpy as np
 import torch
+
+from .outputs import save_figure
 
 __all__ = ["dag", "node_summaries", "save_held_out_figure", "plot_collider", "save_observed_vs_predicted",
            "edge_heatmap", "save_structure_figures", "save_conditional_heatmap"]
@@ -169,8 +172,7 @@ def save_held_out_figure(model, pred, targets, path, title=None, nodes=None):
         a.set_xlabel("observed", fontsize=8)
         a.set_ylabel("predicted", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     return path
 
 
@@ -194,8 +196,7 @@ def save_observed_vs_predicted(y, mean, sd, target, title, path):
     ax.set_ylabel(f"predicted {target} (±2 sd)")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -245,8 +246,7 @@ def plot_collider(result, path):
     ax.axis("equal")
     fig.suptitle(f"latent collider, {m['structure']} guide, {m['steps']} steps")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 # --------------------------------------------------------------------------------------- structure posteriors
@@ -279,8 +279,7 @@ def save_structure_figures(P, names, out_dir, threshold=0.5):
     fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
     heat = os.path.join(out_dir, "edge_probs.png")
-    fig.savefig(heat, dpi=120)
-    plt.close(fig)
+    save_figure(fig, heat, dpi=120)
 
     g = nx.DiGraph()
     g.add_nodes_from(names)
@@ -300,8 +299,7 @@ def save_structure_figures(P, names, out_dir, threshold=0.5):
     ax.axis("off")
     fig.tight_layout()
     graph = os.path.join(out_dir, "posterior_graph.png")
-    fig.savefig(graph, dpi=120)
-    plt.close(fig)
+    save_figure(fig, graph, dpi=120)
     return heat, graph
 
 
@@ -319,6 +317,5 @@ def save_conditional_heatmap(P, Pg, names, out_dir, label):
         im = edge_heatmap(ax, M, names, title, fontsize=9)
     fig.colorbar(im, ax=axes, fraction=0.03)
     path = os.path.join(out_dir, "edge_probs_given.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
     return path

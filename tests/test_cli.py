@@ -140,3 +140,31 @@ def test_cli_fit_multifidelity_reports_baselines(tmp_path, capsys):
     assert set(base["baselines"]) == {"exact_gp", "linear", "mean"} and base["n_train"] == 14
     assert base["comparison"]["rmse"] == pytest.approx(result["metrics"]["rmse"])
     assert "baselines on the high fidelity's runs alone" in capsys.readouterr().out
+
+
+def _full_disk_at(stem):
+    """A ``Figure.savefig`` that writes an empty file and finds the disk full when the name starts with ``stem``."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    real = Figure.savefig
+
+    def savefig(self, path, **kwargs):
+        if not str(path).split("/")[-1].lstrip(".").startswith(stem):
+            return real(self, path, **kwargs)
+        open(path, "wb").close()
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return savefig
+
+
+def test_cli_fit_collider_full_disk_names_the_file(tmp_path, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(Figure, "savefig", _full_disk_at("collider"))
+    assert main(["fit", "collider", "--steps", "3", "--out", str(tmp_path), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "could not write" in err and "collider.png (No space left on device)" in err
+    assert "written completely: collider_metrics.json; not written: collider.png" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["collider_metrics.json"]
+    assert "rmse_test" in json.loads((tmp_path / "collider_metrics.json").read_text())

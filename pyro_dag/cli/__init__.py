@@ -19,6 +19,7 @@ a bad value exits with status 2 and a message naming the option. The argument ty
 :func:`torch_device`, :func:`output_dir`; :mod:`pyro_dag.cli.arguments`) are shared by the sub-commands.
 """
 import argparse
+import sys
 
 from . import discover, fit
 from .arguments import non_negative_int, output_dir, positive_float, positive_int, torch_device, unit_interval
@@ -38,7 +39,15 @@ def build_parser():
 
 def main(argv=None):
     """Run ``pyro-dag`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status. Bad options exit
-    with status 2 (``SystemExit``) and a message on stderr naming the option."""
+    with status 2 (``SystemExit``) and a message on stderr naming the option; an output file that cannot be
+    written (a full disk) returns 1 with a message naming it and the files of the run that were written
+    (:class:`pyro_dag.outputs.OutputError`)."""
+    from ..outputs import OutputError
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except OutputError as e:
+        print(f"pyro-dag {args.command}: error: {e}", file=sys.stderr)
+        return 1

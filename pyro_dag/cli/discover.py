@@ -14,10 +14,10 @@ it also prints the conditional edge table and MAP DAG (exact with ``--exact``, f
 writes ``edge_probs_given.png`` (the conditional heat map beside the unconditional one). The figures are drawn by
 :mod:`pyro_dag.plot`.
 """
-import json
 import os
 import time
 
+from ..outputs import OutputSet
 from ..plot import save_conditional_heatmap, save_structure_figures
 
 __all__ = ["add_parser", "run"]
@@ -184,7 +184,7 @@ def _metrics(P, S, truth):
     return out
 
 
-def _given(args, post, P, names, result):
+def _given(args, post, P, names, result, out):
     """``--given``: conditional edge probabilities and MAP DAG, printed, stored and drawn next to the
     unconditional heat map (``edge_probs_given.png``)."""
     from ..structure.evidence import parse_evidence_string
@@ -207,7 +207,8 @@ def _given(args, post, P, names, result):
         print(f"    {a}->{b}  {q:.3f} | {q0:.3f}")
     edges = [f"{names[i]}->{names[j]}" for i in range(len(names)) for j in range(len(names)) if A[i, j] > 0.5]
     print("  MAP DAG given the evidence: " + (", ".join(edges) if edges else "(no edges)"))
-    save_conditional_heatmap(P.numpy(), Pg.numpy(), names, args.out, label)
+    out.call(["edge_probs_given.png"],
+             lambda: save_conditional_heatmap(P.numpy(), Pg.numpy(), names, args.out, label))
     return {"evidence": args.given, "prob": prob, "edge_probs": Pg.tolist(), "map_dag": A.tolist()}
 
 
@@ -273,11 +274,12 @@ def _run(args):
             c = m["cpdag"]
             print(f"  CPDAG level: AUROC {100 * c['auroc']:.1f}  E-F1 {100 * c['expected_f1']:.1f}  "
                   f"E-SHD {c['expected_shd']:.2f}")
-    heat, graph = save_structure_figures(P.numpy(), names, args.out)
+    given = ["edge_probs_given.png"] if args.given else []
+    out = OutputSet(args.out, ["edge_probs.png", "posterior_graph.png"] + given + ["discover.json"])  # atomically
+    heat, graph = out.call(["edge_probs.png", "posterior_graph.png"],
+                           lambda: save_structure_figures(P.numpy(), names, args.out))
     if args.given:
-        result["given"] = _given(args, post, P, names, result)
-    path = os.path.join(args.out, "discover.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
+        result["given"] = _given(args, post, P, names, result, out)
+    path = out.json("discover.json", result, indent=1)
     print(f"  wrote {path}, {heat}, {graph}")
     return 0

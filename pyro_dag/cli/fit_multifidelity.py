@@ -49,10 +49,9 @@ def _published_baselines(args, out):
     scored on the published split's test runs (:func:`~pyro_dag.baselines.baseline_scores`), compared with the
     emulator's RMSE (:class:`~pyro_dag.baselines.BaselineWarning` unless the emulator is better); added to the JSON
     under ``"baselines"``."""
-    import json
-
     from ..baselines import baseline_scores, compare_with_baselines
     from ..emulation.experiment import make_problem
+    from ..outputs import write_json
 
     p = make_problem(args.problem, args.seed)
     X, y = p.train[p.target]
@@ -64,6 +63,5 @@ def _published_baselines(args, out):
     out["result"]["baselines"] = report
     for path in out["paths"]:
         if path.endswith(".json"):
-            with open(path, "w") as f:
-                json.dump(out["result"], f, indent=2, default=float)
+            write_json(path, out["result"], indent=2, default=float)     # atomically: the old file or the new one
     return report

@@ -9,9 +9,7 @@ test problems, for ``pyro-dag fit multifidelity``.
   fidelity, :func:`pooled_folds`), scored on the held-out runs of all fidelities together with the weighted energy
   score (:func:`weighted_energy_score`) and on the high fidelity's held-out runs with RMSE and CRPS.
 """
-import json
 import math
-import os
 import time
 import warnings
 
@@ -20,6 +18,7 @@ import torch
 
 from ..datasets.multifidelity import FUNCTIONS, chain_problem, graphical_problem
 from ..metrics import crps_gaussian
+from ..outputs import OutputSet
 from ..plot import save_observed_vs_predicted
 from .emulator import MultiFidelityEmulator
 from ..utils import renamed_argument
@@ -195,24 +194,22 @@ def run_protocol(problem, protocol="published", precision="chordal", steps=1000,
               "pretrain_steps": pretrain_steps, "seed": seed, "metrics": metrics, "folds": folds}
     paths = []
     if out is not None:
-        os.makedirs(out, exist_ok=True)
-        path = os.path.join(out, f"multifidelity_{problem}_{protocol}.json")
         if p.parents[target] and len(p.parents[target]) > 1:
             res = em.shapley(p.test[0], num_samples=128)
             result["shapley_mean_share"] = res.mean_share.mean(0).tolist()
             result["shapley_variance_share"] = res.variance_share.mean(0).tolist()
             result["shapley_players"] = res.players
-        with open(path, "w") as f:
-            json.dump(result, f, indent=2)
-        paths.append(path)
-        paths.append(_figure(em, p, out, problem, protocol))
+        stem = f"multifidelity_{problem}_{protocol}"
+        files = OutputSet(out, [f"{stem}.json", f"{stem}.png"])        # each file atomically
+        paths.append(files.json(f"{stem}.json", result, indent=2))
+        paths.append(files.call([f"{stem}.png"], lambda: _figure(em, p, files.path(f"{stem}.png"), problem,
+                                                                 protocol)))
     return {"metrics": metrics, "result": result, "paths": paths}
 
 
-def _figure(em, p, out, problem, protocol):
+def _figure(em, p, path, problem, protocol):
     X, y = p.test
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pred = em.predict(X, [p.target])[p.target]
-    path = os.path.join(out, f"multifidelity_{problem}_{protocol}.png")
     return save_observed_vs_predicted(y[:, 0], pred.mean, pred.std, p.target, f"{problem}, {protocol}", path)

@@ -17,10 +17,8 @@ Metrics (all against the noise-free child surface, on the observed "train" cases
 * ``mean_abs_corr``: mean over cases of ``|corr(w1, w2)|`` across posterior samples (explaining-away);
 * ``parent_var``: mean posterior variance of ``w1`` and ``w2`` over cases.
 """
-import json
 import math
 import numbers
-import os
 
 import pyro
 import torch
@@ -34,6 +32,7 @@ from ..infer import DAGELBO
 from ..infer.autoguide import AutoStructuredGuide
 from ..infer.training import JointAdam, train
 from ..metrics.regression import crps_samples, nlpd_mixture, rmse
+from ..outputs import OutputSet
 from ..plot import plot_collider
 from ..threads import DEFAULT_NUM_THREADS, limit_threads
 from ..utils import freeze
@@ -247,13 +246,14 @@ def collider_metrics(model, guide, ds, inputs, num_samples=500):
 
 
 def save_collider_outputs(result, out_dir):
-    """Write ``collider_metrics.json`` and ``collider.png`` into ``out_dir``; returns their paths."""
-    os.makedirs(out_dir, exist_ok=True)
-    metrics_path = os.path.join(out_dir, "collider_metrics.json")
-    fig_path = os.path.join(out_dir, "collider.png")
+    """Write ``collider_metrics.json`` and ``collider.png`` into ``out_dir``, each atomically; returns their paths.
+
+    :raises pyro_dag.outputs.OutputError: naming the file that could not be written and the ones that were.
+    """
+    out = OutputSet(out_dir, ["collider_metrics.json", "collider.png"])
     metrics = {k: (v if not isinstance(v, float) or math.isfinite(v) else None)
                for k, v in result["metrics"].items()}
-    with open(metrics_path, "w") as f:
-        json.dump(metrics, f, indent=2, sort_keys=True)
-    plot_collider(result, fig_path)
+    metrics_path = out.json("collider_metrics.json", metrics, indent=2, sort_keys=True)
+    fig_path = out.path("collider.png")
+    out.call(["collider.png"], lambda: plot_collider(result, fig_path))
     return metrics_path, fig_path

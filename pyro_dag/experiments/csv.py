@@ -33,7 +33,6 @@ The workflow (:func:`fit_csv`):
 mean and standard deviation per node, in the data's units) and ``figure.png`` (the DAG coloured by each node's
 held-out RMSE, and observed-vs-predicted panels).
 """
-import json
 import os
 import time
 
@@ -44,6 +43,7 @@ import torch
 from ..metrics.regression import node_metrics
 from .csv_baselines import _baseline_summary, csv_baselines
 from .csv_data import CSVInputError, CSVProblem, load_csv_problem, parse_latent
+from ..outputs import OutputSet
 from ..plot import save_held_out_figure
 from ..utils import renamed_argument
 
@@ -339,17 +339,18 @@ def save_csv_outputs(result, out_dir):
     For :func:`cross_validate_csv`'s result, ``predictions.csv`` has a ``fold`` column instead of ``split`` and each
     row's held-out prediction, and the figure shows these out-of-fold predictions (standardised with all rows).
 
+    Each file is written atomically (:mod:`pyro_dag.outputs`): a full disk leaves no partial file.
+
     :returns: ``(metrics path, predictions path, figure path)``.
+    :raises pyro_dag.outputs.OutputError: naming the file that could not be written and the ones that were.
     """
     import pandas as pd
 
-    os.makedirs(out_dir, exist_ok=True)
+    out = OutputSet(out_dir, ["metrics.json", "predictions.csv", "figure.png"])
     p, pred, metrics = result["problem"], result["prediction"], result["metrics"]
-    mpath = os.path.join(out_dir, "metrics.json")
-    with open(mpath, "w") as f:
-        json.dump(_finite_json(metrics), f, indent=2)
+    mpath = out.json("metrics.json", _finite_json(metrics), indent=2)
     if "fold_results" in result:
-        return (mpath,) + _save_cv_outputs(result, out_dir)
+        return (mpath,) + _save_cv_outputs(result, out)
     cols = {"row": np.arange(len(p.frame)), "split": np.where(p.test_rows, "test", "train")}
     for w in p.nodes:
         mean = pred[w].y_mean[:, 0].numpy() if pred[w].y_mean is not None else pred[w].mean[:, 0].numpy()
@@ -357,20 +358,20 @@ def save_csv_outputs(result, out_dir):
         cols[f"{w}"] = p.frame[w].to_numpy()
         cols[f"{w}_mean"] = mean * p.std[w] + p.mean[w]
         cols[f"{w}_sd"] = var[:, 0].sqrt().numpy() * p.std[w]
-    ppath = os.path.join(out_dir, "predictions.csv")
-    pd.DataFrame(cols).to_csv(ppath, index=False)
+    ppath = out.write("predictions.csv", lambda tmp: pd.DataFrame(cols).to_csv(tmp, index=False))
     te = torch.as_tensor(np.flatnonzero(p.test_rows))
     sub = {w: pred[w]._replace(**{k: (None if getattr(pred[w], k) is None else
                                       (getattr(pred[w], k)[:, te] if getattr(pred[w], k).dim() == 3
                                        else getattr(pred[w], k)[te]))
                                   for k in pred[w]._fields}) for w in p.nodes}
     targets = p.tensors(p.test_rows, p.nodes)
-    fpath = save_held_out_figure(result["model"], sub, targets, os.path.join(out_dir, "figure.png"),
-                        title=f"held-out RMSE per node (standardised units), {metrics['n_test']} test rows")
+    title = f"held-out RMSE per node (standardised units), {metrics['n_test']} test rows"
+    fpath = out.call(["figure.png"], lambda: save_held_out_figure(result["model"], sub, targets,
+                                                                  out.path("figure.png"), title=title))
     return mpath, ppath, fpath
 
 
-def _save_cv_outputs(result, out_dir):
+def _save_cv_outputs(result, out):
     """``predictions.csv`` (out-of-fold) and ``figure.png`` of :func:`cross_validate_csv`'s result."""
     import pandas as pd
 
@@ -384,8 +385,7 @@ def _save_cv_outputs(result, out_dir):
     for w in p.nodes:
         cols[f"{w}"] = p.frame[w].to_numpy()
         cols[f"{w}_mean"], cols[f"{w}_sd"] = oof[w]
-    ppath = os.path.join(out_dir, "predictions.csv")
-    pd.DataFrame(cols).to_csv(ppath, index=False)
+    ppath = out.write("predictions.csv", lambda tmp: pd.DataFrame(cols).to_csv(tmp, index=False))
     sub, targets = {}, {}
     for w in p.nodes:
         y = p.frame[w].to_numpy()
@@ -395,7 +395,7 @@ def _save_cv_outputs(result, out_dir):
         sub[w] = NodePrediction(None, mean, var, None, None, mean, var)
         targets[w] = torch.as_tensor((y - loc) / sd).unsqueeze(-1)
     k = result["metrics"]["folds"]["k"]
-    fpath = save_held_out_figure(result["fold_results"][-1]["model"], sub, targets,
-                                 os.path.join(out_dir, "figure.png"),
-                                 title=f"{k}-fold out-of-fold RMSE per node (standardised with all rows)")
+    fpath = out.call(["figure.png"], lambda: save_held_out_figure(
+        result["fold_results"][-1]["model"], sub, targets, out.path("figure.png"),
+        title=f"{k}-fold out-of-fold RMSE per node (standardised with all rows)"))
     return ppath, fpath

@@ -398,23 +398,24 @@ def save_sachs_outputs(result, out_dir):
     """Write ``sachs_metrics.json`` (per node and averaged, the settings) and ``sachs.png`` (the DAG coloured by
     each node's held-out RMSE, observed-vs-predicted panels) for a DAG-DGP result of :func:`fit_sachs`.
 
-    :returns: ``(json path, figure path)``.
-    """
-    import json
-    import os
+    Each file is written atomically (:mod:`pyro_dag.outputs`).
 
-    os.makedirs(out_dir, exist_ok=True)
+    :returns: ``(json path, figure path)``.
+    :raises pyro_dag.outputs.OutputError: naming the file that could not be written and the ones that were.
+    """
+    from ..outputs import OutputSet
+
+    out = OutputSet(out_dir, ["sachs_metrics.json", "sachs.png"])
     keep = {k: v for k, v in result.items() if k not in ("model", "guide", "prediction", "split")}
     split = result["split"]
     keep["direction"] = None if split.direction is None else split.direction.tolist()
     keep["averaged_nodes"] = {"all": list(GP_NODES), "unseen": list(UNSEEN_NODES)}
     keep["paper"] = PAPER[result["task"]]
-    jpath = os.path.join(out_dir, "sachs_metrics.json")
-    with open(jpath, "w") as f:
-        json.dump(keep, f, indent=2, default=str)
-    fpath = save_held_out_figure(result["model"], result["prediction"], split.test_data,
-                                 os.path.join(out_dir, "sachs.png"),
-                                 title=f"Sachs {result['task']} (seed {result['seed']}, {result['method']}): held-out "
-                                       "RMSE per node, standardised log units", nodes=GP_NODES)
+    jpath = out.json("sachs_metrics.json", keep, indent=2, default=str)
+    title = (f"Sachs {result['task']} (seed {result['seed']}, {result['method']}): held-out RMSE per node, "
+             "standardised log units")
+    fpath = out.call(["sachs.png"], lambda: save_held_out_figure(result["model"], result["prediction"],
+                                                                 split.test_data, out.path("sachs.png"),
+                                                                 title=title, nodes=GP_NODES))
     return jpath, fpath
 

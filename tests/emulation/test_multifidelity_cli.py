@@ -21,3 +21,22 @@ def test_fit_multifidelity_bad_problem(capsys):
         main(["fit", "multifidelity", "--problem", "nope"])
     assert e.value.code == 2
     assert "--problem: choose from" in capsys.readouterr().err
+
+
+def test_fit_multifidelity_full_disk_names_the_file(tmp_path, capsys, monkeypatch):
+    """A full disk at the figure: exit 1 naming it and the complete JSON; no partial figure is left."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def full_disk(self, path, **kwargs):
+        open(path, "wb").close()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    rc = main(["fit", "multifidelity", "--problem", "forrester", "--steps", "2", "--pretrain-steps", "2",
+               "--guide", "mean_field", "--out", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "multifidelity_forrester_published.png (No space left on device)" in err
+    assert "written completely: multifidelity_forrester_published.json" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["multifidelity_forrester_published.json"]

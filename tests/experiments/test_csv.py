@@ -139,6 +139,30 @@ def test_cli_refuses_a_column_whose_standard_deviation_overflows(tmp_path, capsy
     assert "column 'b'" in capsys.readouterr().err and not (out / "metrics.json").exists()
 
 
+def test_cli_full_disk_while_writing_the_figure(tmp_path, capsys, monkeypatch):
+    """A full disk at the figure used to leave figure.png at 0 bytes beside complete JSON and CSV, and exit 0."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def full_disk(self, path, **kwargs):
+        with open(path, "wb") as f:
+            f.write(b"")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    csv, g = write(tmp_path, chain_frame(n=40))
+    out = tmp_path / "out"
+    rc = main(["fit", "--csv", csv, "--graph", g, "--latent", "h:1:a", "--steps", "2", "--pretrain-steps", "1",
+               "--latent-steps", "1", "--no-progress", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "could not write" in err and "figure.png (No space left on device)" in err
+    assert "written completely: metrics.json, predictions.csv; not written: figure.png" in err
+    assert sorted(os.listdir(out)) == ["metrics.json", "predictions.csv"]         # no empty figure, no temporary
+    assert json.loads((out / "metrics.json").read_text())["n_test"] == 8
+
+
 def test_cli_fit_sachs_writes_json_and_figure(tmp_path, capsys):
     out = tmp_path / "sachs"
     rc = main(["fit", "sachs", "--task", "interpolation", "--seed", "1", "--guide", "mean_field", "--steps", "3",

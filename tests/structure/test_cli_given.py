@@ -53,3 +53,27 @@ def test_discover_given_from_fit_samples_and_bad_evidence(tmp_path, csv, capsys)
         main(["discover", "--csv", str(path), "--exact", "--given", "a->zz", "--out", str(out), "--no-progress"])
     with pytest.raises(SystemExit, match="self-loop"):
         main(["discover", "--csv", str(path), "--exact", "--given", "a->a", "--out", str(out), "--no-progress"])
+
+
+
+def test_discover_full_disk_names_the_file_and_leaves_no_partial_one(tmp_path, csv, capsys, monkeypatch):
+    import errno
+
+    from matplotlib.figure import Figure
+
+    real = Figure.savefig
+
+    def savefig(self, path, **kwargs):                  # the disk fills at the posterior graph
+        if "posterior_graph" not in str(path):
+            return real(self, path, **kwargs)
+        open(path, "wb").close()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    out = tmp_path / "out"
+    assert main(["discover", "--csv", str(csv[0]), "--exact", "--out", str(out), "--samples", "50",
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "posterior_graph.png (No space left on device)" in err
+    assert "written completely: edge_probs.png; not written: posterior_graph.png, discover.json" in err
+    assert sorted(p.name for p in out.iterdir()) == ["edge_probs.png"]
