@@ -19,7 +19,7 @@ _NAMES = {"DAGDGP": "dgp", "DAGInputError": "dgp", "NodePrediction": "dgp", "DAG
           "to_inference_data": "diagnostics"}
 #: Sub-packages reachable as attributes (``pyro_dag.kernels``), loaded on first access.
 _SUBMODULES = ("cli", "datasets", "dgp", "diagnostics", "emulation", "experiments", "gp", "graph", "infer", "kernels",
-               "metrics", "ops", "param_store", "plot", "priors", "sem", "structure", "threads", "utils")
+               "metrics", "ops", "param_store", "persist", "plot", "priors", "sem", "structure", "threads", "utils")
 
 __all__ = ["DAGDGP", "DAGInputError", "DAGStructureError", "NodePrediction", "diagnostics", "graph", "kernels", "plot",
            "priors", "to_inference_data"]

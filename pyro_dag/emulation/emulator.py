@@ -24,6 +24,7 @@ from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
 from ..scaling import column_moments
 from ..utils import freeze, renamed_argument
 from .data import multifidelity_data
+from .persistence import load_emulator, save_emulator
 
 __all__ = ["MultiFidelityEmulator", "FidelityPrediction", "initial_lengthscale", "INDUCING_INITS"]
 
@@ -477,6 +478,17 @@ class MultiFidelityEmulator:
                                       **common).losses
                 self.guide = guide
         return self
+
+    # ------------------------------------------------------------------ saving and loading
+    def save(self, path):
+        """Save the fitted emulator (its DAG-DGP and guide, scalings and :attr:`history`) to ``path``, in the format of
+        :func:`pyro_dag.persist.save`; returns ``path``."""
+        return save_emulator(path, self)
+
+    def load(self, path):
+        """Restore a fit saved by :meth:`save` into this emulator, unfitted and built from the same runs and arguments:
+        its predictions then equal the saved one's (:func:`pyro_dag.persist.load`); returns ``self``."""
+        return load_emulator(path, self)
 
     # ------------------------------------------------------------------ prediction
     def _check_box(self, X):

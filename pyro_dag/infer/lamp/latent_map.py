@@ -16,6 +16,7 @@ from .algorithm import LaMPFit, _input_error
 from .fitted import KERNELS, FittedNode
 from .linked import LinkedGPPredictor
 from .objective import kernel_matrix, profiled_log_likelihood
+from .persistence import load_lamp, save_lamp
 
 __all__ = ["LatentMAP"]
 
@@ -161,6 +162,31 @@ class LatentMAP:
         """
         return LaMPFit(self).run(inputs, data, mask=mask, settings=settings, batch=batch, seed=seed,
                                  progress=progress, **changes)
+
+    # ------------------------------------------------------------------ saving and loading
+    def save(self, path):
+        """Save the fit to ``path`` (the per-case values ``Ŵ``, the hyperparameters, the cases the fitted GPs
+        condition on and :attr:`history`), in the format of :func:`pyro_dag.persist.save` (it loads with
+        ``torch.load(weights_only=True)``; written atomically).
+
+        :returns: ``path``.
+        """
+        return save_lamp(path, self)
+
+    def load(self, path):
+        """Restore a fit saved by :meth:`save` into this LatentMAP, built on a model of the same graph and output
+        dims with the same ``kernel``, ``lengthscale``, ``nugget`` and ``jitter``: its predictions then equal the
+        saved one's (the same draws for the same ``seed``). The model takes the saved dtype.
+
+        :returns: ``self``. :raises pyro_dag.persist.SavedFileError: for a missing, corrupt or foreign file, or a
+            LatentMAP that does not match the saved one.
+
+        Example::
+
+            lamp.save("lamp.pt")
+            lamp2 = LatentMAP(DAGDGP(g, output_dims={"w": 1}).double()).load("lamp.pt")
+        """
+        return load_lamp(path, self)
 
     # ------------------------------------------------------------------ fitted state
     @torch.no_grad()

@@ -1,0 +1,54 @@
+"""Saving and loading a fitted :class:`~pyro_dag.emulation.MultiFidelityEmulator`
+(:meth:`~pyro_dag.emulation.MultiFidelityEmulator.save`, :meth:`~pyro_dag.emulation.MultiFidelityEmulator.load`) in
+the file format of :mod:`pyro_dag.persist`: the DAG-DGP and its guide as :func:`pyro_dag.persist.save` writes them
+(Perlino, Hamelijnck, Johansen & Damoulas 2026, "Deep Gaussian Processes on Directed Acyclic Graphs",
+arXiv:2607.09645, Sec. 7), the emulator's scalings (to check that the loading emulator was built on the same runs)
+and its training history.
+"""
+import uuid
+
+from ..persist import SavedFileError, model_payload, read_saved, restore_model, write_saved
+
+__all__ = ["save_emulator", "load_emulator"]
+
+KIND = "MultiFidelityEmulator"
+
+
+def _scalings(em):
+    return {"fidelities": list(em.mf.fidelities), "lower": [float(v) for v in em.lower],
+            "span": [float(v) for v in em.span], "y_loc": dict(em.y_loc), "y_scale": dict(em.y_scale),
+            "kernel": em.kernel_name, "num_inducing": dict(em.num_inducing)}
+
+
+def save_emulator(path, em):
+    """Write the fitted emulator ``em`` to ``path`` (see :meth:`~pyro_dag.emulation.MultiFidelityEmulator.save`)."""
+    if em.guide is None:
+        raise SavedFileError("save: the emulator has not been fitted, so there is nothing to save; call fit() first")
+    payload = {"fit": model_payload(em.model, em.guide, em.model_inputs(), em.model_data()),
+               "precision": em.guide.precision, "emulator": _scalings(em), "history": em.history}
+    return write_saved(path, KIND, payload)
+
+
+def load_emulator(path, em):
+    """Restore a fit written by :func:`save_emulator` into ``em`` (see
+    :meth:`~pyro_dag.emulation.MultiFidelityEmulator.load`)."""
+    from ..infer.autoguide import AutoStructuredGuide
+
+    state = read_saved(path, KIND)
+    if em.guide is not None:
+        raise SavedFileError("load: this emulator has been fitted already; load into a fresh one built with the "
+                             "same arguments")
+    mine = _scalings(em)
+    for key, saved in state["emulator"].items():
+        if mine[key] != saved:
+            raise SavedFileError(f"load: {path!r} holds an emulator whose {key} is {saved!r}, this one's is "
+                                 f"{mine[key]!r}: build it with the same runs and arguments as the saved one")
+    if em.model is None:
+        em.build()
+    # a fresh name: the guide's parameters must not meet a live emulator's in Pyro's parameter store
+    guide = AutoStructuredGuide(em.model, precision=state["precision"],
+                                name=f"MultiFidelityEmulator_{uuid.uuid4().hex[:12]}_loaded")
+    restore_model(state["fit"], em.model, guide, path)
+    em.guide = guide
+    em.history = state["history"]
+    return em

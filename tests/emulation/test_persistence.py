@@ -1,0 +1,44 @@
+"""MultiFidelityEmulator.save / load (pyro_dag.emulation.persistence): a fitted emulator loaded into a fresh one
+built from the same runs and arguments predicts exactly as before; one built otherwise is refused."""
+import warnings
+
+import numpy as np
+import pyro
+import pytest
+
+from pyro_dag.datasets.multifidelity import chain_problem
+from pyro_dag.emulation import MultiFidelityEmulator
+from pyro_dag.persist import SavedFileError
+
+
+@pytest.mark.parametrize("precision", ["chordal", "mean_field"])
+def test_round_trip_predicts_identically(precision, tmp_path):
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [30, 10], num_test=20, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents, precision=precision, num_inducing=15)
+    em.fit(num_steps=12, pretrain_steps=20)
+    X = np.linspace(0.05, 0.95, 7)[:, None]
+    before = em.predict(X, num_samples=5, seed=2)
+    path = em.save(tmp_path / "em.pt")
+    pyro.clear_param_store()
+    fresh = MultiFidelityEmulator(p.train, p.parents, precision=precision, num_inducing=15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fresh.load(path) is fresh
+    after = fresh.predict(X, num_samples=5, seed=2)
+    for f in before:
+        assert np.array_equal(before[f].samples, after[f].samples), f
+        assert np.array_equal(before[f].mean, after[f].mean) and np.array_equal(before[f].variance, after[f].variance)
+    assert fresh.history.keys() == em.history.keys()
+    with pytest.raises(SavedFileError, match="fitted already"):
+        fresh.load(path)
+    other = MultiFidelityEmulator(p.train, p.parents, precision=precision, num_inducing=15, kernel="nargp")
+    with pytest.raises(SavedFileError, match="kernel"):
+        other.load(path)
+    runs = dict(p.train)
+    f = list(runs)[0]
+    runs[f] = (runs[f][0], runs[f][1] * 2.0)
+    with pytest.raises(SavedFileError, match="y_"):
+        MultiFidelityEmulator(runs, p.parents, precision=precision, num_inducing=15).load(path)
+    with pytest.raises(SavedFileError, match="not been fitted"):
+        MultiFidelityEmulator(p.train, p.parents).save(tmp_path / "unfitted.pt")
