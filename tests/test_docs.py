@@ -34,6 +34,9 @@ QUICKSTART_PATTERNS = {
     "var_w2": r"([0-9.]+) \(w2\)",
     "final_elbo": r"final ELBO (-?[0-9.]+)",
 }
+# The documented examples run with every UserWarning an error (the library's own, e.g. a ParamStoreCollisionWarning:
+# an example must not teach code that warns), but for ArviZ's data-dependent Pareto-k warning of its LOO example.
+STRICT_WARNINGS = ["-W", "error::UserWarning", "-W", "ignore:Estimated shape parameter of Pareto:UserWarning"]
 FORBIDDEN = [r"\.\./shared", r"digest-?\d", r"\bissue \d", r"\bpitfall"]
 
 
@@ -114,12 +117,13 @@ def test_parse_quickstart_output():
 
 
 def test_readme_quickstart_runs_and_prints_what_the_readme_says():
-    """The Quickstart at full length (15-20 s on one core): its numbers meet the README's sentence."""
+    """The Quickstart at full length (15-20 s on one core), warnings as errors: its numbers meet the README's
+    sentence."""
     for path in (README, os.path.join(ROOT, "docs", "quickstart.rst")):
         assert QUICKSTART_CLAIM in " ".join(_read(path).split()), \
             f"{_rel(path)}: the sentence about the Quickstart's output changed; update this test"
-    proc = subprocess.run([sys.executable, QUICKSTART], env=_env(), cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run([sys.executable, *STRICT_WARNINGS, QUICKSTART], env=_env(), cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = _parse_quickstart(proc.stdout)
     assert got["rmse_observed"] < 0.01, proc.stdout
@@ -129,10 +133,10 @@ def test_readme_quickstart_runs_and_prints_what_the_readme_says():
 
 
 def test_guide_examples_run_as_written(tmp_path):
-    """The guide's examples continue one another: run them in order in one process."""
+    """The guide's examples continue one another: run them in order in one process (warnings as errors)."""
     source = "\n".join(guide_example_sources())
-    proc = subprocess.run([sys.executable, "-c", source], env=_env(), cwd=str(tmp_path), capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run([sys.executable, *STRICT_WARNINGS, "-c", source], env=_env(), cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0] == "torch.Size([50, 400, 1]) torch.Size([400, 1])"  # predict: samples, mean
