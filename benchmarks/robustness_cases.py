@@ -1,0 +1,1176 @@
+"""The cases of the bad-input battery (``benchmarks/robustness.py``, whose docstring has the rules).
+
+Every case is tiny: a handful of rows, a few training steps. Node and column names are chosen so that no message
+names them by chance (``root_a -> node_b -> leaf_c``; fidelities ``lofi``, ``hifi``; columns ``col_p``, ``col_q``,
+``col_r``). A case's ``run(ctx)`` builds what it needs, calls ``ctx.start()`` just before the call under test (so
+set-up work does not count as work done before an error) and returns what the call returned.
+"""
+import builtins
+import contextlib
+import errno
+import io
+import json
+import math
+import os
+import sys
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pyro
+import torch
+
+from robustness import CLIResult, Case, InjectedInterrupt, broken_files, nonfinite
+
+N = 12
+CHAIN = ("root_a", "node_b", "leaf_c")
+COLS = ("col_p", "col_q", "col_r")
+CASES = []
+
+
+def case(id, cls, entry, names, **kw):
+    """Decorator: register ``run`` as a case."""
+    def register(run):
+        CASES.append(Case(id=id, cls=cls, entry=entry, run=run, names=names, what=(run.__doc__ or "").strip(), **kw))
+        return run
+    return register
+
+
+def all_cases():
+    ids = [c.id for c in CASES]
+    dup = {i for i in ids if ids.count(i) > 1}
+    assert not dup, f"duplicated case ids: {sorted(dup)}"
+    return list(CASES)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Building blocks
+# ----------------------------------------------------------------------------------------------------------------
+def chain_graph():
+    return nx.DiGraph([("root_a", "node_b"), ("node_b", "leaf_c")])
+
+
+def chain_data(n=N, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 1, generator=g, dtype=dtype) * 2 - 1
+    b = torch.sin(3 * x) + 0.05 * torch.randn(n, 1, generator=g, dtype=dtype)
+    c = b ** 2 + 0.05 * torch.randn(n, 1, generator=g, dtype=dtype)
+    return {"root_a": x}, {"node_b": b, "leaf_c": c}
+
+
+def model_and_guide(graph=None, dtype=torch.float64, **kw):
+    from pyro_dag import DAGDGP
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    model = DAGDGP(graph if graph is not None else chain_graph(), **kw).to(dtype)
+    return model, AutoStructuredGuide(model)
+
+
+def fit_predict(inputs, data, steps=3, test=None, graph=None, model_kw=None, ctx=None, **train_kw):
+    """Build, train ``steps`` steps and predict at ``test`` (default: the training inputs); with ``test`` and
+    ``ctx``, the prediction is the call under test (``ctx.start()`` before it)."""
+    from pyro_dag.infer import train
+
+    model, guide = model_and_guide(graph, **(model_kw or {}))
+    train(model, guide, inputs, data, num_steps=steps, progress=False, **train_kw)
+    if test is not None and ctx is not None:
+        ctx.start()
+    return model.predict(guide, inputs if test is None else test, num_samples=8)
+
+
+def trained(steps=3, n=N, **model_kw):
+    """``(model, guide, inputs, data)`` after ``steps`` steps of the default recipe."""
+    from pyro_dag.infer import train
+
+    inputs, data = chain_data(n)
+    model, guide = model_and_guide(**model_kw)
+    train(model, guide, inputs, data, num_steps=steps, progress=False)
+    return model, guide, inputs, data
+
+
+def with_value(d, node, value, rows=(0,)):
+    out = {k: v.clone() for k, v in d.items()}
+    for r in rows:
+        out[node][r] = value
+    return out
+
+
+def rmse(a, b):
+    return float((torch.as_tensor(a, dtype=torch.float64) - torch.as_tensor(b, dtype=torch.float64))
+                 .pow(2).mean().sqrt())
+
+
+def wrong_if(test):
+    """``wrong`` from a predicate on the result: ``test(result)`` returns a message or ``None``; non-finite numbers
+    are checked first."""
+    def wrong(result):
+        return nonfinite(result) or test(result)
+    return wrong
+
+
+# ------------------------------------------------------------------------------------- the command line
+def cli(ctx, *argv, out=True):
+    """``pyro_dag.cli.main(argv)`` in process, ``--out ctx/out`` appended; exit status and output captured."""
+    from pyro_dag.cli import main
+
+    argv = [str(a) for a in argv]
+    if out and "--out" not in argv:
+        argv += ["--out", ctx.path("out")]
+    if "--no-progress" not in argv:
+        argv.append("--no-progress")
+    so, se = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+            if not isinstance(code, int):
+                print(code, file=sys.stderr)
+                code = 1 if code is not None else 0
+    return CLIResult(code=code or 0, stdout=so.getvalue(), stderr=se.getvalue(), out=ctx.path("out"))
+
+
+def write_csv(ctx, frame, name="data.csv"):
+    path = ctx.path(name)
+    if isinstance(frame, str):
+        with open(path, "w") as f:
+            f.write(frame)
+    else:
+        frame.to_csv(path, index=False)
+    return path
+
+
+def write_graph(ctx, text="root_a -> node_b -> leaf_c\n", name="graph.txt"):
+    path = ctx.path(name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def chain_frame(n=20, seed=0):
+    r = np.random.default_rng(seed)
+    a = r.normal(size=n)
+    b = np.sin(a) + 0.1 * r.normal(size=n)
+    c = b ** 2 + 0.1 * r.normal(size=n)
+    return pd.DataFrame({"root_a": a, "node_b": b, "leaf_c": c})
+
+
+FIT_CSV = ("--steps", 3, "--pretrain-steps", 1, "--latent-steps", 2, "--num-inducing", 4)
+
+
+def fit_csv_cli(ctx, frame, *extra, graph="root_a -> node_b -> leaf_c\n"):
+    return cli(ctx, "fit", "--csv", write_csv(ctx, frame), "--graph", write_graph(ctx, graph), *FIT_CSV, *extra)
+
+
+def csv_outputs_wrong(res):
+    """A successful ``fit --csv``: every output there and readable, metrics finite and not 0 on held-out rows, no
+    empty means or infinite sds in ``predictions.csv``."""
+    if not isinstance(res, CLIResult) or res.code != 0:
+        return None
+    missing = [f for f in ("metrics.json", "predictions.csv", "figure.png") if not os.path.exists(
+        os.path.join(res.out, f))]
+    if missing:
+        return f"exit 0 without {', '.join(missing)}"
+    with open(os.path.join(res.out, "metrics.json")) as f:
+        m = json.load(f)
+    for w, met in m["per_node"].items():
+        for k in ("rmse", "crps", "nlpd", "picp"):
+            v = met.get(k)
+            if v is None or not math.isfinite(v):
+                return f"metrics.json: node {w} {k} = {v}"
+        if met["rmse"] == 0.0:
+            return f"metrics.json: node {w} held-out RMSE 0.0"
+    pred = pd.read_csv(os.path.join(res.out, "predictions.csv"))
+    for c in pred.columns:
+        if c.endswith("_mean") or c.endswith("_sd"):
+            v = pred[c].to_numpy(dtype=float)
+            if not np.isfinite(v).all():
+                return f"predictions.csv: column {c} has empty or non-finite values"
+    return None
+
+
+def discover_wrong(res):
+    """A successful ``discover``: discover.json readable, finite edge probabilities, distinct node names."""
+    if not isinstance(res, CLIResult) or res.code != 0:
+        return None
+    path = os.path.join(res.out, "discover.json")
+    if not os.path.exists(path):
+        return "exit 0 without discover.json"
+    with open(path) as f:
+        d = json.load(f)
+    names = d.get("nodes") or d.get("node_names") or []
+    if len(set(names)) != len(names):
+        return f"discover.json names the nodes {names} (duplicates: edges like B->B)"
+    P = np.asarray(d.get("edge_probs", []), dtype=float)
+    if P.size and not np.isfinite(P).all():
+        return "discover.json: non-finite edge probabilities"
+    return None
+
+
+def out_broken(ctx):
+    return broken_files(ctx.path("out"))
+
+
+# ------------------------------------------------------------------------------------- faults
+class _FullFile:
+    """A writable file on a disk that fills up: writes beyond the budget raise ``OSError(ENOSPC)``."""
+
+    def __init__(self, f, state):
+        self._f, self._state = f, state
+
+    def write(self, b):
+        left = self._state["left"]
+        if left is not None and len(b) > left:
+            if left > 0:
+                self._f.write(b[:left])
+            self._state["left"] = 0
+            self._f.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if left is not None:
+            self._state["left"] = left - len(b)
+        return self._f.write(b)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self._f.close()
+        return False
+
+    def __iter__(self):
+        return iter(self._f)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+@contextlib.contextmanager
+def full_disk(ctx, under, budget=0, match=None):
+    """Files opened for writing under ``under`` (whose name contains ``match``, if given) share a budget of
+    ``budget`` bytes; past it, writes raise ``OSError(ENOSPC)``, as on a full disk (a partial write first)."""
+    ctx.injected_errno = errno.ENOSPC
+    real_open, real_io_open = builtins.open, io.open
+    state = {"left": budget}
+    under = os.path.abspath(under)
+
+    def target(file):
+        if isinstance(file, int):
+            try:
+                file = os.readlink(f"/proc/self/fd/{file}")
+            except OSError:
+                return False
+        if not isinstance(file, (str, bytes, os.PathLike)):
+            return False
+        p = os.path.abspath(os.fsdecode(file))
+        return p.startswith(under) and (match is None or match in os.path.basename(p))
+
+    def fake_open(file, mode="r", *a, **k):
+        f = real_open(file, mode, *a, **k)
+        if any(c in mode for c in "wax+") and target(file):
+            return _FullFile(f, state)
+        return f
+
+    builtins.open = io.open = fake_open
+    try:
+        yield state
+    finally:
+        builtins.open, io.open = real_open, real_io_open
+
+
+def interrupt_at(obj, name, call):
+    """Patch ``obj.name`` to raise :class:`InjectedInterrupt` on its ``call``-th call (1-based)."""
+    real = getattr(obj, name)
+    count = {"n": 0}
+
+    def wrapper(*a, **k):
+        count["n"] += 1
+        if count["n"] == call:
+            raise InjectedInterrupt(f"injected at call {call} of {name}")
+        return real(*a, **k)
+
+    return _patched(obj, name, wrapper)
+
+
+@contextlib.contextmanager
+def _patched(obj, name, value):
+    real = obj.__dict__[name] if isinstance(obj, type) and name in obj.__dict__ else getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, real)
+
+
+@contextlib.contextmanager
+def interrupt_optimizer_step(call):
+    """Raise :class:`InjectedInterrupt` inside the ``call``-th optimiser step (gradients computed, before the
+    update)."""
+    count = {"n": 0}
+
+    def hook(optimizer, args, kwargs):
+        count["n"] += 1
+        if count["n"] == call:
+            raise InjectedInterrupt(f"injected in optimiser step {call}")
+
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    handle = register_optimizer_step_pre_hook(hook)
+    try:
+        yield count
+    finally:
+        handle.remove()
+
+
+def state_problems(params_before=None, threads=None):
+    """What an interruption may leave inconsistent: Pyro's handler stack, grad mode, default dtype, thread count,
+    non-finite parameters, parameters frozen by the run."""
+    from pyro.poutine.runtime import _PYRO_STACK
+
+    out = []
+    if _PYRO_STACK:
+        out.append(f"{len(_PYRO_STACK)} Pyro handler(s) left on the stack ({type(_PYRO_STACK[-1]).__name__})")
+    if not torch.is_grad_enabled():
+        out.append("grad mode left disabled")
+    if torch.get_default_dtype() != torch.float32:
+        out.append(f"default dtype left at {torch.get_default_dtype()}")
+    if threads is not None and torch.get_num_threads() != threads:
+        out.append(f"torch threads left at {torch.get_num_threads()} (was {threads})")
+    store = pyro.get_param_store()
+    for name in store.keys():
+        v = store.get_param(name)
+        if not bool(torch.isfinite(v.detach()).all()):
+            out.append(f"parameter {name} not finite")
+            break
+    if params_before is not None:
+        frozen = [n for n, p in params_before if not p.requires_grad]
+        if frozen:
+            out.append(f"parameters left frozen: {frozen[:2]}")
+    return out
+
+
+def interrupted(facts):
+    """``good`` of an interruption case: the interrupt stopped the call (it propagated) and nothing was left
+    inconsistent (``wrong`` reports the problems)."""
+    return facts.get("interrupted", False) and not facts.get("problems")
+
+
+def facts_wrong(facts):
+    if facts.get("problems"):
+        return "; ".join(facts["problems"])
+    return None
+
+
+# ================================================================================================================
+# Controls: valid input on every entry point (the harness works; not counted)
+# ================================================================================================================
+@case("control_dgp", "control", "DAGDGP+train+predict", (), expect="accept", quick=True)
+def _(ctx):
+    """the chain root_a -> node_b -> leaf_c, 12 rows, 3 steps, predict"""
+    inputs, data = chain_data()
+    return fit_predict(inputs, data)
+
+
+@case("control_cli_fit_csv", "control", "pyro-dag fit --csv", (), expect="accept", wrong=csv_outputs_wrong,
+      after=out_broken)
+def _(ctx):
+    """fit --csv on 20 clean rows"""
+    return fit_csv_cli(ctx, chain_frame())
+
+
+# ================================================================================================================
+# DAGDGP + train + predict: bad inputs
+# ================================================================================================================
+def _train_call(inputs, data, steps=3, **kw):
+    def run(ctx):
+        return fit_predict(inputs, data, steps=steps, **kw)
+    return run
+
+
+def _dgp_bad(id, names, mutate, what, expect="refuse", forbid=(), quick=False, **kw):
+    """A case that trains and predicts on the chain with ``mutate(inputs, data)`` applied."""
+    def run(ctx):
+        inputs, data = chain_data()
+        inputs, data = mutate(inputs, data)
+        ctx.start()
+        return fit_predict(inputs, data, ctx=ctx, **kw)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="bad input", entry="DAGDGP+train", run=run, names=names, expect=expect,
+                      forbid=forbid, quick=quick, what=what))
+
+
+_dgp_bad("dgp_nan_input", ("root_a",), lambda i, d: (with_value(i, "root_a", float("nan")), d),
+         "a NaN in the root's inputs", quick=True)
+_dgp_bad("dgp_inf_input", ("root_a",), lambda i, d: (with_value(i, "root_a", float("inf")), d),
+         "+inf in the root's inputs")
+_dgp_bad("dgp_neginf_data", ("leaf_c",), lambda i, d: (i, with_value(d, "leaf_c", -float("inf"))),
+         "-inf in an observed node's data")
+_dgp_bad("dgp_inf_data", ("leaf_c",), lambda i, d: (i, with_value(d, "leaf_c", float("inf"))),
+         "+inf in an observed node's data", quick=True)
+_dgp_bad("dgp_overflow_1e200", ("leaf_c",), lambda i, d: (i, with_value(d, "leaf_c", 1e200)),
+         "one value at 1e200 in a float64 model's data (its variance overflows)", forbid=("use float64",))
+_dgp_bad("dgp_overflow_1e160_column", ("leaf_c",),
+         lambda i, d: (i, {**d, "leaf_c": d["leaf_c"] * 1e160}),
+         "a whole column at 1e160 (finite, but its standardisation overflows)", forbid=("use float64",))
+_dgp_bad("dgp_overflow_input_1e200", ("root_a",), lambda i, d: ({"root_a": i["root_a"] * 1e200}, d),
+         "root inputs at 1e200", forbid=("use float64",))
+_dgp_bad("dgp_float32_overflow", ("leaf_c",), lambda i, d: (i, with_value(d, "leaf_c", 1e39)),
+         "1e39 (finite in float64, beyond float32) given to a float32 model", forbid=("nan or inf", "NaN/inf"),
+         model_kw={"dtype": torch.float32})
+_dgp_bad("dgp_nan_all_leaf", ("leaf_c",), lambda i, d: (i, {**d, "leaf_c": torch.full_like(d["leaf_c"], float("nan"))}),
+         "an observed node whose every value is missing (NaN)", expect="either")
+_dgp_bad("dgp_1d_input", ("root_a",), lambda i, d: ({"root_a": i["root_a"][:, 0]}, d),
+         "a 1-D [n] input instead of [n, 1]", expect="either")
+_dgp_bad("dgp_1d_data", ("leaf_c",), lambda i, d: (i, {**d, "leaf_c": d["leaf_c"][:, 0]}),
+         "a 1-D [n] data column instead of [n, 1]", expect="either")
+_dgp_bad("dgp_3d_input", ("root_a",), lambda i, d: ({"root_a": i["root_a"][:, :, None]}, d),
+         "a 3-D [n, 1, 1] input")
+_dgp_bad("dgp_rows_mismatch", ("root_a", "leaf_c", "rows", "cases"), lambda i, d: (i, {**d, "leaf_c": d["leaf_c"][:-2]}),
+         "data with 2 rows fewer than the inputs", quick=True)
+_dgp_bad("dgp_transposed_input", ("root_a",), lambda i, d: ({"root_a": i["root_a"].T}, d),
+         "a transposed [1, n] input")
+_dgp_bad("dgp_int_input", ("root_a",), lambda i, d: ({"root_a": (i["root_a"] * 10).long()}, d),
+         "int64 inputs", expect="either")
+_dgp_bad("dgp_bool_data", ("leaf_c",), lambda i, d: (i, {**d, "leaf_c": d["leaf_c"] > 0}),
+         "bool data for a Gaussian node", expect="either")
+_dgp_bad("dgp_complex_data", ("leaf_c",), lambda i, d: (i, {**d, "leaf_c": d["leaf_c"].to(torch.complex128)}),
+         "complex data")
+_dgp_bad("dgp_float16_input", ("root_a",), lambda i, d: ({"root_a": i["root_a"].half()}, d),
+         "float16 inputs to a float64 model", expect="either")
+_dgp_bad("dgp_numpy_input", ("root_a",), lambda i, d: ({"root_a": i["root_a"].numpy()}, d),
+         "numpy arrays instead of tensors", expect="either")
+_dgp_bad("dgp_list_input", ("root_a",), lambda i, d: ({"root_a": i["root_a"].tolist()}, d),
+         "nested lists instead of tensors", expect="either")
+_dgp_bad("dgp_string_input", ("root_a",), lambda i, d: ({"root_a": np.array([["a"]] * N)}, d),
+         "a numpy array of strings as an input")
+_dgp_bad("dgp_dataframe_data", ("leaf_c",), lambda i, d: (i, {**d, "leaf_c": pd.DataFrame(d["leaf_c"].numpy())}),
+         "a pandas DataFrame as a node's data", expect="either")
+_dgp_bad("dgp_zero_rows", ("root_a", "rows", "cases", "empty"),
+         lambda i, d: ({"root_a": i["root_a"][:0]}, {k: v[:0] for k, v in d.items()}), "zero rows", quick=True)
+_dgp_bad("dgp_one_row", ("root_a", "rows", "cases"),
+         lambda i, d: ({"root_a": i["root_a"][:1]}, {k: v[:1] for k, v in d.items()}), "one row", expect="either")
+_dgp_bad("dgp_constant_data", ("leaf_c",), lambda i, d: (i, {**d, "leaf_c": torch.ones_like(d["leaf_c"])}),
+         "a constant observed node", expect="either")
+_dgp_bad("dgp_constant_input", ("root_a",), lambda i, d: ({"root_a": torch.zeros_like(i["root_a"])}, d),
+         "a constant root input", expect="either")
+_dgp_bad("dgp_unknown_data_node", ("nope_z",), lambda i, d: (i, {**d, "nope_z": d["leaf_c"]}),
+         "data for a node that is not in the graph", quick=True)
+_dgp_bad("dgp_unknown_input_node", ("nope_z",), lambda i, d: ({**i, "nope_z": i["root_a"]}, d),
+         "inputs for a node that is not in the graph")
+_dgp_bad("dgp_missing_input", ("root_a",), lambda i, d: ({}, d), "no inputs for the root")
+_dgp_bad("dgp_root_in_data", ("root_a",), lambda i, d: ({}, {**d, "root_a": i["root_a"]}),
+         "the root's values passed in data instead of inputs")
+_dgp_bad("dgp_input_for_nonroot", ("node_b",), lambda i, d: ({**i, "node_b": d["node_b"]}, d),
+         "inputs for a non-root node")
+_dgp_bad("dgp_no_data", ("data",), lambda i, d: (i, {}), "data={} (nothing observed)", expect="either")
+_dgp_bad("dgp_width_mismatch_between_calls", ("root_a",),
+         lambda i, d: (i, d), "predicting at 2-column inputs after training on 1 column",
+         test={"root_a": torch.zeros(4, 2, dtype=torch.float64)})
+_dgp_bad("dgp_predict_nan_input", ("root_a",), lambda i, d: (i, d), "predicting at a NaN input",
+         test={"root_a": torch.tensor([[float("nan")], [0.1]], dtype=torch.float64)})
+_dgp_bad("dgp_predict_missing_root", ("root_a",), lambda i, d: (i, d), "predicting without the root's inputs",
+         test={})
+_dgp_bad("dgp_predict_far", (), lambda i, d: (i, d), "predicting at 1e6, far outside the data",
+         expect="accept", test={"root_a": torch.tensor([[1e6]], dtype=torch.float64)})
+
+
+# ---------------------------------------------------------------------------------- scale: train to nothing?
+def _scale_case(id, where, factor, quick=False):
+    """Fit the chain at unit scale and with ``where`` (inputs / outputs) multiplied by ``factor`` (40 steps, the same
+    seed): the scaled fit, rescaled, must predict about as well, or warn."""
+    def run(ctx):
+        inputs, data = chain_data(n=16)
+        pyro.set_rng_seed(0)
+        ref = fit_predict(inputs, data, steps=40)
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        if where == "inputs":
+            si, sd = {"root_a": inputs["root_a"] * factor}, data
+        else:
+            si, sd = inputs, {k: v * factor for k, v in data.items()}
+        ctx.start()
+        got = fit_predict(si, sd, steps=40)
+        back = 1.0 if where == "inputs" else factor
+        return {"errors": {w: (rmse(ref[w].mean, data[w]), rmse(got[w].mean / back, data[w]),
+                               float(data[w].std())) for w in data}}
+
+    def test(res):
+        for w, (e_ref, e_got, sd) in res["errors"].items():
+            if e_got > 1.5 * e_ref + 0.1 * sd:
+                return (f"node {w}: RMSE {e_got:.3g} (data units / {factor:g}) against {e_ref:.3g} at unit scale "
+                        f"(sd {sd:.3g}): trained to nothing")
+        return None
+
+    run.__doc__ = f"the {where} at {factor:g} scale (40 steps, against the same fit at unit scale)"
+    names = ("root_a",) if where == "inputs" else ("node_b", "leaf_c")
+    CASES.append(Case(id=id, cls="bad input", entry="DAGDGP+train", run=run, names=names, expect="accept",
+                      wrong=wrong_if(test), forbid=("learning rate",), quick=quick, what=run.__doc__))
+
+
+_scale_case("dgp_scale_inputs_1e-8", "inputs", 1e-8)
+_scale_case("dgp_scale_inputs_1e8", "inputs", 1e8)
+_scale_case("dgp_scale_outputs_1e8", "outputs", 1e8)
+_scale_case("dgp_scale_outputs_1e-8", "outputs", 1e-8, quick=True)
+
+
+# ---------------------------------------------------------------------------------- graphs and constructor
+def _dgp_ctor(id, names, make, what, expect="refuse", cls="bad input", quick=False):
+    def run(ctx):
+        from pyro_dag import DAGDGP
+
+        graph, kw = make()
+        ctx.start()
+        model = DAGDGP(graph, **kw).double()
+        return fit_predict(*chain_data(), graph=graph, model_kw=kw) if expect != "refuse" else model
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="DAGDGP", run=run, names=names, expect=expect, quick=quick, what=what))
+
+
+_dgp_ctor("graph_cycle", ("node_b", "leaf_c", "cycle"),
+          lambda: (nx.DiGraph([("root_a", "node_b"), ("node_b", "leaf_c"), ("leaf_c", "node_b")]), {}),
+          "a graph with the cycle node_b -> leaf_c -> node_b", quick=True)
+_dgp_ctor("graph_self_loop", ("leaf_c",),
+          lambda: (nx.DiGraph([("root_a", "node_b"), ("node_b", "leaf_c"), ("leaf_c", "leaf_c")]), {}),
+          "a self-loop leaf_c -> leaf_c")
+_dgp_ctor("graph_undirected", ("graph", "directed", "DiGraph"),
+          lambda: (nx.Graph([("root_a", "node_b"), ("node_b", "leaf_c")]), {}), "an undirected nx.Graph")
+_dgp_ctor("graph_no_edges", ("graph", "edge", "non-root", "no node"),
+          lambda: (nx.DiGraph([("root_a", "root_a2")]).subgraph(["root_a"]).copy(), {}), "a graph with one node")
+_dgp_ctor("graph_empty", ("graph", "empty", "node"), lambda: (nx.DiGraph(), {}), "an empty graph")
+_dgp_ctor("graph_edge_list", ("graph",), lambda: ([("root_a", "node_b"), ("node_b", "leaf_c")], {}),
+          "a list of edges instead of a DiGraph", expect="either")
+_dgp_ctor("graph_multidigraph", ("graph", "multi", "parallel"),
+          lambda: (nx.MultiDiGraph([("root_a", "node_b"), ("root_a", "node_b"), ("node_b", "leaf_c")]), {}),
+          "a MultiDiGraph with a duplicated edge root_a -> node_b", expect="either")
+_dgp_ctor("graph_dotted_name", ("node.b", "'.'", "dot"),
+          lambda: (nx.DiGraph([("root_a", "node.b"), ("node.b", "leaf_c")]), {}),
+          "a node named 'node.b' (the sites are named '{node}.u')", expect="either")
+_dgp_ctor("graph_int_names", ("0", "name"), lambda: (nx.DiGraph([(0, 1), (1, 2)]), {}),
+          "integer node names", expect="either")
+_dgp_ctor("kernels_unknown_node", ("nope_z",), lambda: (chain_graph(), {"kernels": {"nope_z": None}}),
+          "kernels= for a node not in the graph", cls="misuse")
+_dgp_ctor("likelihoods_unknown_node", ("nope_z",), lambda: (chain_graph(), {"likelihoods": {"nope_z": None}}),
+          "likelihoods= for a node not in the graph", cls="misuse")
+_dgp_ctor("likelihood_for_root", ("root_a",), lambda: (chain_graph(), {"likelihoods": {"root_a": _gaussian()}}),
+          "a likelihood for the root", cls="misuse")
+_dgp_ctor("num_inducing_zero", ("num_inducing",), lambda: (chain_graph(), {"num_inducing": 0}),
+          "num_inducing=0", cls="misuse", quick=True)
+_dgp_ctor("num_inducing_negative", ("num_inducing",), lambda: (chain_graph(), {"num_inducing": -4}),
+          "num_inducing=-4", cls="misuse")
+_dgp_ctor("num_inducing_float", ("num_inducing",), lambda: (chain_graph(), {"num_inducing": 2.5}),
+          "num_inducing=2.5", cls="misuse")
+_dgp_ctor("num_inducing_unknown_node", ("nope_z",), lambda: (chain_graph(), {"num_inducing": {"nope_z": 4}}),
+          "num_inducing={'nope_z': 4}", cls="misuse")
+_dgp_ctor("num_inducing_above_n", ("num_inducing",), lambda: (chain_graph(), {"num_inducing": 50}),
+          "num_inducing=50 with 12 rows", cls="misuse", expect="either")
+_dgp_ctor("noise_bogus", ("noise",), lambda: (chain_graph(), {"noise": "bogus"}), "noise='bogus'", cls="misuse")
+_dgp_ctor("collapse_bogus", ("collapse",), lambda: (chain_graph(), {"collapse": "bogus"}), "collapse='bogus'",
+          cls="misuse")
+_dgp_ctor("jitter_negative", ("jitter",), lambda: (chain_graph(), {"jitter": -1.0}), "jitter=-1", cls="misuse")
+
+
+def _gaussian():
+    from pyro_dag.gp import Gaussian
+
+    return Gaussian()
+
+
+def _likelihood_case(id, names, lik, values, what):
+    def run(ctx):
+        from pyro_dag import gp
+
+        inputs, data = chain_data()
+        data = {**data, "leaf_c": values(data["leaf_c"])}
+        ctx.start()
+        return fit_predict(inputs, data, model_kw={"likelihoods": {"leaf_c": getattr(gp, lik)()}})
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="bad input", entry="DAGDGP+train", run=run, names=names, what=what))
+
+
+_likelihood_case("bernoulli_not_binary", ("leaf_c",), "Bernoulli", lambda c: c * 3, "Bernoulli data that are not 0/1")
+_likelihood_case("poisson_negative", ("leaf_c",), "Poisson", lambda c: -(c * 10).round() - 1,
+                 "negative Poisson counts")
+_likelihood_case("poisson_fractional", ("leaf_c",), "Poisson", lambda c: c + 0.5, "fractional Poisson counts")
+
+
+# ================================================================================================================
+# train and predict: misuse
+# ================================================================================================================
+def _train_misuse(id, names, what, expect="refuse", quick=False, call=None, **train_kw):
+    """``train(model, guide, inputs, data, num_steps=3, **train_kw)`` (or ``call(model, guide, inputs, data)``)."""
+    def run(ctx):
+        from pyro_dag.infer import train
+
+        inputs, data = chain_data()
+        model, guide = model_and_guide()
+        ctx.start()
+        if call is not None:
+            return call(model, guide, inputs, data)
+        kw = {"num_steps": 3, "progress": False, **train_kw}
+        res = train(model, guide, inputs, data, **kw)
+        return {"losses": res.losses, "pred": model.predict(guide, inputs, num_samples=4)}
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="misuse", entry="train", run=run, names=names, expect=expect, quick=quick,
+                      what=what))
+
+
+def _train(*a, **k):
+    from pyro_dag.infer import train
+
+    return train(*a, **k)
+
+
+_train_misuse("train_num_steps_negative", ("num_steps",), "num_steps=-1", num_steps=-1, quick=True)
+_train_misuse("train_num_steps_zero", ("num_steps",), "num_steps=0", expect="either", num_steps=0)
+_train_misuse("train_num_steps_float", ("num_steps",), "num_steps=2.5", num_steps=2.5)
+_train_misuse("train_num_steps_missing", ("num_steps",), "no num_steps",
+              call=lambda m, g, i, d: _train(m, g, i, d, progress=False))
+_train_misuse("train_lr_zero", ("lr",), "lr=0", lr=0.0)
+_train_misuse("train_lr_negative", ("lr",), "lr=-0.01", lr=-0.01)
+_train_misuse("train_lr_nan", ("lr",), "lr=nan", lr=float("nan"))
+_train_misuse("train_lr_string", ("lr",), "lr='0.01' (a string)", lr="0.01")
+_train_misuse("train_num_particles_zero", ("num_particles",), "num_particles=0", num_particles=0)
+_train_misuse("train_odd_particles_antithetic", ("num_particles", "antithetic"),
+              "num_particles=3 with antithetic pairs", expect="either", num_particles=3, antithetic=True)
+_train_misuse("train_recipe_unknown", ("recipe",), "recipe='fast'", recipe="fast")
+_train_misuse("train_typo_option", ("num_step",), "num_step=3 (a typo)",
+              call=lambda m, g, i, d: _train(m, g, i, d, num_step=3, progress=False))
+_train_misuse("train_args_swapped", ("inputs", "data", "root_a"), "train(model, guide, data, inputs)",
+              call=lambda m, g, i, d: _train(m, g, d, i, num_steps=3, progress=False), quick=True)
+_train_misuse("train_guide_model_swapped", ("model", "guide"), "train(guide, model, ...)",
+              call=lambda m, g, i, d: _train(g, m, i, d, num_steps=3, progress=False))
+_train_misuse("train_checkpoint_every_zero", ("checkpoint_every",), "checkpoint_every=0",
+              checkpoint_every=0)
+_train_misuse("train_resume_without_checkpoint", ("checkpoint", "resume"), "resume=True without checkpoint=",
+              resume=True)
+_train_misuse("train_freeze_unknown_group", ("freeze",), "freeze=('bogus',)", freeze=("bogus",),
+              freeze_fraction=0.5)
+_train_misuse("train_freeze_fraction_above_1", ("freeze_fraction",), "freeze_fraction=1.5", freeze_fraction=1.5)
+_train_misuse("train_warm_start_above_steps", ("warm_start",), "warm_start=10 with num_steps=3",
+              expect="either", warm_start=10)
+_train_misuse("train_patience_without_validation", ("patience", "validation"), "patience=5 without validation=",
+              expect="either", patience=5)
+_train_misuse("train_natural_gradient_above_1", ("natural_gradient",), "natural_gradient=2.0", natural_gradient=2.0)
+_train_misuse("train_callbacks_not_callable", ("callbacks", "callable"), "callbacks=[1]", callbacks=[1])
+
+
+def _other_guide(m, g, i, d):
+    """Train with a guide built for another model."""
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    other, _ = model_and_guide(graph=nx.DiGraph([("root_a", "leaf_c")]))
+    return _train(m, AutoStructuredGuide(other, name="other_guide"), i, d, num_steps=3, progress=False)
+
+
+_train_misuse("train_guide_of_other_model", ("guide", "model"), "a guide built for another model",
+              call=_other_guide)
+
+
+def _half(m, g, i, d):
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    m = m.half()
+    g = AutoStructuredGuide(m)
+    res = _train(m, g, {k: v.half() for k, v in i.items()}, {k: v.half() for k, v in d.items()}, num_steps=3,
+                 progress=False)
+    return {"losses": res.losses, "pred": m.predict(g, {k: v.half() for k, v in i.items()}, num_samples=4)}
+
+
+_train_misuse("train_model_half", ("half", "float16", "dtype"), "model.half() with float16 data", expect="either",
+              call=_half)
+
+
+def _dtype_mismatch(m, g, i, d):
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    m = m.float()
+    g = AutoStructuredGuide(m)
+    res = _train(m, g, i, d, num_steps=3, progress=False)    # float64 data, float32 model
+    return {"losses": res.losses, "pred": m.predict(g, i, num_samples=4)}
+
+
+_train_misuse("train_float32_model_float64_data", ("float", "dtype"), "a float32 model given float64 data",
+              expect="either", call=_dtype_mismatch)
+
+
+def _predict_misuse(id, names, what, expect="refuse", quick=False, call=None, forbid=(), **kw):
+    """``model.predict(guide, inputs, **kw)`` after 3 steps (or ``call(model, guide, inputs, data)``)."""
+    def run(ctx):
+        model, guide, inputs, data = trained()
+        ctx.start()
+        if call is not None:
+            return call(model, guide, inputs, data)
+        return model.predict(guide, inputs, **kw)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="misuse", entry="predict", run=run, names=names, expect=expect, quick=quick,
+                      forbid=forbid, what=what))
+
+
+_predict_misuse("predict_num_samples_zero", ("num_samples",), "num_samples=0", num_samples=0, quick=True)
+_predict_misuse("predict_num_samples_negative", ("num_samples",), "num_samples=-5", num_samples=-5)
+_predict_misuse("predict_num_samples_float", ("num_samples",), "num_samples=2.5", num_samples=2.5)
+_predict_misuse("predict_batch_size_zero", ("batch_size",), "batch_size=0", num_samples=4, batch_size=0)
+_predict_misuse("predict_unknown_node", ("nope_z",), "nodes=['nope_z']", num_samples=4, nodes=["nope_z"])
+_predict_misuse("predict_nodes_string", ("nodes", "leaf_c"), "nodes='leaf_c' (a string, not a list)",
+                expect="either", num_samples=4, nodes="leaf_c", forbid=("'l'",))
+_predict_misuse("predict_data_without_latents", ("data", "latent"), "data= for a model without latent inputs",
+                call=lambda m, g, i, d: m.predict(g, i, data=d, num_samples=4))
+_predict_misuse("predict_guide_model_swapped", ("guide",), "predict(inputs, guide): the arguments swapped",
+                call=lambda m, g, i, d: m.predict(i, g, num_samples=4))
+_predict_misuse("predict_zero_rows", ("root_a", "rows", "cases"), "predict at zero rows", expect="either",
+                call=lambda m, g, i, d: m.predict(g, {"root_a": i["root_a"][:0]}, num_samples=4))
+
+
+def _untrained(m, g, i, d):
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    pyro.clear_param_store()
+    m2, g2 = model_and_guide()
+    return m2.predict(g2, i, num_samples=4)
+
+
+_predict_misuse("predict_untrained_guide", ("guide", "train", "set up", "setup"),
+                "predict with a guide that was never trained", expect="either", call=_untrained)
+
+
+def _nan_guide_param(m, g, i, d):
+    store = pyro.get_param_store()
+    name = next(k for k in store.keys() if "loc" in k or "mean" in k)
+    with torch.no_grad():
+        store.get_param(name).view(-1)[0] = float("nan")
+    return m.predict(g, i, num_samples=4)
+
+
+_predict_misuse("predict_nan_guide_param", ("nan", "not finite", "non-finite"),
+                "a NaN in one guide parameter (e.g. after a diverged run)", call=_nan_guide_param)
+
+
+def _nan_kernel_param(m, g, i, d):
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if "lengthscale" in name:
+                p.view(-1)[0] = float("nan")
+                break
+    return m.predict(g, i, num_samples=4)
+
+
+_predict_misuse("predict_nan_kernel_param", ("nan", "lengthscale", "not finite", "non-finite"),
+                "a NaN kernel length-scale", call=_nan_kernel_param)
+
+
+# ================================================================================================================
+# AutoStructuredGuide
+# ================================================================================================================
+def _guide_case(id, names, what, make, expect="refuse", cls="misuse", quick=False):
+    def run(ctx):
+        from pyro_dag.infer import train
+
+        inputs, data = chain_data()
+        model, _ = model_and_guide()
+        pyro.clear_param_store()
+        ctx.start()
+        guide = make(model)
+        res = train(model, guide, inputs, data, num_steps=3, progress=False)
+        return {"losses": res.losses, "pred": model.predict(guide, inputs, num_samples=4)}
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="AutoStructuredGuide", run=run, names=names, expect=expect, quick=quick,
+                      what=what))
+
+
+def _asg(model, **kw):
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    return AutoStructuredGuide(model, **kw)
+
+
+_guide_case("guide_precision_unknown", ("precision",), "precision='diagonal'",
+            lambda m: _asg(m, precision="diagonal"), quick=True)
+_guide_case("guide_backend_unknown", ("backend",), "backend='cuda'", lambda m: _asg(m, backend="cuda"))
+_guide_case("guide_init_scale_zero", ("init_scale",), "init_scale=0", lambda m: _asg(m, init_scale=0.0))
+_guide_case("guide_init_scale_negative", ("init_scale",), "init_scale=-1", lambda m: _asg(m, init_scale=-1.0))
+_guide_case("guide_init_scale_nan", ("init_scale",), "init_scale=nan", lambda m: _asg(m, init_scale=float("nan")))
+_guide_case("guide_init_scale_unknown_node", ("nope_z",), "init_scale={'nope_z': 0.1}",
+            lambda m: _asg(m, init_scale={"nope_z": 0.1}))
+_guide_case("guide_of_function", ("model",), "AutoStructuredGuide(a plain function with no sample sites)",
+            lambda m: _asg(lambda *a, **k: None), expect="refuse")
+_guide_case("guide_name_empty", ("name",), "name=''", lambda m: _asg(m, name=""), expect="either")
+_guide_case("guide_conditioning_unknown", ("conditioning",), "conditioning='bogus'",
+            lambda m: _asg(m, conditioning="bogus"))
+
+
+def _guide_before_double(model):
+    """The guide built on a float32 model that is then made float64."""
+    from pyro_dag import DAGDGP
+
+    m32 = DAGDGP(chain_graph())
+    g = _asg(m32)
+    m32.double()
+    return g
+
+
+_guide_case("guide_model_dtype_changed", ("dtype", "float", "double"),
+            "a guide built before model.double() (trained on the float64 model)", _guide_before_double,
+            expect="either")
+
+
+# ================================================================================================================
+# to_inference_data
+# ================================================================================================================
+def _idata_case(id, names, what, call, expect="refuse", cls="misuse", quick=False):
+    def run(ctx):
+        from pyro_dag import to_inference_data
+
+        model, guide, inputs, data = trained()
+        ctx.start()
+        idata = call(to_inference_data, model, guide, inputs, data)
+        return {g: {k: v.values for k, v in idata[g].data_vars.items()} for g in idata.groups()}
+    run.__doc__ = what
+
+    def good(res):
+        return expect != "refuse"
+
+    def wrong(res):
+        if isinstance(res, dict) and expect != "refuse" and "posterior" not in res:
+            return f"no posterior group (groups {sorted(res)})"
+        return nonfinite(res)
+    CASES.append(Case(id=id, cls=cls, entry="to_inference_data", run=run, names=names, expect=expect, quick=quick,
+                      wrong=wrong, what=what))
+
+
+_idata_case("idata_data_as_fourth_positional", ("nodes", "data"),
+            "to_inference_data(model, guide, inputs, data): data lands in nodes=",
+            lambda f, m, g, i, d: f(m, g, i, d), quick=True)
+_idata_case("idata_num_samples_zero", ("num_samples",), "num_samples=0",
+            lambda f, m, g, i, d: f(m, g, i, data=d, num_samples=0))
+_idata_case("idata_num_samples_negative", ("num_samples",), "num_samples=-1",
+            lambda f, m, g, i, d: f(m, g, i, data=d, num_samples=-1))
+_idata_case("idata_unknown_node", ("nope_z",), "nodes=['nope_z']",
+            lambda f, m, g, i, d: f(m, g, i, nodes=["nope_z"], data=d, num_samples=5))
+_idata_case("idata_no_source", ("model", "mcmc"), "to_inference_data() with no model and no mcmc",
+            lambda f, m, g, i, d: f())
+_idata_case("idata_missing_inputs", ("inputs", "root_a"), "model and guide without inputs",
+            lambda f, m, g, i, d: f(m, g, data=d, num_samples=5))
+_idata_case("idata_unknown_data_node", ("nope_z",), "data with a node not in the graph",
+            lambda f, m, g, i, d: f(m, g, i, data={**d, "nope_z": d["leaf_c"]}, num_samples=5))
+_idata_case("idata_nan_inputs", ("root_a",), "NaN in the inputs",
+            lambda f, m, g, i, d: f(m, g, with_value(i, "root_a", float("nan")), data=d, num_samples=5))
+_idata_case("idata_no_data", ("data",), "a guide without data (no log_likelihood possible)",
+            lambda f, m, g, i, d: f(m, g, i, num_samples=5), expect="either")
+_idata_case("idata_mcmc_not_run", ("mcmc", "run"), "an MCMC object that was never run",
+            lambda f, m, g, i, d: f(mcmc=_unrun_mcmc(m)))
+
+
+def _unrun_mcmc(model):
+    from pyro.infer import MCMC, NUTS
+
+    return MCMC(NUTS(model), num_samples=2, warmup_steps=2)
+
+
+# ================================================================================================================
+# LatentSEM
+# ================================================================================================================
+def sem_parts(n=20):
+    """The quadratic SEM of Silva & Gramacy (2010), renamed: latents lat_u -> lat_v, indicators ind_u1..3,
+    ind_v1..3 (``(graph, indicators, anchors, frame)``)."""
+    from pyro_dag.datasets.latent_sem import quadratic_sem
+
+    d = quadratic_sem(n=n, seed=0)
+    lat = {"X1": "lat_u", "X2": "lat_v"}
+    col = {f"Y{k}": (f"ind_u{k}" if k <= 3 else f"ind_v{k - 3}") for k in range(1, 7)}
+    graph = nx.relabel_nodes(d.graph, lat)
+    indicators = {lat[x]: [col[c] for c in cs] for x, cs in d.indicators.items()}
+    anchors = {lat[x]: col[a] for x, a in d.anchors.items()}
+    return graph, indicators, anchors, d.data.rename(columns=col)
+
+
+def sem_fit(frame, graph=None, indicators=None, anchors=None, steps=3, subsample_size=None, ctx=None, **kw):
+    """Build, fit ``steps`` SVI steps and draw 5 posterior samples; returns the draws, the latent means and the
+    standardised indicators."""
+    from pyro_dag.sem import LatentSEM, guide_samples, latent_means, sem_guide
+
+    g0, i0, a0, _ = sem_parts()
+    sem = LatentSEM(graph or g0, indicators=indicators or i0, anchors=anchors or a0, num_inducing=5, **kw)
+    guide = sem_guide(sem)
+    svi = pyro.infer.SVI(sem, guide, pyro.optim.Adam({"lr": 0.02}), pyro.infer.Trace_ELBO())
+    for _ in range(steps):
+        svi.step(frame, subsample_size=subsample_size)
+    draws = guide_samples(sem, guide, frame, num_samples=5)
+    y, mask = sem.prepare(frame)
+    return {"draws": draws, "means": latent_means(sem, draws).to_numpy(), "prepared": y, "mask": mask}
+
+
+def prepared_wrong(res):
+    """Standardised indicators all zero where the raw column varies: the standardisation collapsed."""
+    y, mask = res["prepared"], res["mask"]
+    for j in range(y.shape[1]):
+        col = y[:, j][mask[:, j].bool()] if torch.is_tensor(mask) else y[:, j]
+        if col.numel() > 1 and float(col.abs().max()) == 0.0:
+            return f"indicator column {j} standardised to all zeros"
+    return None
+
+
+def _sem_case(id, names, what, mutate=None, expect="refuse", quick=False, cls="bad input", forbid=(), call=None,
+              **fit_kw):
+    def run(ctx):
+        graph, ind, anc, frame = sem_parts()
+        if mutate is not None:
+            frame = mutate(frame)
+        ctx.start()
+        if call is not None:
+            return call(ctx, graph, ind, anc, frame)
+        return sem_fit(frame, **fit_kw)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="LatentSEM", run=run, names=names, expect=expect, quick=quick,
+                      forbid=forbid, wrong=wrong_if(lambda r: prepared_wrong(r) if isinstance(r, dict) and
+                                                     "prepared" in r else None), what=what))
+
+
+def _set(frame, col, value, rows=(0,)):
+    f = frame.copy()
+    for r in rows:
+        f.loc[f.index[r], col] = value
+    return f
+
+
+_sem_case("sem_inf_value", ("ind_u2",), "+inf in an indicator", lambda f: _set(f, "ind_u2", float("inf")), quick=True)
+_sem_case("sem_all_nan_column", ("ind_u2",), "an indicator column with every value missing",
+          lambda f: f.assign(ind_u2=float("nan")))
+_sem_case("sem_string_column", ("ind_u2",), "a string in an indicator column",
+          lambda f: _set(f.astype({"ind_u2": object}), "ind_u2", "n/a"))
+_sem_case("sem_overflow_1e200", ("ind_v2",), "an indicator column at 1e200 (its sd overflows)",
+          lambda f: f.assign(ind_v2=f["ind_v2"] * 1e200), quick=True)
+_sem_case("sem_overflow_1e300_value", ("ind_v2",), "one indicator value at 1e300",
+          lambda f: _set(f, "ind_v2", 1e300))
+_sem_case("sem_scale_1e-8", ("ind_v2",), "an indicator column at 1e-8 scale", lambda f: f.assign(
+    ind_v2=f["ind_v2"] * 1e-8), expect="accept")
+_sem_case("sem_scale_1e8", ("ind_v2",), "an indicator column at 1e8 scale", lambda f: f.assign(
+    ind_v2=f["ind_v2"] * 1e8), expect="accept")
+_sem_case("sem_missing_column", ("ind_v3",), "the DataFrame lacks an indicator column",
+          lambda f: f.drop(columns=["ind_v3"]))
+_sem_case("sem_extra_column", ("extra_col",), "an extra column not declared as an indicator",
+          lambda f: f.assign(extra_col=1.0), expect="either")
+_sem_case("sem_duplicated_column", ("ind_u2",), "a second column named ind_u2 (other values)",
+          lambda f: pd.concat([f, f[["ind_u1"]].set_axis(["ind_u2"], axis=1)], axis=1))
+_sem_case("sem_constant_indicator", ("ind_v2",), "a constant indicator column", lambda f: f.assign(ind_v2=3.0),
+          expect="either")
+_sem_case("sem_one_row", ("row", "case", "n = 1", "n=1"), "one row", lambda f: f.iloc[:1], forbid=("constant",))
+_sem_case("sem_zero_rows", ("row", "case", "empty"), "zero rows", lambda f: f.iloc[:0])
+_sem_case("sem_numpy_data", ("DataFrame", "data"), "a numpy array instead of a DataFrame", lambda f: f.to_numpy(),
+          expect="either")
+_sem_case("sem_columns_reordered", (), "the same DataFrame with its columns in another order",
+          lambda f: f[list(f.columns)[::-1]], expect="accept")
+_sem_case("sem_subsample_above_n", ("subsample_size",), "subsample_size=50 with 20 rows", cls="misuse",
+          subsample_size=50, quick=True)
+_sem_case("sem_subsample_zero", ("subsample_size",), "subsample_size=0", cls="misuse", subsample_size=0)
+_sem_case("sem_subsample_negative", ("subsample_size",), "subsample_size=-3", cls="misuse", subsample_size=-3)
+
+
+def _sem_decl(id, names, what, change, expect="refuse", quick=False, cls="bad input"):
+    """``LatentSEM`` built from a changed declaration ``change(graph, indicators, anchors) -> (g, i, a, kw)``."""
+    def run(ctx):
+        from pyro_dag.sem import LatentSEM
+
+        graph, ind, anc, frame = sem_parts()
+        g, i, a, kw = change(graph, {k: list(v) for k, v in ind.items()}, dict(anc))
+        ctx.start()
+        sem = LatentSEM(g, indicators=i, anchors=a, **kw)
+        if expect == "refuse":
+            return sem
+        return sem_fit(frame, graph=g, indicators=i, anchors=a, **kw)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="LatentSEM", run=run, names=names, expect=expect, quick=quick, what=what))
+
+
+_sem_decl("sem_anchor_not_indicator", ("ind_v1", "anchor"), "an anchor that is not one of its latent's indicators",
+          lambda g, i, a: (g, i, {**a, "lat_u": "ind_v1"}, {}))
+_sem_decl("sem_indicator_twice", ("ind_u3",), "one indicator listed under both latents",
+          lambda g, i, a: (g, {**i, "lat_v": i["lat_v"] + ["ind_u3"]}, a, {}))
+_sem_decl("sem_latent_cycle", ("lat_u", "lat_v", "cycle"), "a cycle lat_u -> lat_v -> lat_u",
+          lambda g, i, a: (nx.DiGraph([("lat_u", "lat_v"), ("lat_v", "lat_u")]), i, a, {}))
+_sem_decl("sem_one_indicator", ("lat_u",), "a latent with one indicator",
+          lambda g, i, a: (g, {**i, "lat_u": ["ind_u1"]}, a, {}))
+_sem_decl("sem_unknown_latent", ("lat_w",), "indicators for a latent not in the graph",
+          lambda g, i, a: (g, {**i, "lat_w": ["ind_w1", "ind_w2", "ind_w3"]}, a, {}))
+_sem_decl("sem_equations_bogus", ("equations",), "equations='cubic'", lambda g, i, a: (g, i, a, {"equations": "cubic"}),
+          cls="misuse")
+_sem_decl("sem_num_inducing_zero", ("num_inducing",), "num_inducing=0",
+          lambda g, i, a: (g, i, a, {"num_inducing": 0}), cls="misuse")
+_sem_decl("sem_exogenous_bogus", ("exogenous",), "exogenous='uniform'",
+          lambda g, i, a: (g, i, a, {"exogenous": "uniform"}), cls="misuse")
+
+
+def _sem_after_fit(call):
+    """Fit 3 steps, then ``call(sem, guide, frame)`` is the call under test."""
+    def run(ctx, graph, ind, anc, frame):
+        from pyro_dag.sem import LatentSEM, sem_guide
+
+        sem = LatentSEM(graph, indicators=ind, anchors=anc, num_inducing=5)
+        guide = sem_guide(sem)
+        svi = pyro.infer.SVI(sem, guide, pyro.optim.Adam({"lr": 0.02}), pyro.infer.Trace_ELBO())
+        for _ in range(3):
+            svi.step(frame)
+        ctx.start()
+        return call(sem, guide, frame)
+    return run
+
+
+def _gs(sem, guide, frame, **kw):
+    from pyro_dag.sem import guide_samples
+
+    return guide_samples(sem, guide, frame, **kw)
+
+
+def _pll(sem, guide, frame, test):
+    from pyro_dag.sem import predictive_log_likelihood
+
+    return predictive_log_likelihood(sem, _gs(sem, guide, frame, num_samples=5), test, num_latent_samples=20)
+
+
+_sem_case("sem_guide_samples_zero", ("num_samples",), "guide_samples(num_samples=0)", cls="misuse",
+          call=_sem_after_fit(lambda s, g, f: _gs(s, g, f, num_samples=0)))
+_sem_case("sem_guide_samples_subset", ("rows", "cases", "data"), "guide_samples on 5 of the 20 training rows",
+          cls="misuse", expect="either", call=_sem_after_fit(lambda s, g, f: _gs(s, g, f.iloc[:5], num_samples=5)))
+_sem_case("sem_guide_samples_other_rows", ("rows", "cases", "data"),
+          "guide_samples on 30 rows after training on 20", cls="misuse", expect="either",
+          call=_sem_after_fit(lambda s, g, f: _gs(s, g, pd.concat([f, f.iloc[:10]]), num_samples=5)))
+_sem_case("sem_pll_nan_row", ("row", "missing", "nan"), "predictive_log_likelihood of a test row that is all NaN",
+          cls="misuse", expect="either",
+          call=_sem_after_fit(lambda s, g, f: _pll(s, g, f, f.iloc[:3].assign(**{c: float("nan") for c in f.columns}))))
+_sem_case("sem_pll_missing_column", ("ind_v3",), "predictive_log_likelihood of test rows lacking a column",
+          cls="misuse", call=_sem_after_fit(lambda s, g, f: _pll(s, g, f, f.iloc[:3].drop(columns=["ind_v3"]))))
+
+
+# ================================================================================================================
+# MultiFidelityEmulator
+# ================================================================================================================
+def mf_arrays(n_low=10, n_high=5, seed=0):
+    r = np.random.default_rng(seed)
+    Xl = r.random((n_low, 1))
+    Xh = Xl[:n_high]
+    return Xl, np.sin(8 * Xl[:, 0]), Xh, 2 * np.sin(8 * Xh[:, 0]) + Xh[:, 0]
+
+
+def emulator(Xl, yl, Xh, yh, **kw):
+    from pyro_dag.emulation import MultiFidelityEmulator
+
+    return MultiFidelityEmulator({"lofi": (Xl, yl), "hifi": (Xh, yh)}, parents={"hifi": ["lofi"]}, **kw)
+
+
+def _em_case(id, names, what, mutate=None, expect="refuse", quick=False, cls="bad input", fit=None, predict=None,
+             forbid=(), wrong=None, max_work=0, good=None, **kw):
+    """Build the two-fidelity emulator on ``mutate(Xl, yl, Xh, yh)``, fit 3 + 3 steps (``fit`` overrides), predict
+    at 4 points (``predict(em)`` overrides)."""
+    def run(ctx):
+        arrays = mf_arrays()
+        if mutate is not None:
+            arrays = mutate(*arrays)
+        setup_only = fit is not None or predict is not None
+        if predict is not None:
+            em = emulator(*arrays, **kw)
+            em.fit(num_steps=3, pretrain_steps=3)
+            ctx.start()
+            return predict(em)
+        ctx.start()
+        em = emulator(*arrays, **kw)
+        fit_kw = {"num_steps": 3, "pretrain_steps": 3, **(fit or {})}
+        em.fit(**fit_kw)
+        return {"pred": em.predict(np.linspace(0, 1, 4)[:, None], num_samples=8),
+                "scale": {f: em.y_scale[f] for f in em.y_scale}, "work": ctx.work}
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="MultiFidelityEmulator", run=run, names=names, expect=expect,
+                      quick=quick, forbid=forbid, wrong=wrong, max_work=max_work, what=what, good=good))
+
+
+_em_case("em_string_y", ("lofi",), "a string among the low fidelity's outputs",
+         lambda Xl, yl, Xh, yh: (Xl, np.array(list(yl[:-1]) + ["n/a"], dtype=object), Xh, yh), quick=True)
+_em_case("em_nan_x", ("lofi",), "NaN in the low fidelity's design",
+         lambda Xl, yl, Xh, yh: (np.where(np.arange(len(Xl))[:, None] == 0, np.nan, Xl), yl, Xh, yh))
+_em_case("em_inf_y", ("hifi",), "+inf among the high fidelity's outputs",
+         lambda Xl, yl, Xh, yh: (Xl, yl, Xh, np.where(np.arange(len(yh)) == 0, np.inf, yh)), quick=True)
+_em_case("em_nan_y", ("hifi",), "a NaN among the high fidelity's outputs (missing run)",
+         lambda Xl, yl, Xh, yh: (Xl, yl, Xh, np.where(np.arange(len(yh)) == 0, np.nan, yh)), expect="either")
+_em_case("em_overflow_y", ("hifi",), "the high fidelity's outputs at 1e300",
+         lambda Xl, yl, Xh, yh: (Xl, yl, Xh, yh * 1e300))
+_em_case("em_overflow_x", ("lofi", "hifi", "design", "bounds"), "designs at 1e300",
+         lambda Xl, yl, Xh, yh: (Xl * 1e300, yl, Xh * 1e300, yh))
+_em_case("em_scale_y_1e8", ("hifi",), "outputs at 1e8", lambda Xl, yl, Xh, yh: (Xl, yl * 1e8, Xh, yh * 1e8),
+         expect="accept")
+_em_case("em_scale_y_1e-8", ("hifi",), "outputs at 1e-8", lambda Xl, yl, Xh, yh: (Xl, yl * 1e-8, Xh, yh * 1e-8),
+         expect="accept")
+_em_case("em_scale_x_1e-8", ("lofi",), "designs at 1e-8", lambda Xl, yl, Xh, yh: (Xl * 1e-8, yl, Xh * 1e-8, yh),
+         expect="accept")
+_em_case("em_dim_mismatch", ("hifi", "lofi"), "designs of 1 and 2 columns",
+         lambda Xl, yl, Xh, yh: (Xl, yl, np.hstack([Xh, Xh]), yh))
+_em_case("em_length_mismatch", ("hifi",), "5 designs and 4 outputs", lambda Xl, yl, Xh, yh: (Xl, yl, Xh, yh[:-1]))
+_em_case("em_y_2d", ("hifi",), "outputs as [n, 1]", lambda Xl, yl, Xh, yh: (Xl, yl[:, None], Xh, yh[:, None]),
+         expect="either")
+_em_case("em_y_two_columns", ("hifi",), "outputs as [n, 2]",
+         lambda Xl, yl, Xh, yh: (Xl, yl, Xh, np.stack([yh, yh], 1)))
+_em_case("em_empty_fidelity", ("hifi",), "a fidelity with zero runs",
+         lambda Xl, yl, Xh, yh: (Xl, yl, Xh[:0], yh[:0]))
+_em_case("em_one_run", ("hifi",), "a fidelity with one run", lambda Xl, yl, Xh, yh: (Xl, yl, Xh[:1], yh[:1]),
+         expect="either")
+_em_case("em_constant_y", ("hifi",), "a constant high fidelity", lambda Xl, yl, Xh, yh: (Xl, yl, Xh, yh * 0 + 2.0),
+         expect="either")
+_em_case("em_x_1d", ("lofi",), "1-D designs [n]", lambda Xl, yl, Xh, yh: (Xl[:, 0], yl, Xh[:, 0], yh),
+         expect="either")
+_em_case("em_bounds_exclude_designs", ("bounds",), "bounds that exclude every design", bounds=[[5.0, 6.0]])
+_em_case("em_bounds_wrong_shape", ("bounds",), "bounds of the wrong shape", bounds=[0.0, 1.0, 2.0])
+_em_case("em_bounds_reversed", ("bounds",), "bounds with lower > upper", bounds=[[1.0, 0.0]])
+_em_case("em_kernel_bogus", ("kernel",), "kernel='rbf'", cls="misuse", kernel="rbf")
+_em_case("em_noise_zero", ("noise",), "noise=0", cls="misuse", noise=0.0)
+_em_case("em_num_inducing_zero", ("num_inducing",), "num_inducing=0", cls="misuse", num_inducing=0)
+def _no_steps(res):
+    """``fit(num_steps=0, pretrain_steps=0)`` handled: no optimisation step taken."""
+    return res["work"] == 0
+
+
+_em_case("em_fit_num_steps_zero", ("num_steps",), "fit(num_steps=0, pretrain_steps=0): no step should be taken",
+         cls="misuse", fit={"num_steps": 0, "pretrain_steps": 0}, expect="either", good=_no_steps)
+_em_case("em_fit_num_steps_negative", ("num_steps",), "fit(num_steps=-5)", cls="misuse", fit={"num_steps": -5},
+         quick=True)
+_em_case("em_fit_lr_zero", ("lr",), "fit(lr=0)", cls="misuse", fit={"lr": 0.0})
+_em_case("em_fit_pretrain_negative", ("pretrain_steps",), "fit(pretrain_steps=-1)", cls="misuse",
+         fit={"pretrain_steps": -1})
+_em_case("em_fit_mean_field_num_steps_zero", ("num_steps",), "fit(num_steps=0, pretrain_steps=0), mean-field guide",
+         cls="misuse", fit={"num_steps": 0, "pretrain_steps": 0}, precision="mean_field", expect="either",
+         good=_no_steps)
+
+
+def _em_predict(**kw):
+    return lambda em: em.predict(**kw)
+
+
+_em_case("em_predict_num_samples_zero", ("num_samples",), "predict(num_samples=0)", cls="misuse",
+         predict=_em_predict(X=np.zeros((2, 1)), num_samples=0))
+_em_case("em_predict_wrong_dim", ("X",), "predict at [n, 2] inputs", cls="misuse",
+         predict=_em_predict(X=np.zeros((2, 2))))
+_em_case("em_predict_nan_x", ("X", "nan"), "predict at a NaN input", cls="misuse",
+         predict=_em_predict(X=np.array([[np.nan], [0.5]])))
+_em_case("em_predict_unknown_fidelity", ("nope_z",), "predict(fidelities=['nope_z'])", cls="misuse",
+         predict=_em_predict(X=np.zeros((2, 1)), fidelities=["nope_z"]))
+_em_case("em_predict_outside_box", ("box", "outside", "bounds"), "predict far outside the designs' box",
+         cls="misuse", predict=_em_predict(X=np.array([[50.0]]), num_samples=8))
+
+
+def _em_parents(id, names, what, parents, quick=False, forbid=()):
+    def run(ctx):
+        from pyro_dag.emulation import MultiFidelityEmulator
+
+        Xl, yl, Xh, yh = mf_arrays()
+        ctx.start()
+        return MultiFidelityEmulator({"lofi": (Xl, yl), "hifi": (Xh, yh)}, parents=parents)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="bad input", entry="MultiFidelityEmulator", run=run, names=names, quick=quick,
+                      forbid=forbid, what=what))
+
+
+_em_parents("em_parents_unknown", ("nope_z",), "parents naming an unknown fidelity", {"hifi": ["nope_z"]})
+_em_parents("em_parents_cycle", ("lofi", "hifi", "cycle"), "parents forming a cycle",
+            {"hifi": ["lofi"], "lofi": ["hifi"]})
+_em_parents("em_parents_self", ("hifi",), "a fidelity refining itself", {"hifi": ["hifi"]})
+_em_parents("em_parents_string", ("parents", "lofi"), "parents={'hifi': 'lofi'} (a string, not a list)",
+            {"hifi": "lofi"}, forbid=("'l'",))
