@@ -9,11 +9,12 @@ temporary file in the same folder, flushed to disk and moved over the target wit
 that file, the files already written completely and those not written.
 """
 import contextlib
+import glob
 import json
 import os
 import tempfile
 
-__all__ = ["OutputError", "OutputSet", "atomic_write", "save_figure", "write_json"]
+__all__ = ["OutputError", "OutputSet", "atomic_write", "remove_leftovers", "save_figure", "write_json"]
 
 
 class OutputError(OSError):
@@ -36,22 +37,47 @@ def _fsync(path):
         os.close(fd)
 
 
-def atomic_write(path, write):
+def _temporary_prefix(path):
+    directory, name = os.path.split(os.path.abspath(os.fspath(path)))
+    stem, ext = os.path.splitext(name)
+    return directory, f".{stem}.tmp-", ext
+
+
+def remove_leftovers(path):
+    """Remove the temporary files that :func:`atomic_write` of ``path`` left behind when a process was killed
+    while writing it (``.{stem}.tmp-*{ext}`` beside ``path``); returns their paths.
+
+    Only files of this target are touched, so runs writing other files in the same folder are safe; a second
+    process writing the same file at the same moment would lose its temporary file (and raise), as it would race
+    for the file itself anyway."""
+    directory, prefix, ext = _temporary_prefix(path)
+    removed = []
+    for leftover in glob.glob(os.path.join(glob.escape(directory), glob.escape(prefix) + "*" + glob.escape(ext))):
+        with contextlib.suppress(OSError):
+            os.unlink(leftover)
+            removed.append(leftover)
+    return removed
+
+
+def atomic_write(path, write, clean=False):
     """Write the file ``path`` atomically: ``write(tmp)`` writes a temporary file ``tmp`` in the same folder (with
     the same extension, so that writers that read the format from the name work), which is synced to disk and then
     moved over ``path``. On failure the temporary file is removed and ``path`` is left as it was.
 
     :param write: ``write(tmp_path)``, e.g. ``lambda tmp: frame.to_csv(tmp, index=False)``.
+    :param bool clean: first remove the temporary files of ``path`` that killed writers left
+        (:func:`remove_leftovers`; for files written again and again, such as checkpoints).
     :returns: ``path``.
     :raises OutputError: naming ``path``, when writing fails with an :class:`OSError` (a full disk, a quota, a
         folder that cannot be written); other errors propagate unchanged (the temporary file is removed).
     """
     path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
-    stem, ext = os.path.splitext(name)
+    directory, prefix, ext = _temporary_prefix(path)
+    if clean:
+        remove_leftovers(path)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.tmp-", suffix=ext, dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=ext, dir=directory)
         os.close(fd)
         write(tmp)
         _fsync(tmp)

@@ -168,3 +168,14 @@ def test_cli_fit_collider_full_disk_names_the_file(tmp_path, capsys, monkeypatch
     assert "written completely: collider_metrics.json; not written: collider.png" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["collider_metrics.json"]
     assert "rmse_test" in json.loads((tmp_path / "collider_metrics.json").read_text())
+
+
+def test_cli_corrupt_checkpoint_is_named(tmp_path, capsys):
+    """A truncated checkpoint in --checkpoint: exit 2 naming it (it was a raw unpickling traceback)."""
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "train_checkpoint.pt").write_bytes(b"PK\x03\x04 truncated")
+    rc = main(["fit", "collider", "--steps", "3", "--out", str(tmp_path / "o"), "--checkpoint", str(ck),
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "train_checkpoint.pt' cannot be read" in err and "delete it" in err

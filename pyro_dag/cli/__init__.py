@@ -41,7 +41,8 @@ def main(argv=None):
     """Run ``pyro-dag`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status. Bad options exit
     with status 2 (``SystemExit``) and a message on stderr naming the option; an output file that cannot be
     written (a full disk) returns 1 with a message naming it and the files of the run that were written
-    (:class:`pyro_dag.outputs.OutputError`)."""
+    (:class:`pyro_dag.outputs.OutputError`); a checkpoint that cannot be resumed from returns 2 with a message
+    naming it (:class:`pyro_dag.infer.training.checkpoint.CheckpointError`)."""
     from ..outputs import OutputError
 
     parser = build_parser()
@@ -51,3 +52,10 @@ def main(argv=None):
     except OutputError as e:
         print(f"pyro-dag {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:
+        from ..infer.training.checkpoint import CheckpointError  # here: it loads torch and Pyro
+
+        if not isinstance(e, CheckpointError):
+            raise
+        print(f"pyro-dag {args.command}: error: {e}", file=sys.stderr)
+        return 2

@@ -16,6 +16,16 @@ def run_multifidelity(parser, args):
     from ..emulation.experiment import PROBLEMS, run_protocol
     from ..threads import limit_threads
 
+    from .fit_data import DATA_OPTIONS
+
+    for name in [n for n in DATA_OPTIONS if n != "pretrain_steps"] + ["checkpoint", "distributed"]:
+        value = getattr(args, name, None)
+        if value not in (None, [], False, 300 if name == "latent_steps" else None):
+            what = ("a protocol runs many short fits, which are not checkpointed" if name == "checkpoint" else
+                    "its data are the built-in problems (--problem)" if name == "csv" else
+                    "it is for 'fit sachs' or 'fit --csv'")
+            parser.error(f"argument --{name.replace('_', '-')}: not an option of 'fit multifidelity' ({what}); "
+                         "drop it")
     if args.problem not in PROBLEMS:
         parser.error(f"argument --problem: choose from {', '.join(PROBLEMS)}, got {args.problem!r}")
     if args.guide == "full":

@@ -40,3 +40,13 @@ def test_fit_multifidelity_full_disk_names_the_file(tmp_path, capsys, monkeypatc
     assert rc == 1 and "multifidelity_forrester_published.png (No space left on device)" in err
     assert "written completely: multifidelity_forrester_published.json" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["multifidelity_forrester_published.json"]
+
+
+@pytest.mark.parametrize("extra, option", [(["--checkpoint", "ck"], "--checkpoint"), (["--csv", "d.csv"], "--csv"),
+                                           (["--folds", "3"], "--folds"), (["--latent", "h:1:a"], "--latent")])
+def test_fit_multifidelity_refuses_options_it_would_ignore(tmp_path, capsys, extra, option):
+    with pytest.raises(SystemExit) as e:
+        main(["fit", "multifidelity", "--problem", "forrester", "--out", str(tmp_path / "o")] + extra)
+    assert e.value.code == 2
+    assert f"argument {option}: not an option of 'fit multifidelity'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -37,9 +37,15 @@ def train_lamp(model, lamp, inputs, data=None, *, num_steps, optim_args=None, mo
 class LaMPRecipe:
     """The ``"lamp"`` recipe: :func:`train_lamp` with ``config.num_steps`` epochs, ``config.optim_args`` as
     :class:`~pyro_dag.infer.lamp.LaMPSettings` fields and ``config.model_kwargs`` (only ``mask``); the other
-    options of :class:`~pyro_dag.infer.training.TrainConfig` do not apply."""
+    options of :class:`~pyro_dag.infer.training.TrainConfig` do not apply, and ``checkpoint`` / ``resume`` are
+    refused: a LaMP fit (row-wise Adam on the per-case values, its own validation and batch schedule) keeps no
+    resumable state, and a ``checkpoint=`` that wrote nothing would lose a killed run without a word."""
 
     def run(self, model, guide, inputs, data, config):
+        if config.checkpoint is not None or config.resume:
+            save = " and save the fitted LatentMAP afterwards with lamp.save(path)" if hasattr(guide, "save") else ""
+            raise ValueError("train(recipe='lamp') writes no checkpoints and cannot resume (a LaMP fit keeps no "
+                             f"resumable state): drop checkpoint= and resume={save}")
         with limit_threads(config.num_threads):
             return train_lamp(model, guide, inputs, data, num_steps=config.num_steps, optim_args=config.optim_args,
                               model_kwargs=config.model_kwargs)

@@ -4,18 +4,24 @@ atomically.
 A checkpoint is a ``torch.save`` file of plain containers, tensors and numbers only (it loads with
 ``torch.load(..., weights_only=True)``). It is written to a temporary file in the same directory, flushed to disk
 and moved over the old one with ``os.replace``, so that a run killed at any moment leaves either the previous
-checkpoint or the new one, never a partial file.
+checkpoint or the new one, never a partial file (the temporary files of killed writes are removed at the next
+write or resume). A file that is not a readable checkpoint raises :class:`CheckpointError` naming it.
 """
+import contextlib
+import glob
 import os
 import random
 import tempfile
+import time
 
 import numpy as np
 import pyro
 import torch
 
-__all__ = ["capture_rng_state", "restore_rng_state", "capture_params", "restore_params", "save_checkpoint",
-           "load_checkpoint", "check_writable", "checkpoint_file", "CHECKPOINT_NAME"]
+from ...outputs import OutputError, atomic_write, remove_leftovers
+
+__all__ = ["CheckpointError", "capture_rng_state", "restore_rng_state", "capture_params", "restore_params",
+           "save_checkpoint", "load_checkpoint", "check_writable", "checkpoint_file", "CHECKPOINT_NAME"]
 
 #: File name used when a checkpoint path names a directory.
 CHECKPOINT_NAME = "train_checkpoint.pt"
@@ -102,23 +108,75 @@ def check_writable(path):
         raise ValueError(f"train: the checkpoint path {path!r} is a directory")
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be resumed from (empty, truncated, corrupt, or not written by
+    :func:`~pyro_dag.infer.train`); the message names the file and the fix."""
+
+
+#: Entries every checkpoint of :func:`~pyro_dag.infer.train` holds (format 1).
+_REQUIRED = ("settings", "step", "losses", "params", "adam", "setup", "rng")
+#: Age (seconds) past which a temporary file of the earlier naming (``.tmp-*.pt``, shared with other writers) is a
+#: leftover of a killed run rather than a file being written now.
+_LEGACY_AGE = 600.0
+
+
+def _remove_leftovers(path):
+    """Temporary files of killed writes of ``path``: this checkpoint's own (``.{stem}.tmp-*.pt``, any age) and
+    those of the earlier naming (``.tmp-*.pt``) older than ten minutes."""
+    remove_leftovers(path)
+    now = time.time()
+    for leftover in glob.glob(os.path.join(glob.escape(os.path.dirname(os.path.abspath(path))), ".tmp-*.pt")):
+        with contextlib.suppress(OSError):
+            if now - os.path.getmtime(leftover) > _LEGACY_AGE:
+                os.unlink(leftover)
+
+
 def save_checkpoint(path, state):
     """Write ``state`` (a dict of containers, tensors and numbers) to ``path`` atomically: a temporary file in
-    the same directory, flushed and synced, then ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
+    the same directory (``.{stem}.tmp-*.pt``), flushed and synced, then ``os.replace``. Temporary files that killed
+    runs left beside ``path`` are removed first.
+
+    :raises pyro_dag.outputs.OutputError: naming ``path`` when the file cannot be written (a full disk); the
+        previous checkpoint is then left intact.
+    """
+    _remove_leftovers(path)
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        atomic_write(path, lambda tmp: torch.save(state, tmp))
+    except OutputError as e:
+        cause = e.__cause__ if isinstance(e.__cause__, OSError) else e
+        raise OutputError(e.errno, f"train: could not write the checkpoint {os.fspath(path)!r} "
+                          f"({cause.strerror or cause}); the previous checkpoint there, if any, is intact. Free some "
+                          "space (or pass checkpoint= a path on another disk) and run again with resume=True to "
+                          "continue from it", e.path) from cause
 
 
 def load_checkpoint(path, map_location=None):
-    """Read a checkpoint written by :func:`save_checkpoint` (``weights_only=True``: no code is run)."""
-    return torch.load(path, map_location=map_location, weights_only=True)
+    """Read a checkpoint written by :func:`save_checkpoint` (``weights_only=True``: no code is run). Temporary files
+    that killed runs left beside ``path`` are removed.
+
+    :raises CheckpointError: naming ``path``, for an empty, truncated or corrupt file, or one that is not a
+        checkpoint of :func:`~pyro_dag.infer.train` (another torch file, a saved model).
+    """
+    path = os.fspath(path)
+    _remove_leftovers(path)
+    fix = "delete it (or pass checkpoint= / --checkpoint another path) to start afresh"
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise CheckpointError(f"train: the checkpoint {path!r} is empty (0 bytes), so it cannot be resumed from: {fix}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # torch's own text suggests weights_only=False, which would run code from the file
+        first = (str(e).strip().splitlines() or [""])[0]
+        detail = "" if "weights_only" in str(e) or not first else f": {first[:200]}"
+        raise CheckpointError(f"train: the checkpoint {path!r} cannot be read ({type(e).__name__}{detail}); it is "
+                              "truncated, corrupt or not a checkpoint written by train(checkpoint=...): "
+                              f"{fix}") from None
+    if not isinstance(state, dict) or state.get("format") != 1 or any(k not in state for k in _REQUIRED):
+        if isinstance(state, dict) and "pyro_dag_format" in state:
+            what = "a saved model (pyro_dag.persist.save), which pyro_dag.persist.load reads"
+        elif isinstance(state, dict):
+            what = f"a dict with keys {sorted(map(str, state))[:6]}"
+        else:
+            what = f"a {type(state).__name__}"
+        raise CheckpointError(f"train: {path!r} is not a checkpoint written by train(checkpoint=...) (it holds "
+                              f"{what}): {fix}")
+    return state
