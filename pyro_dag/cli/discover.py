@@ -92,6 +92,10 @@ def _load(args):
     if not has_rows:
         raise SystemExit(f"--csv {args.csv}: only a header row, no data; add one row of numbers per sample")
     names = [h.strip().strip('"') for h in header.split(",")]
+    dup = [h for i, h in enumerate(names) if h in names[:i]]
+    if dup:
+        raise SystemExit(f"--csv {args.csv}: column {dup[0]!r} appears {names.count(dup[0])} times in the header; "
+                         "give each variable a unique name")
     if len(names) < 2:
         raise SystemExit(f"--csv {args.csv}: the header names {len(names)} variable; structure learning needs at least "
                          "2 comma-separated columns")
@@ -106,6 +110,11 @@ def _load(args):
     if not np.isfinite(data).all():
         bad = [names[j] for j in np.nonzero(~np.isfinite(data).all(0))[0]]
         raise SystemExit(f"--csv {args.csv}: NaN or inf in columns {bad}; impute or drop those rows first")
+    big = np.abs(data).max(0) > np.finfo(np.float32).max      # the fit runs in float32: they would become inf
+    if big.any():
+        raise SystemExit(f"--csv {args.csv}: columns {[names[j] for j in np.nonzero(big)[0]]} hold values beyond "
+                         f"float32's range ({np.finfo(np.float32).max:.3g}); rescale them (e.g. divide by a power of "
+                         "ten)")
     truth = None
     if args.truth:
         if os.path.isdir(args.truth) or not os.path.exists(args.truth):
@@ -184,13 +193,34 @@ def _metrics(P, S, truth):
     return out
 
 
-def _given(args, post, P, names, result, out):
+def _parse_given(args, names):
+    """``--given`` checked against the data's variables before the fit: an :class:`Evidence`, or ``None``.
+
+    :raises SystemExit: naming the bad edge (syntax, unknown variable, self-loop, contradiction, required edges
+        that form a cycle)."""
+    import networkx as nx
+
+    from ..structure.evidence import parse_evidence, parse_evidence_string
+
+    if not args.given:
+        return None
+    try:
+        evidence = parse_evidence(parse_evidence_string(args.given), len(names), names)
+    except ValueError as e:
+        raise SystemExit(str(e) if str(e).startswith("--given") else f"--given: {e}") from None
+    required = nx.DiGraph([(names[i], names[j]) for (i, j), present in evidence.edges.items() if present])
+    if not nx.is_directed_acyclic_graph(required):
+        cycle = " -> ".join(u for u, _ in nx.find_cycle(required))
+        raise SystemExit(f"--given: the required edges form a cycle ({cycle} -> {nx.find_cycle(required)[0][0]}), "
+                         "which no DAG contains; drop one of them")
+    return evidence
+
+
+def _given(args, evidence, post, P, names, result, out):
     """``--given``: conditional edge probabilities and MAP DAG, printed, stored and drawn next to the
     unconditional heat map (``edge_probs_given.png``)."""
-    from ..structure.evidence import parse_evidence_string
-
     try:
-        evidence = post.parse_evidence(parse_evidence_string(args.given))
+        evidence = post.parse_evidence(evidence)
         n = max(args.samples, 1000)
         Pg = post.edge_probs(n, seed=args.seed, given=evidence).cpu().double()
         A = post.map_dag(given=evidence, num_samples=n, seed=args.seed).cpu()
@@ -226,6 +256,7 @@ def _run(args):
     from ..structure.fitting import fit
 
     X, names, truth, desc = _load(args)
+    evidence = _parse_given(args, names)         # before the fit: a typo must not cost a run
     likelihood = args.likelihood or "linear"
     weighting = args.weighting  # None: fit's default
     t0 = time.perf_counter()
@@ -279,7 +310,7 @@ def _run(args):
     heat, graph = out.call(["edge_probs.png", "posterior_graph.png"],
                            lambda: save_structure_figures(P.numpy(), names, args.out))
     if args.given:
-        result["given"] = _given(args, post, P, names, result, out)
+        result["given"] = _given(args, evidence, post, P, names, result, out)
     path = out.json("discover.json", result, indent=1)
     print(f"  wrote {path}, {heat}, {graph}")
     return 0

@@ -53,6 +53,14 @@ class CSVProblem:
         return out
 
 
+def _raw_header(path):
+    """The column names of the CSV file's first line as written (``csv`` module; pandas renames duplicates)."""
+    import csv as csv_module
+
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        return next(csv_module.reader(f), [])
+
+
 def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, fold=None):
     """Read and check a CSV file and a graph, add the latent inputs, split the rows.
 
@@ -80,12 +88,19 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
             frame = pd.read_csv(csv)
         except Exception as e:
             raise CSVInputError(f"{csv}: pandas could not read it as CSV: {e}") from None
+        header = _raw_header(csv)   # pandas renames a repeated column 'a' to 'a.1', which would be called unknown
     else:
         frame = pd.DataFrame(csv).copy()
-    frame.columns = [str(c).strip() for c in frame.columns]
-    dup = frame.columns[frame.columns.duplicated()].tolist()
+        header = list(frame.columns)
+    header = [str(c).strip() for c in header]
+    dup = [c for i, c in enumerate(header) if c in header[:i]]
     if dup:
-        raise CSVInputError(f"{source}: column {dup[0]!r} appears twice; give each column a unique name")
+        raise CSVInputError(f"{source}: column {dup[0]!r} appears {header.count(dup[0])} times in the header; give "
+                            "each column a unique name (one column per graph node)")
+    frame.columns = [str(c).strip() for c in frame.columns]
+    if len(frame) == 0:
+        raise CSVInputError(f"{source} has a header row ({', '.join(map(str, frame.columns))}) but no data rows; "
+                            "add one row of numbers per case")
     g = read_graph(graph) if isinstance(graph, (str, os.PathLike)) else nx.DiGraph(graph)
     if not 0 < test_fraction < 1:
         raise CSVInputError(f"--test-fraction must be in (0, 1), got {test_fraction!r}")

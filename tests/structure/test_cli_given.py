@@ -77,3 +77,28 @@ def test_discover_full_disk_names_the_file_and_leaves_no_partial_one(tmp_path, c
     assert "posterior_graph.png (No space left on device)" in err
     assert "written completely: edge_probs.png; not written: posterior_graph.png, discover.json" in err
     assert sorted(p.name for p in out.iterdir()) == ["edge_probs.png"]
+
+
+@pytest.mark.parametrize("given, message", [("a->zz", "zz"), ("a-b", "not an edge"), ("a->a", "self-loop"),
+                                            ("a->b,b->c,c->a", "required edges form a cycle")])
+def test_discover_checks_given_before_the_fit(tmp_path, csv, monkeypatch, given, message):
+    """--given was parsed after the fit and the figures: a typo cost the whole run."""
+    import pyro_dag.structure.fitting
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before --given was checked")
+
+    monkeypatch.setattr(pyro_dag.structure.fitting, "fit", no_fit)
+    with pytest.raises(SystemExit, match=f"--given: .*{message}"):
+        main(["discover", "--csv", str(csv[0]), "--given", given, "--out", str(tmp_path / "o"), "--no-progress"])
+
+
+def test_discover_names_a_duplicated_header(tmp_path, capsys):
+    """It used to fit a node per column and report edges like B->B."""
+    path = tmp_path / "dup.csv"
+    path.write_text("a,b,b\n1,2,3\n2,3,5\n3,5,4\n4,4,8\n")
+    with pytest.raises(SystemExit, match="column 'b' appears 2 times in the header"):
+        main(["discover", "--csv", str(path), "--exact", "--out", str(tmp_path / "o")])
+    path.write_text("a,b\n1,2\n2,3\n3,1e39\n")
+    with pytest.raises(SystemExit, match=r"columns \['b'\] hold values beyond float32's range"):
+        main(["discover", "--csv", str(path), "--exact", "--out", str(tmp_path / "o")])
