@@ -755,7 +755,11 @@ def fit_dagdgp(case, seed, cfg, quick=False):
             per[w]["rmse_train"] = float((m - truth_train).pow(2).mean().sqrt())
     warn = sorted({f"{type(w.message).__name__}: {str(w.message)[:160]}" for w in caught
                    if not issubclass(w.category, (FutureWarning, DeprecationWarning))})
-    extra = {"final_loss": None if result is None else float(result.losses[-1]),
+    final = None if result is None else getattr(result, "final_loss", result.losses[-1] if result.losses else None)
+    extra = {"final_loss": None if final is None else float(final),
+             "collapsed_nodes": list(getattr(result, "collapsed_nodes", []) or []),
+             "collapse_seconds": getattr(result, "collapse_seconds", None),
+             "stopped": getattr(result, "stopped", None),
              "natural_gradient_stopped": getattr(result, "natural_gradient_stopped", None)}
     return per, settings, noise, dict(extra, warnings=warn)
 

@@ -34,6 +34,7 @@ from .collapse import CollapsedParameterisation
 from .conditionals import NodeConditionals
 from .handoff import current_estimator, suspended
 from .inputs import DAGInputError, InputChecks
+from .observed_inputs import AUTO_INDUCING_EXACT, collapsible_nodes
 from .prediction import Prediction
 
 __all__ = ["DAGDGP", "AUTO_INDUCING"]
@@ -110,8 +111,11 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
     :param networkx.DiGraph graph: the DAG; nodes are strings (no ``"."``).
     :param dict kernels: ``{node: kernel}``; a base kernel acts on the concatenated parents
         (:class:`~pyro_dag.kernels.Concat`), a fusion kernel is bound to the parents. Default: an ARD RBF.
-    :param num_inducing: ``M_w``, an int, ``"auto"`` (the default: every case up to :data:`AUTO_INDUCING` of them,
-        resolved at set-up) or ``{node: int or "auto"}`` (a node missing from the dict gets 16).
+    :param num_inducing: ``M_w``, an int, ``"auto"`` (the default, resolved at set-up: every case up to
+        :data:`AUTO_INDUCING` of them, and up to :data:`~pyro_dag.dgp.observed_inputs.AUTO_INDUCING_EXACT` for a
+        node whose inputs are all observed and whose likelihood is Gaussian, which
+        :func:`~pyro_dag.infer.train` fits exactly: :func:`~pyro_dag.dgp.observed_inputs.collapsible_nodes`) or
+        ``{node: int or "auto"}`` (a node missing from the dict gets 16).
     :param dict likelihoods: ``{node: Likelihood or name}``; default a Gaussian with learned noise.
     :param dict output_dims: ``{node: d_w}`` (default: the node attribute ``"dim"`` or 1).
     :param dict inducing_inputs: ``{node: [M_w, D_w] tensor}`` initial inducing inputs.
@@ -299,10 +303,15 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         return self
 
     def _setup(self, X, obs):
-        if self._auto_inducing:  # every case up to AUTO_INDUCING of them
+        if self._auto_inducing:  # every case up to AUTO_INDUCING of them (AUTO_INDUCING_EXACT: fitted exactly)
             n = next(iter(X.values())).shape[0] if X else next(iter(obs.values()))[0].shape[0]
+            exact = set(collapsible_nodes(self, X, obs))
             for w in self._auto_inducing:
-                self.num_inducing[w] = max(1, min(int(n), AUTO_INDUCING))
+                if w in exact:
+                    cases = int(obs[w][1].any(-1).sum())
+                    self.num_inducing[w] = max(1, min(cases, AUTO_INDUCING_EXACT))
+                else:
+                    self.num_inducing[w] = max(1, min(int(n), AUTO_INDUCING))
         self.input_dims = {r: X[r].shape[1] for r in self.root_nodes}
         self.observed_nodes = [w for w in self.gp_nodes if w in obs]
         for w in self.topo_nodes:

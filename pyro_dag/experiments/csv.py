@@ -200,7 +200,7 @@ def _fit_problem(p, *, seed, mode, baselines, warn, num_steps, pretrain_steps, p
         "unseen_nodes": unseen, "nodes": list(p.nodes), "inputs": list(p.inputs), "latent": p.latent,
         "latent_children": p.latent_children, "n_train": int(tr.sum()), "n_test": int(te.sum()),
         "structure": precision, "num_steps": num_steps, "pretrain_steps": pretrain_steps, "num_inducing": m,
-        "seed": seed, "train_seconds": seconds, "final_loss": result.losses[-1],
+        "seed": seed, "train_seconds": seconds, "final_loss": result.final_loss,
         "units": "standardised with the training rows' mean and sd (rmse_data_units: the CSV's units)",
         "prediction": mode,
         "predictions": prediction_note(p, mode),

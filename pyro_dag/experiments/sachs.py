@@ -256,7 +256,7 @@ def _fit_dagdgp(split, structure, recipe, num_steps, pretrain_steps, num_particl
     out = _summary(per_node, split.std)
     out.update(seconds_train=t_train, cpu_seconds_train=c_train, seconds_predict=t_pred, num_steps=steps,
                pretrain_steps=pre,
-               final_loss=result.losses[-1], settings=result.settings,
+               final_loss=result.final_loss, settings=result.settings,
                natural_gradient_stopped=result.natural_gradient_stopped,
                noise={w: float(model.likelihoods[w].variance.detach().mean()) for w in GP_NODES},
                prediction=pred)

@@ -70,6 +70,11 @@ class TrainConfig:
     :param int pretrain_steps: node-wise pretraining steps (default 0: none). Each observed node whose parents
         are roots or observed nodes is fitted alone as a sparse GP on its observed parents
         (:func:`~pyro_dag.infer.training.pretrain_nodes`); nodes with latent parents are left to the joint steps.
+    :param bool collapse: fit the GP nodes whose inputs are all observed and whose likelihood is Gaussian exactly
+        first, by L-BFGS on their collapsed bound (:func:`~pyro_dag.infer.training.fit_collapsed`; Titsias 2009),
+        and hold their kernels, noise and inducing inputs through the steps, which then train the rest; with
+        every GP node fitted so, the steps are skipped (:attr:`TrainResult.stopped` ``"collapsed"``). Default: on
+        with ``"recommended"`` (for an AutoStructuredGuide of a DAGDGP, not ``distributed``), off with ``"adam"``.
     :param float freeze_fraction: fraction in [0, 1] of the joint steps during which ``freeze`` is held fixed.
     :param freeze: parameter groups to hold: ``"inducing"``, ``"likelihood"``, ``"kernel"`` (default the first two).
     :param float likelihood_lr_multiplier: multiplies Adam's learning rate of the likelihood parameters (the
@@ -131,6 +136,7 @@ class TrainConfig:
     sink_step_size: float = 0.0
     warm_start: int = 0
     pretrain_steps: int = 0
+    collapse: bool = None
     freeze_fraction: float = 0.0
     freeze: tuple = ("inducing", "likelihood")
     likelihood_lr_multiplier: float = 1.0
@@ -189,6 +195,8 @@ class TrainConfig:
         _check(self.warm_start < self.num_steps, f"warm_start ({self.warm_start}) must be smaller than num_steps ({self.num_steps})")
         _check(_is_int(self.pretrain_steps) and self.pretrain_steps >= 0,
                f"pretrain_steps must be a non-negative integer, got {self.pretrain_steps!r}")
+        _check(self.collapse in (None, True, False), f"collapse must be True, False or None (the recipe's default), got "
+                                                    f"{self.collapse!r}")
         _check(isinstance(self.freeze_fraction, numbers.Real) and not isinstance(self.freeze_fraction, bool)
                and 0 <= self.freeze_fraction <= 1, f"freeze_fraction must be a fraction of the steps in [0, 1], got "
                                              f"{self.freeze_fraction!r}")

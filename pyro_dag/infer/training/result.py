@@ -16,13 +16,19 @@ class TrainResult:
     :ivar list validation: ``(step, validation loss)`` pairs.
     :ivar best_step: the step of the lowest validation loss (``None`` without validation).
     :ivar best_validation_loss: that loss.
-    :ivar stopped: ``None`` (all steps ran), ``"early_stopping"`` or ``"callback"``.
+    :ivar stopped: ``None`` (all steps ran), ``"early_stopping"``, ``"callback"`` or ``"collapsed"`` (every GP
+        node was fitted exactly, so no step was needed).
     :ivar dict settings: the resolved recipe (ELBO, learning rate, natural-gradient phase, freezing, ...).
     :ivar float seconds: wall-clock seconds of the steps run in this call (pretraining excluded).
     :ivar float warm_start_seconds: of which in the mean-field warm start.
     :ivar int resumed_from: the step the run resumed after (``0`` for a fresh run).
     :ivar natural_gradient_stopped: the step at which the divergence guard stopped the natural-gradient phase
         (:class:`~pyro_dag.infer.training.guard.NaturalGradientGuard`), else ``None``.
+    :ivar list collapsed_nodes: the nodes fitted exactly on their collapsed bound before the steps
+        (:func:`~pyro_dag.infer.training.fit_collapsed`) and held through them; when they are all the GP nodes the
+        steps are skipped (``stopped == "collapsed"``).
+    :ivar dict collapsed_losses: ``{node: [negative collapsed bound per L-BFGS evaluation]}``.
+    :ivar float collapse_seconds: wall-clock seconds of that fit.
     """
 
     losses: list = field(default_factory=list)
@@ -37,8 +43,20 @@ class TrainResult:
     warm_start_seconds: float = 0.0
     resumed_from: int = 0
     natural_gradient_stopped: int = None
+    collapsed_nodes: list = field(default_factory=list)
+    collapsed_losses: dict = field(default_factory=dict)
+    collapse_seconds: float = 0.0
 
     @property
     def num_steps(self):
         """Steps run (warm start included)."""
         return len(self.losses)
+
+    @property
+    def final_loss(self):
+        """The last step's loss, or with no step run (``stopped == "collapsed"``) the summed negative collapsed
+        bound, which is then the exact negative ELBO; ``nan`` if neither exists."""
+        if self.losses:
+            return self.losses[-1]
+        ends = [v[-1] for v in self.collapsed_losses.values() if v]
+        return sum(ends) if ends else float("nan")

@@ -11,11 +11,12 @@ from ..autoguide import AutoStructuredGuide
 from ..checks import check_finite_loss, training_step
 from ..distributed import DataParallel
 from ..elbo import DAGELBO
+from .collapsed import fit_collapsed, learnable_node_tensors
 from .checkpoint import capture_params, capture_rng_state, load_checkpoint, restore_params, restore_rng_state, save_checkpoint
 from .groups import find_dagdgp, group_tensors
 from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings, signal_warnings
 from .phases import WARM_START_NAME, AdamPhase, NaturalGradientPhase, WarmStartPhase
-from .pretrain import pretrain_nodes
+from .pretrain import pretrain_nodes, pretrainable_nodes
 from .result import TrainResult
 from .validation import structured_part, validation_loss
 
@@ -110,6 +111,9 @@ class TrainingRun:
         if fk == "auto":
             fk = dgp is not None and dgp.is_setup and _all_fixed(dgp)
         self.use_fixed = bool(fk)
+        collapse = recipe.collapse if config.collapse is None else config.collapse
+        # the exact fit writes q(V_w) into the structured guide; data-parallel shards do not hold every case
+        self.collapse = bool(collapse) and self.dag_guide and self.dp is None
         self.settings = {
             "recipe": config.recipe, "lr": config.lr, "elbo": type(elbo).__name__,
             "num_particles": getattr(elbo, "num_particles", None), "antithetic": getattr(elbo, "antithetic", False),
@@ -122,7 +126,7 @@ class TrainingRun:
             "freeze": list(groups) if self.freeze_steps else [],
             "likelihood_lr_multiplier": config.likelihood_lr_multiplier,
             "validate_every": config.validate_every if config.validation is not None else None,
-            "patience": config.patience, "fixed_kernels": self.use_fixed,
+            "patience": config.patience, "fixed_kernels": self.use_fixed, "collapse": self.collapse,
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
@@ -174,6 +178,7 @@ class TrainingRun:
             "format": 1, "settings": self.settings, "step": self.step, "num_steps": self.config.num_steps,
             "losses": list(r.losses), "pretrain_losses": list(r.pretrain_losses),
             "pretrained_nodes": list(r.pretrained_nodes), "pretrained": self.pretrained,
+            "collapsed_nodes": list(r.collapsed_nodes), "collapsed_losses": dict(r.collapsed_losses),
             "validation": [list(v) for v in r.validation], "best_step": r.best_step,
             "best_validation_loss": r.best_validation_loss, "best_params": self.best_params, "bad": self.bad,
             "stopped": r.stopped, "params": capture_params(),
@@ -192,7 +197,9 @@ class TrainingRun:
 
     def _restore(self, state):
         r = self.result
-        diff = {k: (state["settings"].get(k), v) for k, v in self.settings.items() if state["settings"].get(k) != v}
+        # a setting the saved run did not record (an older version) is not compared
+        diff = {k: (state["settings"].get(k), v) for k, v in self.settings.items()
+                if k in state["settings"] and state["settings"][k] != v}
         if diff:
             k, (old, new) = next(iter(diff.items()))
             raise ValueError(f"train: the checkpoint {self.path!r} was written with {k}={old!r}, this call has "
@@ -228,6 +235,9 @@ class TrainingRun:
         r.losses = list(state["losses"])
         r.pretrain_losses = list(state["pretrain_losses"])
         r.pretrained_nodes = list(state["pretrained_nodes"])
+        r.collapsed_nodes = list(state.get("collapsed_nodes", []))
+        r.collapsed_losses = dict(state.get("collapsed_losses", {}))
+        self._hold(r.collapsed_nodes)
         self.pretrained = state["pretrained"]
         r.validation = [tuple(v) for v in state["validation"]]
         r.best_step, r.best_validation_loss = state["best_step"], state["best_validation_loss"]
@@ -242,10 +252,13 @@ class TrainingRun:
         if self.config.resume and os.path.exists(self.path):
             state = load_checkpoint(self.path)
         r = self.result
+        if state is None and self.collapse:
+            self._fit_collapsed()
         if state is None and self.config.pretrain_steps:
             r.pretrained_nodes, r.pretrain_losses = pretrain_nodes(
                 self.dgp, self.guide, self.inputs, self.data, self.config.pretrain_steps, lr=self.config.lr,
-                mask=self.kw.get("mask"), lr_scale=self.lr_scale, progress=self.config.progress)
+                mask=self.kw.get("mask"), lr_scale=self.lr_scale, progress=self.config.progress,
+                nodes=self._pretrainable())
             self.pretrained = True
             self._save()
         context = self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext()
@@ -267,6 +280,32 @@ class TrainingRun:
             noise_warnings(self.dgp, self.data, self.name)
         signal_warnings(self.dgp, self.name)
         return r
+
+    def _fit_collapsed(self):
+        """Fit the collapsible nodes exactly, hold them, and skip the steps when nothing else is left to train."""
+        r, dgp = self.result, self.dgp
+        if not dgp.is_setup:
+            dgp.setup(self.inputs, self.data, self.kw.get("mask"))
+        fit = fit_collapsed(dgp, self.guide, self.inputs, self.data, mask=self.kw.get("mask"))
+        r.collapsed_nodes, r.collapsed_losses, r.collapse_seconds = fit.nodes, fit.losses, fit.seconds
+        self._hold(fit.nodes)
+        everything = (self.model is dgp and structured_part(self.guide) is self.guide and not dgp.latent_inputs
+                      and fit.nodes and set(fit.nodes) == set(dgp.gp_nodes))
+        if everything:   # the exact optimum of the ELBO over q(V) at fitted hyperparameters: steps only add noise
+            r.stopped = "collapsed"
+
+    def _hold(self, nodes):
+        """Hold the kernels, likelihoods and inducing inputs of the exactly fitted ``nodes`` through every step."""
+        held = {}
+        for w in nodes:
+            held.update(learnable_node_tensors(self.dgp, w))
+        self.frozen.update(held)
+        self._no_freeze.update(held)
+
+    def _pretrainable(self):
+        """Nodes for node-wise pretraining: all that can be fitted alone, but those already fitted exactly."""
+        X, _, obs = self.dgp.checked_arguments(self.inputs, self.data, self.kw.get("mask"))
+        return [w for w in pretrainable_nodes(self.dgp, obs) if w not in self.result.collapsed_nodes]
 
     def _loop(self):
         r, config = self.result, self.config
