@@ -55,12 +55,21 @@ class MultiFidelityData:
 
 
 def _as_2d(a, label, dim=None):
-    a = np.asarray(a, dtype=np.float64)
+    a = _as_float(a, label)
     if a.ndim == 1:
         a = a[:, None] if dim in (None, 1) else a[None, :]
     if a.ndim != 2:
         raise DAGInputError(f"{label} must be a [n, d] array, got shape {a.shape}")
     return a
+
+
+def _as_float(a, label):
+    """``a`` as a float64 array; a :class:`DAGInputError` naming ``label`` for values that are not numbers."""
+    try:
+        return np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise DAGInputError(f"{label} holds values that are not numbers ({e}); pass numeric arrays (encode or drop "
+                            "text columns)") from None
 
 
 def multifidelity_data(fidelities, parents=None, input_name="x", connect_input=None):
@@ -75,8 +84,8 @@ def multifidelity_data(fidelities, parents=None, input_name="x", connect_input=N
     :param connect_input: fidelities with the edge ``input → fidelity`` (default: all, the input-connected fusion of
         Perlino et al. 2026, Sec. 8.1); every fidelity needs a path from the input.
     :returns: :class:`MultiFidelityData`.
-    :raises DAGInputError: naming the fidelity, for designs of different input dimensions, a fidelity with no
-        finite observation, mismatched ``X`` / ``y`` lengths, unknown parents, a cycle, or a fidelity with no path
+    :raises DAGInputError: naming the fidelity, for designs of different input dimensions, values that are not
+        numbers, an infinite ``y`` (NaN marks a failed run, dropped), a fidelity with no finite observation, mismatched ``X`` / ``y`` lengths, unknown parents, a cycle, or a fidelity with no path
         from the input.
 
     Example::
@@ -104,7 +113,7 @@ def multifidelity_data(fidelities, parents=None, input_name="x", connect_input=N
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise DAGInputError(f"fidelity {f!r}: give a pair (X [n, d], y [n])")
         X = _as_2d(pair[0], f"fidelity {f!r}: X")
-        y = np.asarray(pair[1], dtype=np.float64).reshape(-1, 1) if np.ndim(pair[1]) <= 2 else None
+        y = _as_float(pair[1], f"fidelity {f!r}: y").reshape(-1, 1) if np.ndim(pair[1]) <= 2 else None
         if y is None or (np.ndim(pair[1]) == 2 and np.shape(pair[1])[1] != 1):
             raise DAGInputError(f"fidelity {f!r}: y must be [n] or [n, 1] (one output per fidelity), got shape "
                                 f"{np.shape(pair[1])}")
@@ -113,7 +122,11 @@ def multifidelity_data(fidelities, parents=None, input_name="x", connect_input=N
                                 "design point")
         if not np.isfinite(X).all():
             raise DAGInputError(f"fidelity {f!r}: X has NaN or inf; drop those design points")
-        keep = np.isfinite(y[:, 0])
+        if np.isinf(y).any():
+            i = int(np.flatnonzero(np.isinf(y[:, 0]))[0])
+            raise DAGInputError(f"fidelity {f!r}: y is infinite at design point {i} (of {len(y)}); fix the run, or "
+                                "give NaN for a run that failed (its design point is then dropped)")
+        keep = ~np.isnan(y[:, 0])
         if not keep.any():
             raise DAGInputError(f"fidelity {f!r} is observed nowhere (no design point with a finite y); drop it or "
                                 "give its runs")

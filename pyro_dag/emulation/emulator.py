@@ -23,6 +23,7 @@ from ..gp.likelihoods import Gaussian
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
 from ..scaling import column_moments
 from ..utils import freeze, renamed_argument
+from .arguments import check_fit_arguments, design_box
 from .data import multifidelity_data
 from .persistence import load_emulator, save_emulator
 
@@ -258,14 +259,7 @@ class MultiFidelityEmulator:
             raise ValueError(f"noise must be a positive variance (standardised units), got {noise!r}")
         self.noise, self.learn_noise, self.seed = float(noise), bool(learn_noise), int(seed)
         mf = self.mf
-        if bounds is None:
-            lo, hi = mf.X.min(0), mf.X.max(0)
-        else:
-            b = np.asarray(bounds, dtype=np.float64)
-            if b.shape != (mf.dim, 2) or not (b[:, 1] > b[:, 0]).all():
-                raise ValueError(f"bounds must be a [d, 2] = [{mf.dim}, 2] array of (lower, upper) with lower < upper, "
-                                 f"got shape {b.shape}")
-            lo, hi = b[:, 0], b[:, 1]
+        lo, hi = design_box(bounds, mf.X)
         self.lower = lo
         span = hi - lo
         self.span = np.where(span > 0, span, 1.0)
@@ -442,12 +436,14 @@ class MultiFidelityEmulator:
         from ..infer.training import train
         from ..threads import limit_threads
 
+        warm = check_fit_arguments(num_steps=num_steps, pretrain_steps=pretrain_steps, warm_start=warm_start,
+                                   num_particles=num_particles, chordal=self.precision == "chordal", lr=lr,
+                                   pretrain_lr=pretrain_lr, likelihood_lr_multiplier=likelihood_lr_multiplier)
         if self.model is None:
             self.build()
         inputs, data = self.model_inputs(), self.model_data()
         tag = f"MultiFidelityEmulator_{uuid.uuid4().hex[:12]}"   # fresh names: a recycled id() would reuse
         # a dead emulator's guide parameters from Pyro's global parameter store
-        warm = num_steps // 6 if warm_start is None else int(warm_start)
         with limit_threads(num_threads):
             pyro.set_rng_seed(self.seed)
             mf_guide = self._guide("mean_field", f"{tag}_mf")
@@ -474,8 +470,7 @@ class MultiFidelityEmulator:
                 guide = self._guide("chordal", f"{tag}_svi")
                 guide(inputs, data)
                 _transfer(mf_guide, guide)
-                hist["train"] = train(self.model, guide, inputs, data, num_steps=max(num_steps - warm, 1),
-                                      **common).losses
+                hist["train"] = train(self.model, guide, inputs, data, num_steps=num_steps - warm, **common).losses
                 self.guide = guide
         return self
 

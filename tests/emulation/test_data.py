@@ -59,3 +59,21 @@ def test_bad_input():
         multifidelity_data({"low": (low[0], high[1])})
     with pytest.raises(DAGInputError, match="repeated design points"):
         multifidelity_data({"low": (np.ones((2, 2)), np.ones(2))})
+
+
+def test_text_values_and_an_infinite_run_are_named():
+    low, high = _arrays()
+    X = low[0].astype(object)
+    X[2, 0] = "1,5"
+    with pytest.raises(DAGInputError, match="fidelity 'low': X holds values that are not numbers"):  # raw numpy
+        multifidelity_data({"low": (X, low[1]), "high": high})
+    y = high[1].astype(object)
+    y[0] = "n/a"
+    with pytest.raises(DAGInputError, match="fidelity 'high': y holds values that are not numbers"):
+        multifidelity_data({"low": low, "high": (high[0], y)})
+    y = np.array(high[1], dtype=float)
+    y[1] = np.inf                                              # was silently dropped as a run not made
+    with pytest.raises(DAGInputError, match="fidelity 'high': y is infinite at design point 1"):
+        multifidelity_data({"low": low, "high": (high[0], y)})
+    y[1] = np.nan                                              # a failed run: dropped, as documented
+    assert multifidelity_data({"low": low, "high": (high[0], y)}).observed("high").sum() == len(y) - 1
