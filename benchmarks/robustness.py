@@ -18,7 +18,8 @@ on every entry point) check the harness itself and are not counted.
 **What a case declares.** ``names``: substrings (compared case-insensitively) of which an answer must contain one
 to name the offending input (the node, column, argument or file); ``forbid``: substrings that make an answer
 misleading (e.g. ``"use float64"`` to a float64 model); ``max_work``: the optimisation steps (counted by a global
-``torch.optim`` step hook, plus work a case counts itself, e.g. DAG draws) allowed before an error;
+``torch.optim`` step hook, plus work a case counts itself, e.g. DAG draws) allowed before an error (``None``: any,
+for faults that strike while the outputs are written, necessarily after the work);
 ``wrong(result)``: why a returned result is wrong (non-finite numbers, a 0-byte file, ...), ``None`` when sound;
 ``good(result)``: whether a returned result is a correct answer (``expect="refuse"``: never, garbage must be refused;
 ``expect="accept"``: a valid but unusual input, any sound result; ``expect="either"``: an input that may be
@@ -47,8 +48,9 @@ disk, parameters), checked whether or not the call raised.
    b. **clear** if a warning (not one of :data:`UNRELATED_WARNINGS`, which are about the fit, not the input, nor a
       deprecation) contains one of ``names``;
    c. **silently wrong** if ``wrong(result)`` reports a problem;
-   d. **clear** if ``good(result)``;
-   e. otherwise **poor**: the input was accepted without a word (silently ignored).
+   d. **clear** if ``good(result)`` is true;
+   e. otherwise **poor**: the input was accepted without a word (silently ignored), or the reason ``good`` gave
+      (a string).
 
 A case that runs past :data:`CASE_TIMEOUT_S` seconds is **poor** (no answer). Every outcome is recorded with the
 reason (which rule), the exception's type and the first 200 characters of its message, and the seconds.
@@ -225,7 +227,7 @@ def classify(case, ctx, exc=None, result=None, caught=()):
         return "poor", f"no answer within {CASE_TIMEOUT_S} s"
     if exc is None and isinstance(result, CLIResult) and result.code != 0:
         exc = SystemExit(result.code)
-        message = result.stderr.strip() or result.stdout.strip()
+        message = cli_message(result.stderr) or result.stdout.strip()
         if "Traceback (most recent call last)" in result.stderr:
             return "poor", "the command printed a traceback"
         return _classify_error(case, ctx, exc, message, raw=None)
@@ -233,7 +235,7 @@ def classify(case, ctx, exc=None, result=None, caught=()):
         if isinstance(exc, SystemExit):  # argparse's parser.error / a command's SystemExit(message)
             message = str(exc.code) if not isinstance(exc.code, int) else ""
             if isinstance(result, CLIResult):
-                message = (message + "\n" + result.stderr).strip()
+                message = (message + "\n" + cli_message(result.stderr)).strip()
             return _classify_error(case, ctx, exc, message, raw=None if message else "exit without a message")
         if case.entry.startswith("pyro-dag") and not isinstance(exc, InjectedInterrupt):
             return "poor", f"the command crashed with a traceback ({type(exc).__name__}: {str(exc)[:80]})"
@@ -247,21 +249,34 @@ def classify(case, ctx, exc=None, result=None, caught=()):
     problem = case.wrong(result) if case.wrong is not None else default_wrong(result)
     if problem:
         return "silently wrong", problem
-    if case.good(result):
+    good = case.good(result)
+    if isinstance(good, str):  # not a correct answer, and the case says why
+        return "poor", good
+    if good:
         return "clear", "correct result"
     return "poor", "accepted without a word (silently ignored)"
+
+
+def cli_message(stderr):
+    """What a command said about the error: from the last ``...: error:`` line on (argparse's usage block, which
+    names every option, left out), else all of stderr."""
+    lines = [ln for ln in (stderr or "").strip().splitlines()]
+    for k in range(len(lines) - 1, -1, -1):
+        if ": error:" in lines[k]:
+            return "\n".join(lines[k:]).strip()
+    return "\n".join(ln for ln in lines if not ln.startswith("usage:") and not ln.startswith("   ")).strip()
 
 
 def _classify_error(case, ctx, exc, message, raw):
     if raw:
         return "poor", raw
-    if ctx.work > case.max_work:
+    if case.max_work is not None and ctx.work > case.max_work:
         return "poor", f"raised after the work ({ctx.work} optimisation steps or draws)"
     bad = _contains(message, case.forbid)
     if bad:
         return "poor", f"misleading message (says {bad[0]!r})"
     if not _contains(message, case.names):
-        return "poor", "the message names none of " + ", ".join(repr(n) for n in case.names[:4])
+        return "poor", "the message names none of " + (", ".join(repr(n) for n in case.names[:4]) or "the inputs")
     if case.expect == "accept":
         return "poor", "a valid input refused"
     return "clear", "refused, naming the input"
@@ -385,7 +400,7 @@ def run_case(case):
     pyro.set_rng_seed(0)
     np.random.seed(0)
     torch.set_default_dtype(torch.float32)
-    tmp = tempfile.mkdtemp(prefix=f"robustness-{case.id}-")
+    tmp = tempfile.mkdtemp(prefix="rb-")  # no case id in the path: messages that quote it must not match names
     ctx = Ctx(tmp=tmp)
     exc, result, caught = None, None, []
     out, err = io.StringIO(), io.StringIO()
@@ -421,9 +436,10 @@ def run_case(case):
     if exc is not None:
         message = str(exc.code) if isinstance(exc, SystemExit) and not isinstance(exc.code, int) else str(exc)
         if isinstance(exc, SystemExit):
-            message = (message + " " + err.getvalue()).strip()
+            message = (message + " " + cli_message(err.getvalue())).strip()
     elif isinstance(result, CLIResult) and result.code != 0:
-        message = result.stderr.strip()
+        message = cli_message(result.stderr)
+    message = message.replace(tmp + os.sep, "").replace(tmp, ".")
     row = {"id": case.id, "class": case.cls, "entry": case.entry, "what": case.what, "outcome": outcome,
            "reason": reason, "exception": None if exc is None else type(exc).__name__,
            "message": " ".join(message.split())[:200], "seconds": round(seconds, 3), "work": ctx.work,

@@ -250,12 +250,15 @@ class _FullFile:
 
 @contextlib.contextmanager
 def full_disk(ctx, under, budget=0, match=None):
-    """Files opened for writing under ``under`` (whose name contains ``match``, if given) share a budget of
-    ``budget`` bytes; past it, writes raise ``OSError(ENOSPC)``, as on a full disk (a partial write first)."""
+    """Files opened for writing under ``under`` (whose name has the stem and extension of ``match``, if given, so
+    that a writer's temporary ``.{stem}.tmp-*{ext}`` counts too) share a budget of ``budget`` bytes; past it,
+    writes raise ``OSError(ENOSPC)``, as on a full disk (after a partial write). Python's ``open`` / ``io.open``
+    are patched, and ``torch.save`` to a path (whose C++ writer bypasses them) writes through them instead."""
     ctx.injected_errno = errno.ENOSPC
-    real_open, real_io_open = builtins.open, io.open
+    real_open, real_io_open, real_save = builtins.open, io.open, torch.save
     state = {"left": budget}
     under = os.path.abspath(under)
+    stem, ext = os.path.splitext(match) if match else (None, None)
 
     def target(file):
         if isinstance(file, int):
@@ -266,7 +269,8 @@ def full_disk(ctx, under, budget=0, match=None):
         if not isinstance(file, (str, bytes, os.PathLike)):
             return False
         p = os.path.abspath(os.fsdecode(file))
-        return p.startswith(under) and (match is None or match in os.path.basename(p))
+        name = os.path.basename(p)
+        return p.startswith(under + os.sep) and (match is None or (stem in name and name.endswith(ext)))
 
     def fake_open(file, mode="r", *a, **k):
         f = real_open(file, mode, *a, **k)
@@ -274,11 +278,18 @@ def full_disk(ctx, under, budget=0, match=None):
             return _FullFile(f, state)
         return f
 
+    def fake_save(obj, f, *a, **k):
+        if isinstance(f, (str, os.PathLike)) and target(f):
+            with fake_open(f, "wb") as fh:
+                return real_save(obj, fh, *a, **k)
+        return real_save(obj, f, *a, **k)
+
     builtins.open = io.open = fake_open
+    torch.save = fake_save
     try:
         yield state
     finally:
-        builtins.open, io.open = real_open, real_io_open
+        builtins.open, io.open, torch.save = real_open, real_io_open, real_save
 
 
 def interrupt_at(obj, name, call):
@@ -354,8 +365,12 @@ def state_problems(params_before=None, threads=None):
 
 def interrupted(facts):
     """``good`` of an interruption case: the interrupt stopped the call (it propagated) and nothing was left
-    inconsistent (``wrong`` reports the problems)."""
-    return facts.get("interrupted", False) and not facts.get("problems")
+    inconsistent (``wrong`` reports the problems); a raw error from the next call is poor (the reason)."""
+    if not facts.get("interrupted", False):
+        return "the interrupt did not stop the call"
+    if facts.get("poor"):
+        return facts["poor"]
+    return not facts.get("problems")
 
 
 def facts_wrong(facts):
@@ -1174,3 +1189,1061 @@ _em_parents("em_parents_cycle", ("lofi", "hifi", "cycle"), "parents forming a cy
 _em_parents("em_parents_self", ("hifi",), "a fidelity refining itself", {"hifi": ["hifi"]})
 _em_parents("em_parents_string", ("parents", "lofi"), "parents={'hifi': 'lofi'} (a string, not a list)",
             {"hifi": "lofi"}, forbid=("'l'",))
+
+
+# ================================================================================================================
+# LaMP (pyro_dag.infer.lamp)
+# ================================================================================================================
+def lamp_parts(n=12):
+    from pyro_dag import DAGDGP
+    from pyro_dag.infer import LatentMAP
+
+    g = torch.Generator().manual_seed(0)
+    s = torch.rand(n, 1, generator=g, dtype=torch.float64)
+    model = DAGDGP(nx.DiGraph([("root_a", "node_b"), ("node_b", "leaf_c")])).double()
+    return model, LatentMAP, {"root_a": s}, {"leaf_c": torch.tanh(5 * (s - 0.5))}
+
+
+def _lamp_case(id, names, what, mutate=None, expect="refuse", cls="bad input", quick=False, lamp_kw=None,
+               call=None, **train_kw):
+    """``train(model, LatentMAP(model), inputs, data, num_steps=3, recipe="lamp")`` on ``mutate(inputs, data)``,
+    then predict (``call(model, lamp, inputs, data)`` replaces the prediction, after the fit)."""
+    def run(ctx):
+        from pyro_dag.infer import train
+
+        model, LatentMAP, inputs, data = lamp_parts()
+        if mutate is not None:
+            inputs, data = mutate(inputs, data)
+        if call is None:
+            ctx.start()
+        lamp = LatentMAP(model, **(lamp_kw or {}))
+        res = train(model, lamp, inputs, data, **{"num_steps": 3, "recipe": "lamp", **train_kw})
+        if call is not None:
+            ctx.start()
+            return call(ctx, model, lamp, inputs, data)
+        return {"losses": res.losses, "pred": model.predict(lamp, inputs, num_samples=4)}
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="LaMP", run=run, names=names, expect=expect, quick=quick, what=what))
+
+
+_lamp_case("lamp_nan_input", ("root_a",), "a NaN in the root's inputs",
+           lambda i, d: (with_value(i, "root_a", float("nan")), d), quick=True)
+_lamp_case("lamp_inf_data", ("leaf_c",), "+inf in the data", lambda i, d: (i, with_value(d, "leaf_c", float("inf"))))
+_lamp_case("lamp_nan_data", ("leaf_c",), "a NaN (missing value) in the data",
+           lambda i, d: (i, with_value(d, "leaf_c", float("nan"))), expect="either")
+_lamp_case("lamp_overflow_data", ("leaf_c",), "data at 1e200", lambda i, d: (i, {"leaf_c": d["leaf_c"] * 1e200}))
+_lamp_case("lamp_scale_1e8", ("leaf_c",), "data at 1e8", lambda i, d: (i, {"leaf_c": d["leaf_c"] * 1e8}),
+           expect="accept")
+_lamp_case("lamp_zero_rows", ("root_a", "rows", "cases", "empty"), "zero rows",
+           lambda i, d: ({"root_a": i["root_a"][:0]}, {"leaf_c": d["leaf_c"][:0]}))
+_lamp_case("lamp_two_rows", ("root_a", "rows", "cases"), "two rows",
+           lambda i, d: ({"root_a": i["root_a"][:2]}, {"leaf_c": d["leaf_c"][:2]}), expect="either")
+_lamp_case("lamp_constant_data", ("leaf_c",), "constant data", lambda i, d: (i, {"leaf_c": d["leaf_c"] * 0 + 1}),
+           expect="either")
+_lamp_case("lamp_kernel_bogus", ("kernel",), "kernel='periodic'", cls="misuse", lamp_kw={"kernel": "periodic"})
+_lamp_case("lamp_nugget_negative", ("nugget",), "nugget=-1", cls="misuse", lamp_kw={"nugget": -1.0})
+_lamp_case("lamp_num_steps_zero", ("num_steps", "num_epochs", "epochs"), "num_steps=0", cls="misuse",
+           num_steps=0, expect="either")
+_lamp_case("lamp_optim_args_unknown", ("bogus_field",), "optim_args={'bogus_field': 1}", cls="misuse",
+           optim_args={"bogus_field": 1})
+_lamp_case("lamp_checkpoint", ("checkpoint",), "train(recipe='lamp', checkpoint=...)", cls="misuse",
+           checkpoint="lamp_checkpoint.pt", quick=True)
+_lamp_case("lamp_predict_num_samples_zero", ("num_samples",), "predict(num_samples=0)", cls="misuse",
+           call=lambda ctx, m, l, i, d: m.predict(l, i, num_samples=0))
+_lamp_case("lamp_predict_nan_input", ("root_a",), "predict at a NaN input", cls="misuse",
+           call=lambda ctx, m, l, i, d: m.predict(l, with_value(i, "root_a", float("nan")), num_samples=4))
+_lamp_case("lamp_predict_unknown_node", ("nope_z",), "predict(nodes=['nope_z'])", cls="misuse",
+           call=lambda ctx, m, l, i, d: m.predict(l, i, nodes=["nope_z"], num_samples=4))
+
+
+def _lamp_wrong_guide(ctx):
+    """train(recipe='lamp') with an AutoStructuredGuide"""
+    from pyro_dag.infer import train
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    model, _, inputs, data = lamp_parts()
+    ctx.start()
+    return train(model, AutoStructuredGuide(model), inputs, data, num_steps=3, recipe="lamp")
+
+
+CASES.append(Case(id="lamp_wrong_guide", cls="misuse", entry="LaMP", run=_lamp_wrong_guide,
+                  names=("LatentMAP", "guide"), what="train(recipe='lamp') with an AutoStructuredGuide"))
+
+
+def _lamp_save_before_fit(ctx):
+    """lamp.save(path) before any fit"""
+    model, LatentMAP, inputs, data = lamp_parts()
+    ctx.start()
+    return LatentMAP(model).save(ctx.path("lamp.pt"))
+
+
+CASES.append(Case(id="lamp_save_before_fit", cls="misuse", entry="LaMP", run=_lamp_save_before_fit,
+                  names=("fit", "save"), what="lamp.save(path) before any fit"))
+
+
+# ================================================================================================================
+# pyro_dag.structure: fit, exact_posterior, queries
+# ================================================================================================================
+def structure_frame(n=30, seed=0):
+    r = np.random.default_rng(seed)
+    p = r.normal(size=n)
+    q = p + 0.3 * r.normal(size=n)
+    return pd.DataFrame({"col_p": p, "col_q": q, "col_r": r.normal(size=n)})
+
+
+def _edge_probs(post):
+    return post.edge_probs()
+
+
+def _structure_case(id, names, what, mutate=None, exact=False, expect="refuse", cls="bad input", quick=False,
+                    forbid=(), wrong=None, **kw):
+    """``structure.fit`` (5 steps) or ``exact_posterior`` on ``mutate(frame)``; returns the edge probabilities."""
+    def run(ctx):
+        import pyro_dag.structure as S
+
+        X = structure_frame()
+        if mutate is not None:
+            X = mutate(X)
+        ctx.start()
+        if exact:
+            post = S.exact_posterior(X, **kw)
+        else:
+            post = S.fit(X, **{"num_steps": 5, "progress": False, **kw})
+        return {"edge_probs": post.edge_probs(), "names": list(post.node_names or [])}
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="structure.exact_posterior" if exact else "structure.fit", run=run,
+                      names=names, expect=expect, quick=quick, forbid=forbid, wrong=wrong, what=what))
+
+
+for _exact in (False, True):
+    _p = "exact_" if _exact else "sfit_"
+    _structure_case(_p + "nan", ("col_q",), "a NaN in a column", lambda X: _set(X, "col_q", float("nan")),
+                    exact=_exact, quick=_exact)
+    _structure_case(_p + "inf", ("col_q",), "+inf in a column", lambda X: _set(X, "col_q", float("inf")),
+                    exact=_exact)
+    _structure_case(_p + "string", ("col_q",), "a string in a column",
+                    lambda X: _set(X.astype({"col_q": object}), "col_q", "n/a"), exact=_exact)
+    _structure_case(_p + "overflow_1e300", ("col_r",), "a column at 1e300 (its sd overflows)",
+                    lambda X: X.assign(col_r=X["col_r"] * 1e300), exact=_exact, quick=not _exact)
+    _structure_case(_p + "constant", ("col_r",), "a constant column", lambda X: X.assign(col_r=2.0), exact=_exact,
+                    expect="either")
+    _structure_case(_p + "zero_rows", ("row", "sample", "empty"), "zero rows", lambda X: X.iloc[:0], exact=_exact)
+    _structure_case(_p + "one_row", ("row", "sample"), "one row", lambda X: X.iloc[:1], exact=_exact,
+                    expect="either")
+    _structure_case(_p + "one_column", ("column", "variable", "node"), "one column", lambda X: X[["col_p"]],
+                    exact=_exact, expect="either")
+    _structure_case(_p + "duplicated_column", ("col_q",), "two columns named col_q",
+                    lambda X: X.set_axis(["col_p", "col_q", "col_q"], axis=1), exact=_exact)
+    _structure_case(_p + "likelihood_bogus", ("likelihood",), "likelihood='poisson'", exact=_exact, cls="misuse",
+                    likelihood="poisson")
+    _structure_case(_p + "node_names_length", ("node_names",), "node_names of the wrong length", exact=_exact,
+                    cls="misuse", mutate=lambda X: X.to_numpy(), node_names=["a1", "b1"])
+    _structure_case(_p + "edge_beliefs_shape", ("edge_beliefs",), "edge_beliefs of shape [2, 2] for 3 columns",
+                    exact=_exact, cls="misuse", edge_beliefs=np.full((2, 2), 0.5))
+    _structure_case(_p + "edge_beliefs_one", ("edge_beliefs",), "edge_beliefs with a 1.0 (outside (0, 1))",
+                    exact=_exact, cls="misuse", edge_beliefs=np.array([[0.5, 1.0, 0.5]] * 3))
+    _structure_case(_p + "edge_beliefs_cycle", ("edge_beliefs", "cycle"),
+                    "edge_beliefs of 0.99 on col_p -> col_q and col_q -> col_p", exact=_exact, cls="misuse",
+                    expect="either", edge_beliefs=np.array([[0.5, 0.99, 0.5], [0.99, 0.5, 0.5], [0.5, 0.5, 0.5]]))
+
+
+def _scale_equivariant(factor, column="col_r"):
+    """``exact_posterior`` of the data with ``column`` multiplied by ``factor`` must equal that of the data at unit
+    scale (the model standardises the columns): a different answer is the overflow or underflow of the scale."""
+    def run(ctx):
+        import pyro_dag.structure as S
+
+        X = structure_frame()
+        ref = S.exact_posterior(X).edge_probs()
+        ctx.start()
+        got = S.exact_posterior(X.assign(**{column: X[column] * factor})).edge_probs()
+        return {"ref": ref, "got": got}
+
+    def test(res):
+        d = float((res["ref"] - res["got"]).abs().max())
+        return None if d < 1e-6 else f"edge probabilities differ by {d:.3g} from the same data at unit scale"
+    return run, test
+
+
+for _factor in (1e-8, 1e8, 1e-150):
+    _run, _test = _scale_equivariant(_factor)
+    CASES.append(Case(id=f"exact_scale_{_factor:g}", cls="bad input", entry="structure.exact_posterior", run=_run,
+                      names=("col_r",), expect="accept", wrong=wrong_if(_test),
+                      what=f"a column at {_factor:g} scale (must equal the unit-scale posterior)"))
+
+
+def _exact_many(ctx):
+    """exact_posterior with 25 columns (the documented limit is 20)"""
+    import pyro_dag.structure as S
+
+    X = pd.DataFrame(np.random.default_rng(0).normal(size=(30, 25)), columns=[f"v{k}" for k in range(25)])
+    ctx.start()
+    return S.exact_posterior(X).edge_probs()
+
+
+CASES.append(Case(id="exact_too_many_columns", cls="misuse", entry="structure.exact_posterior", run=_exact_many,
+                  names=("20", "25"), what="exact_posterior with 25 columns (the documented limit is 20)"))
+
+
+def _posterior(kind):
+    import pyro_dag.structure as S
+
+    X = structure_frame()
+    if kind == "exact":
+        return S.exact_posterior(X)
+    return S.fit(X, num_steps=5, progress=False)
+
+
+def _count_draws(post, ctx):
+    """Count the DAGs ``post.sample`` draws as work (a query that fails after drawing them came late)."""
+    real = post.sample
+
+    def sample(num_samples=1000, *a, **k):
+        ctx.work += int(num_samples)
+        return real(num_samples, *a, **k)
+
+    post.sample = sample
+    return post
+
+
+def _query_case(id, names, what, call, kinds=("exact", "fit"), expect="refuse", forbid=(), wrong=None, good=None):
+    for kind in kinds:
+        def run(ctx, kind=kind):
+            post = _count_draws(_posterior(kind), ctx)
+            ctx.start()
+            return call(post)
+        run.__doc__ = what
+        CASES.append(Case(id=f"query_{kind}_{id}", cls="misuse", entry=f"structure queries ({kind})", run=run,
+                          names=names, expect=expect, forbid=forbid, wrong=wrong, good=good, what=what))
+
+
+_query_case("unknown_node", ("col_z",), "given={('col_p', 'col_z'): True}",
+            lambda post: post.edge_probs(given={("col_p", "col_z"): True}))
+_query_case("self_edge", ("col_p",), "given={('col_p', 'col_p'): True}",
+            lambda post: post.edge_probs(given={("col_p", "col_p"): True}))
+_query_case("cyclic_evidence", ("cycle", "col_p", "col_q"),
+            "given: col_p -> col_q and col_q -> col_p both present (no DAG satisfies it)",
+            lambda post: post.edge_probs(given={("col_p", "col_q"): True, ("col_q", "col_p"): True},
+                                         num_samples=100_000),
+            forbid=("draw more samples",))
+_query_case("cyclic_evidence_map", ("cycle", "col_p", "col_q", "col_r"), "map_dag given a 3-cycle",
+            lambda post: post.map_dag(given={("col_p", "col_q"): True, ("col_q", "col_r"): True,
+                                             ("col_r", "col_p"): True}), forbid=("draw more samples",))
+_query_case("index_out_of_range", ("5",), "given={(5, 0): True} with 3 nodes",
+            lambda post: post.prob({(5, 0): True}))
+_query_case("evidence_not_bool", ("0.5", "True", "bool"), "given={('col_p', 'col_q'): 0.5}",
+            lambda post: post.prob({("col_p", "col_q"): 0.5}))
+_query_case("evidence_list", ("given", "evidence", "dict"), "given=[('col_p', 'col_q')] (a list, not a dict)",
+            lambda post: post.edge_probs(given=[("col_p", "col_q")]), expect="either")
+_query_case("evidence_string", ("given", "evidence", "dict"), "given='col_p->col_q' (a string)",
+            lambda post: post.edge_probs(given="col_p->col_q"), expect="either")
+_query_case("num_samples_zero", ("num_samples",), "edge_probs(num_samples=0)",
+            lambda post: post.edge_probs(num_samples=0), kinds=("fit",))
+_query_case("sample_negative", ("num_samples",), "sample(-1)", lambda post: post.sample(-1))
+_query_case("sample_zero", ("num_samples",), "sample(0)", lambda post: post.sample(0), expect="either")
+_query_case("held_out_nan", ("nan", "X_test"), "held_out_log_likelihood on rows with NaN",
+            lambda post: post.held_out_log_likelihood(np.array([[np.nan, 0.1, 0.2], [0.3, 0.1, 0.2]]),
+                                                      num_samples=50))
+_query_case("held_out_wrong_width", ("X_test",), "held_out_log_likelihood on 2 columns of 3",
+            lambda post: post.held_out_log_likelihood(np.zeros((4, 2)), num_samples=50))
+_query_case("held_out_dataframe_reordered", (), "held_out_log_likelihood on a DataFrame with its columns reordered",
+            lambda post: post.held_out_log_likelihood(structure_frame(seed=1)[["col_r", "col_q", "col_p"]],
+                                                      num_samples=50), expect="either",
+            wrong=lambda r: None)
+_query_case("causal_effects_wrong_data", ("data",), "causal_effects(data=) with 2 columns",
+            lambda post: post.causal_effects(data=np.zeros((10, 2)), num_samples=50))
+
+
+def _map_tie(ctx):
+    """exact_posterior of two strongly correlated columns: col_p -> col_q and col_q -> col_p are Markov
+    equivalent (a tie); map_dag must say so"""
+    import pyro_dag.structure as S
+
+    X = structure_frame()[["col_p", "col_q"]]
+    post = S.exact_posterior(X)
+    ctx.start()
+    return {"map": post.map_dag(), "P": post.edge_probs()}
+
+
+def _tie_flagged(res):
+    return False  # a returned DAG alone does not say it is one of a tie: only a warning (rule 3b) is a good answer
+
+
+CASES.append(Case(id="query_exact_map_tie", cls="misuse", entry="structure queries (exact)", run=_map_tie,
+                  names=("tie", "equivalent"), good=_tie_flagged,
+                  what="map_dag of two Markov-equivalent DAGs (a tie): say so"))
+
+
+# ================================================================================================================
+# The command line: pyro-dag fit --csv, discover, fit multifidelity
+# ================================================================================================================
+def _csv_case(id, names, what, frame=None, extra=(), graph="root_a -> node_b -> leaf_c\n", expect="refuse",
+              cls="bad input", quick=False, forbid=(), max_work=0, text=None):
+    """``pyro-dag fit --csv`` on ``frame(chain_frame())`` (or the CSV ``text``) and ``graph``."""
+    def run(ctx):
+        data = text if text is not None else (frame(chain_frame()) if frame is not None else chain_frame())
+        csv_path = write_csv(ctx, data)
+        gpath = write_graph(ctx, graph)
+        ctx.start()
+        return cli(ctx, "fit", "--csv", csv_path, "--graph", gpath, *FIT_CSV, *extra)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="pyro-dag fit --csv", run=run, names=names, expect=expect, quick=quick,
+                      forbid=forbid, max_work=max_work, wrong=csv_outputs_wrong, after=out_broken, what=what))
+
+
+def _fset(frame, col, value, rows=(0,)):
+    f = frame.astype({col: object}) if isinstance(value, str) else frame.copy()
+    for r in rows:
+        f.loc[f.index[r], col] = value
+    return f
+
+
+_csv_case("csv_nan_input", ("root_a",), "an empty cell in the input column", lambda f: _fset(f, "root_a", np.nan),
+          quick=True)
+_csv_case("csv_inf_value", ("leaf_c",), "'inf' in a node column", lambda f: _fset(f, "leaf_c", np.inf))
+_csv_case("csv_string_value", ("leaf_c",), "'abc' in a node column", lambda f: _fset(f, "leaf_c", "abc"))
+_csv_case("csv_overflow_column", ("leaf_c",), "a node column at 1e300 (its sd overflows)",
+          lambda f: f.assign(leaf_c=f["leaf_c"] * 1e300), quick=True)
+_csv_case("csv_overflow_1e154", ("leaf_c",), "a node column at 1e155 (just past the overflow of its variance)",
+          lambda f: f.assign(leaf_c=f["leaf_c"] * 1e155))
+_csv_case("csv_float32_overflow", ("leaf_c",), "a node column at 1e39 (finite in float64, beyond float32)",
+          lambda f: f.assign(leaf_c=f["leaf_c"] * 1e39), expect="either", forbid=("nan or inf",))
+_csv_case("csv_scale_1e-8", ("leaf_c",), "a node column at 1e-8", lambda f: f.assign(leaf_c=f["leaf_c"] * 1e-8),
+          expect="accept", forbid=("learning rate",))
+_csv_case("csv_scale_1e8_input", ("root_a",), "the input column at 1e8", lambda f: f.assign(root_a=f["root_a"] * 1e8),
+          expect="accept")
+_csv_case("csv_constant_column", ("leaf_c",), "a constant node column", lambda f: f.assign(leaf_c=1.0))
+_csv_case("csv_missing_column", ("leaf_c",), "the CSV lacks a node's column", lambda f: f.drop(columns=["leaf_c"]))
+_csv_case("csv_extra_column", ("extra_col",), "a column that is not a node", lambda f: f.assign(extra_col=1.0))
+_csv_case("csv_duplicated_header", ("node_b",), "two columns named node_b",
+          text="root_a,node_b,node_b,leaf_c\n" + "".join(f"{a},{b},{b + 1},{c}\n" for a, b, c in
+                                                           chain_frame().to_numpy()), forbid=("node_b.1",))
+_csv_case("csv_header_only", ("row", "empty", "data.csv"), "a header row and no data rows",
+          text="root_a,node_b,leaf_c\n")
+_csv_case("csv_empty_file", ("empty", "data.csv", "header"), "an empty (0-byte) CSV", text="")
+_csv_case("csv_three_rows", ("row",), "three rows (too few to hold some out)", lambda f: f.iloc[:3],
+          expect="either")
+_csv_case("csv_one_row", ("row",), "one row", lambda f: f.iloc[:1])
+_csv_case("csv_semicolon", ("column", "root_a", "header", "separ", "delimit"), "a semicolon-separated file",
+          text="root_a;node_b;leaf_c\n" + "".join(f"{a};{b};{c}\n" for a, b, c in chain_frame().to_numpy()))
+_csv_case("csv_all_missing_node", ("node_b",), "a node column with every cell empty",
+          lambda f: f.assign(node_b=np.nan), expect="either")
+_csv_case("csv_graph_cycle", ("cycle", "node_b", "leaf_c"), "a graph file with a cycle",
+          graph="root_a -> node_b -> leaf_c\nleaf_c -> node_b\n")
+_csv_case("csv_graph_syntax", ("line", "2"), "a graph file with an unparsable line",
+          graph="root_a -> node_b\nnode_b => leaf_c\n")
+_csv_case("csv_graph_unknown_node", ("nope_z",), "a graph with a node that has no column",
+          graph="root_a -> node_b -> leaf_c\nnope_z -> leaf_c\n")
+_csv_case("csv_graph_empty", ("graph", "edge", "empty"), "an empty graph file", graph="")
+_csv_case("csv_inputs_unknown", ("nope_z",), "--inputs naming a node not in the graph", cls="misuse",
+          extra=("--inputs", "nope_z"))
+_csv_case("csv_inputs_not_root", ("node_b",), "--inputs naming a non-root node", cls="misuse",
+          extra=("--inputs", "node_b"), expect="either")
+_csv_case("csv_latent_bad_spec", ("--latent", "h1"), "--latent h1 (no dimension or children)", cls="misuse",
+          extra=("--latent", "h1"))
+_csv_case("csv_latent_unknown_child", ("nope_z",), "--latent h1:1:nope_z", cls="misuse",
+          extra=("--latent", "h1:1:nope_z"))
+_csv_case("csv_test_fraction_above_1", ("--test-fraction",), "--test-fraction 1.5", cls="misuse",
+          extra=("--test-fraction", 1.5), quick=True)
+_csv_case("csv_steps_negative", ("--steps",), "--steps -1", cls="misuse", extra=("--steps", -1))
+_csv_case("csv_steps_zero", ("--steps",), "--steps 0", cls="misuse", extra=("--steps", 0), expect="either")
+_csv_case("csv_folds_one", ("--folds",), "--folds 1", cls="misuse", extra=("--folds", 1))
+_csv_case("csv_folds_above_rows", ("--folds", "rows"), "--folds 50 with 20 rows", cls="misuse",
+          extra=("--folds", 50))
+_csv_case("csv_lr_zero", ("--lr",), "--lr 0", cls="misuse", extra=("--lr", 0))
+_csv_case("csv_num_inducing_zero", ("--num-inducing",), "--num-inducing 0", cls="misuse",
+          extra=("--num-inducing", 0))
+
+
+def _csv_files_case(id, names, what, csv=None, graph=None, extra=(), cls="bad input"):
+    """``pyro-dag fit --csv CSV --graph GRAPH`` with paths built by ``csv(ctx)`` / ``graph(ctx)``."""
+    def run(ctx):
+        c = csv(ctx) if csv else write_csv(ctx, chain_frame())
+        g = graph(ctx) if graph else write_graph(ctx)
+        args = list(extra)
+        if "__OUTFILE__" in args:  # an existing file where the output folder should go
+            with open(ctx.path("taken"), "w") as f:
+                f.write("not a folder\n")
+            args[args.index("__OUTFILE__")] = ctx.path("taken")
+        ctx.start()
+        return cli(ctx, "fit", "--csv", c, "--graph", g, *FIT_CSV, *args)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="pyro-dag fit --csv", run=run, names=names, wrong=csv_outputs_wrong,
+                      after=out_broken, what=what))
+
+
+_csv_files_case("csv_file_missing", ("missing.csv",), "--csv of a file that does not exist",
+                csv=lambda ctx: ctx.path("missing.csv"))
+_csv_files_case("csv_graph_missing", ("missing.txt",), "--graph of a file that does not exist",
+                graph=lambda ctx: ctx.path("missing.txt"))
+_csv_files_case("csv_is_directory", ("--csv", "adir"), "--csv of a directory",
+                csv=lambda ctx: (os.makedirs(ctx.path("adir")), ctx.path("adir"))[1])
+_csv_files_case("csv_binary_file", ("data.csv", "--csv", "utf", "decode", "encoding"),
+                "--csv of a binary (gzip) file", csv=lambda ctx: _binary(ctx.path("data.csv")))
+_csv_files_case("csv_out_is_file", ("--out", "taken"), "--out naming an existing file", cls="misuse",
+                extra=("--out", "__OUTFILE__"))
+
+
+def _binary(path):
+    import gzip
+
+    with gzip.open(path, "wb") as f:
+        f.write(chain_frame().to_csv(index=False).encode())
+    return path
+
+
+def _multifidelity_case(id, names, what, extra, quick=False):
+    def run(ctx):
+        ctx.start()
+        return cli(ctx, "fit", "multifidelity", "--problem", "forrester", "--steps", 2, *extra)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="misuse", entry="pyro-dag fit multifidelity", run=run, names=names, quick=quick,
+                      after=out_broken, what=what))
+
+
+_multifidelity_case("mf_cli_csv_ignored", ("--csv",), "fit multifidelity --csv data.csv (an option it does not use)",
+                    ("--csv", "data.csv"))
+_multifidelity_case("mf_cli_checkpoint_ignored", ("--checkpoint",), "fit multifidelity --checkpoint DIR",
+                    ("--checkpoint", "ckpt"))
+_multifidelity_case("mf_cli_problem_unknown", ("--problem", "nope_z"), "fit multifidelity --problem nope_z",
+                    ("--problem", "nope_z"))
+
+
+def _discover_case(id, names, what, frame=None, extra=(), expect="refuse", cls="bad input", quick=False, forbid=(),
+                   text=None, max_work=0):
+    """``pyro-dag discover --csv`` (5 steps, 50 samples) on ``frame(structure_frame())`` or the CSV ``text``."""
+    def run(ctx):
+        data = text if text is not None else (frame(structure_frame()) if frame is not None else structure_frame())
+        path = write_csv(ctx, data)
+        ctx.start()
+        return cli(ctx, "discover", "--csv", path, "--steps", 5, "--samples", 50, *extra)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls=cls, entry="pyro-dag discover", run=run, names=names, expect=expect, quick=quick,
+                      forbid=forbid, max_work=max_work, wrong=discover_wrong, after=out_broken, what=what))
+
+
+_discover_case("discover_nan", ("col_q",), "an empty cell", lambda f: _fset(f, "col_q", np.nan), quick=True)
+_discover_case("discover_string", ("col_q",), "'abc' in a column", lambda f: _fset(f, "col_q", "abc"))
+_discover_case("discover_overflow", ("col_r",), "a column at 1e300", lambda f: f.assign(col_r=f["col_r"] * 1e300))
+_discover_case("discover_constant", ("col_r",), "a constant column", lambda f: f.assign(col_r=1.0), expect="either")
+_discover_case("discover_duplicated_header", ("col_q",), "two columns named col_q",
+               text="col_p,col_q,col_q\n" + "".join(f"{a},{b},{c}\n" for a, b, c in structure_frame().to_numpy()),
+               forbid=("col_q.1",))
+_discover_case("discover_header_only", ("row", "empty", "data.csv"), "a header row and no data rows",
+               text="col_p,col_q,col_r\n")
+_discover_case("discover_one_column", ("column", "variable"), "one column", lambda f: f[["col_p"]])
+_discover_case("discover_given_unknown", ("col_z",), "--given 'col_p->col_z' (an unknown node)", cls="misuse",
+               extra=("--given", "col_p->col_z"), quick=True)
+_discover_case("discover_given_syntax", ("--given", "col_p=>col_q"), "--given 'col_p=>col_q' (unparsable)",
+               cls="misuse", extra=("--given", "col_p=>col_q"))
+_discover_case("discover_given_self", ("col_p",), "--given 'col_p->col_p' (a self-loop)", cls="misuse",
+               extra=("--given", "col_p->col_p"))
+_discover_case("discover_given_cycle", ("cycle", "col_p", "col_q"), "--given 'col_p->col_q,col_q->col_p'",
+               cls="misuse", extra=("--given", "col_p->col_q,col_q->col_p"), forbid=("draw more samples",))
+_discover_case("discover_steps_negative", ("--steps", "num_steps"), "--steps -5", cls="misuse",
+               extra=("--steps", -5))
+_discover_case("discover_samples_zero", ("--samples", "num_samples"), "--samples 0", cls="misuse",
+               extra=("--samples", 0))
+_discover_case("discover_particles_zero", ("--particles", "num_particles"), "--particles 0", cls="misuse",
+               extra=("--particles", 0))
+_discover_case("discover_exact_mlp", ("--exact", "mlp", "likelihood"), "--exact --likelihood mlp", cls="misuse",
+               extra=("--exact", "--likelihood", "mlp"))
+_discover_case("discover_expected_parents_negative", ("--expected-parents", "expected_parents"),
+               "--expected-parents -1", cls="misuse", extra=("--expected-parents", -1))
+_discover_case("discover_threads_zero", ("--threads",), "--threads 0", cls="misuse", extra=("--threads", 0))
+
+
+def _discover_truth(id, names, what, truth):
+    def run(ctx):
+        path = write_csv(ctx, structure_frame())
+        tpath = ctx.path("truth.csv")
+        np.savetxt(tpath, truth, delimiter=",", fmt="%g")
+        ctx.start()
+        return cli(ctx, "discover", "--csv", path, "--truth", tpath, "--steps", 5, "--samples", 50)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="bad input", entry="pyro-dag discover", run=run, names=names, wrong=discover_wrong,
+                      after=out_broken, what=what))
+
+
+_discover_truth("discover_truth_shape", ("--truth", "truth.csv"), "--truth of shape 2 x 2 for 3 columns",
+                np.zeros((2, 2)))
+_discover_truth("discover_truth_cyclic", ("--truth", "truth.csv", "cycle"), "--truth with a cycle",
+                np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]]))
+_discover_truth("discover_truth_not_binary", ("--truth", "truth.csv"), "--truth with a 0.5 entry",
+                np.array([[0, 0.5, 0], [0, 0, 0], [0, 0, 0]]))
+
+
+# ================================================================================================================
+# Faults: checkpoints (train(checkpoint=..., resume=True)), saved fits, a full disk under every writer
+# ================================================================================================================
+def latent_chain_data(n=N):
+    """The chain with node_b hidden (only leaf_c observed), so that training takes SVI steps (a fully observed
+    chain is fitted exactly, without any)."""
+    inputs, data = chain_data(n)
+    return inputs, {"leaf_c": data["leaf_c"]}
+
+
+def _ckpt_train(ctx, path, num_steps=4, every=2, model=None, **kw):
+    """Train the latent chain with ``checkpoint=path``; returns ``(model, guide, result)``."""
+    from pyro_dag.infer import train
+
+    inputs, data = latent_chain_data()
+    m, g = model if model is not None else model_and_guide()
+    res = train(m, g, inputs, data, num_steps=num_steps, progress=False, checkpoint=path, checkpoint_every=every,
+                **kw)
+    return m, g, res
+
+
+def _valid_checkpoint(ctx, name="other.pt", graph=None):
+    """A real checkpoint of a 2-step run (of ``graph``), in a fresh parameter store."""
+    path = ctx.path(name)
+    _ckpt_train(ctx, path, num_steps=2, model=model_and_guide(graph) if graph is not None else None)
+    pyro.clear_param_store()
+    return path
+
+
+def _write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+class _Foreign:
+    """Not a checkpoint: a pickled object of a class from elsewhere."""
+
+    def __init__(self):
+        self.x = 1
+
+
+def _bad_checkpoints():
+    """``{case: (what, maker(ctx) -> path)}`` of files that are no checkpoint to resume from."""
+    def truncated(ctx):
+        p = _valid_checkpoint(ctx, "trunc.pt")
+        with open(p, "rb") as f:
+            data = f.read()
+        return _write_bytes(p, data[: len(data) // 2])
+
+    return {
+        "corrupt": ("random bytes", lambda ctx: _write_bytes(ctx.path("ckpt.pt"), os.urandom(4096))),
+        "truncated": ("a checkpoint cut at half its length", truncated),
+        "empty": ("a 0-byte file", lambda ctx: _write_bytes(ctx.path("ckpt.pt"), b"")),
+        "text": ("a text file", lambda ctx: _write_bytes(ctx.path("ckpt.pt"), b"step = 100\n")),
+        "foreign_pickle": ("torch.save of an object of another class",
+                           lambda ctx: (torch.save(_Foreign(), ctx.path("ckpt.pt")), ctx.path("ckpt.pt"))[1]),
+        "other_dict": ("torch.save of a dict of tensors (not a checkpoint)",
+                       lambda ctx: (torch.save({"w": torch.zeros(3)}, ctx.path("ckpt.pt")), ctx.path("ckpt.pt"))[1]),
+        "other_model": ("a checkpoint of a model on another graph",
+                        lambda ctx: _valid_checkpoint(ctx, graph=nx.DiGraph([("root_a", "node_b"),
+                                                                             ("root_a", "leaf_c")]))),
+        "saved_fit": ("a file of pyro_dag.persist.save (a saved fit, not a checkpoint)", lambda ctx: _saved_fit(ctx)),
+    }
+
+
+def _saved_fit(ctx, name="fit.pt"):
+    from pyro_dag import persist
+
+    model, guide, inputs, data = trained()
+    path = persist.save(ctx.path(name), model, guide, inputs, data)
+    pyro.clear_param_store()
+    return path
+
+
+def _set_up():
+    """A model and guide with the model's set-up (its pilot fits) done, so that it is not counted as work."""
+    m, g = model_and_guide()
+    m.setup(*latent_chain_data())
+    return m, g
+
+
+for _name, (_what, _make) in _bad_checkpoints().items():
+    def _run(ctx, make=_make):
+        path = make(ctx)
+        model = _set_up()
+        ctx.start()
+        m, g, res = _ckpt_train(ctx, path, resume=True, model=model)
+        return {"losses": res.losses}
+    _run.__doc__ = f"resume from {_what}"
+    CASES.append(Case(id=f"ckpt_resume_{_name}", cls="fault", entry="train(checkpoint=, resume=True)", run=_run,
+                      names=("ckpt.pt", "trunc.pt", "other.pt", "fit.pt", "checkpoint"), forbid=("weights_only=False",),
+                      quick=_name == "corrupt", what=_run.__doc__))
+
+
+def _resume_settings(ctx):
+    """resume a checkpoint written with lr=0.01 in a call with lr=0.02"""
+    path = _valid_checkpoint(ctx, "other.pt")
+    model = _set_up()
+    ctx.start()
+    return _ckpt_train(ctx, path, resume=True, lr=0.02, model=model)[2].losses
+
+
+def _resume_missing(ctx):
+    """resume=True with a checkpoint path that does not exist yet (documented: start fresh)"""
+    ctx.start()
+    return _ckpt_train(ctx, ctx.path("new", "ckpt.pt"), resume=True)[2].losses
+
+
+def _checkpoint_under_file(ctx):
+    """checkpoint= a path whose folder is a file"""
+    _write_bytes(ctx.path("afile"), b"x")
+    ctx.start()
+    return _ckpt_train(ctx, ctx.path("afile", "ckpt.pt"))[2].losses
+
+
+def _leftover_tmp(ctx):
+    """temporary files of killed checkpoint writes, an hour old, beside the checkpoint: cleaned up?"""
+    os.makedirs(ctx.path("run"))
+    path = ctx.path("run", "ckpt.pt")
+    for name in (".tmp-k1ll3d.pt", ".ckpt.tmp-k1ll3d.pt", ".ckpt.pt.tmp-k1ll3d"):
+        _write_bytes(ctx.path("run", name), b"partial")
+        os.utime(ctx.path("run", name), (1e9, 1e9))
+    ctx.start()
+    _ckpt_train(ctx, path)
+    return {"left": sorted(f for f in os.listdir(ctx.path("run")) if "k1ll3d" in f)}
+
+
+CASES += [
+    Case(id="ckpt_resume_other_settings", cls="fault", entry="train(checkpoint=, resume=True)", run=_resume_settings,
+         names=("lr",), what=_resume_settings.__doc__),
+    Case(id="ckpt_resume_missing_file", cls="fault", entry="train(checkpoint=, resume=True)", run=_resume_missing,
+         names=("ckpt.pt",), expect="accept", what=_resume_missing.__doc__),
+    Case(id="ckpt_folder_is_file", cls="fault", entry="train(checkpoint=)", run=_checkpoint_under_file,
+         names=("afile",), what=_checkpoint_under_file.__doc__),
+    Case(id="ckpt_leftover_tmp_files", cls="fault", entry="train(checkpoint=)", run=_leftover_tmp,
+         names=("k1ll3d",), good=lambda r: not r["left"], wrong=lambda r: None, what=_leftover_tmp.__doc__),
+]
+
+
+def _ckpt_full_disk(first):
+    """A full disk at the first checkpoint write (``first``), or at the second one (the first must survive)."""
+    def run(ctx):
+        os.makedirs(ctx.path("run"))
+        path = ctx.path("run", "ckpt.pt")
+        budget = 0
+        if not first:
+            _ckpt_train(ctx, ctx.path("probe.pt"), num_steps=2)  # the size of one checkpoint
+            budget = int(os.path.getsize(ctx.path("probe.pt")) * 1.5)
+            pyro.clear_param_store()
+        ctx.start()
+        with full_disk(ctx, ctx.path("run"), budget=budget):
+            _ckpt_train(ctx, path, num_steps=4, every=2)
+        return None
+
+    def after(ctx):
+        left = [f for f in os.listdir(ctx.path("run")) if f != "ckpt.pt"]
+        if left:
+            return f"temporary files left: {left}"
+        if not first:
+            if not os.path.exists(ctx.path("run", "ckpt.pt")):
+                return "the checkpoint of step 2 is gone"
+            return broken_files(ctx.path("run"))
+        return None
+    return run, after
+
+
+for _first in (True, False):
+    _run, _after = _ckpt_full_disk(_first)
+    _w = "the first checkpoint write" if _first else "the second checkpoint write (the first must survive)"
+    CASES.append(Case(id=f"ckpt_full_disk_{'first' if _first else 'second'}", cls="fault", entry="train(checkpoint=)",
+                      run=_run, after=_after, names=("no space", "ckpt.pt", "disk"), quick=not _first, max_work=None,
+                      what=f"a full disk (ENOSPC) at {_w}"))
+
+
+# ----------------------------------------------------------------------------------------- saved fits (persist)
+def _persist_load(id, names, what, make, expect="refuse", forbid=("weights_only=False",), graph=None):
+    def run(ctx):
+        from pyro_dag import persist
+
+        path = make(ctx)
+        model, guide = model_and_guide(graph)
+        ctx.start()
+        persist.load(path, model, guide)
+        return model.predict(guide, chain_data()[0], num_samples=4)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="fault", entry="persist.load", run=run, names=names, expect=expect, forbid=forbid,
+                      what=what))
+
+
+_persist_load("persist_load_corrupt", ("fit.pt",), "load random bytes",
+              lambda ctx: _write_bytes(ctx.path("fit.pt"), os.urandom(2048)))
+_persist_load("persist_load_truncated", ("fit.pt",), "load a saved fit cut at half its length",
+              lambda ctx: (lambda p: _write_bytes(p, open(p, "rb").read()[:os.path.getsize(p) // 2]))(_saved_fit(ctx)))
+_persist_load("persist_load_empty", ("fit.pt",), "load a 0-byte file", lambda ctx: _write_bytes(ctx.path("fit.pt"), b""))
+_persist_load("persist_load_missing", ("fit.pt",), "load a file that does not exist", lambda ctx: ctx.path("fit.pt"))
+_persist_load("persist_load_checkpoint", ("other.pt", "checkpoint"), "load a training checkpoint as a saved fit",
+              lambda ctx: _valid_checkpoint(ctx))
+_persist_load("persist_load_other_graph", ("fit.pt", "graph", "leaf_c", "node_b"),
+              "load a fit of the chain into a model of another graph", _saved_fit,
+              graph=nx.DiGraph([("root_a", "node_b"), ("root_a", "leaf_c")]))
+
+
+def _persist_roundtrip(ctx):
+    """save, load into a fresh model and guide, predict with the same seed: identical predictions"""
+    from pyro_dag import persist
+
+    model, guide, inputs, data = trained()
+    pyro.set_rng_seed(1)
+    before = model.predict(guide, inputs, num_samples=4)["leaf_c"].mean
+    persist.save(ctx.path("fit.pt"), model, guide, inputs, data)
+    pyro.clear_param_store()
+    m2, g2 = model_and_guide()
+    ctx.start()
+    persist.load(ctx.path("fit.pt"), m2, g2)
+    pyro.set_rng_seed(1)
+    return {"before": before, "after": m2.predict(g2, inputs, num_samples=4)["leaf_c"].mean}
+
+
+CASES.append(Case(id="persist_roundtrip", cls="fault", entry="persist.save/load", run=_persist_roundtrip, names=(),
+                  expect="accept", wrong=wrong_if(lambda r: None if torch.equal(r["before"], r["after"]) else
+                                                 "the loaded model predicts differently"),
+                  what=_persist_roundtrip.__doc__))
+
+
+def _persist_save_full_disk(ctx):
+    """a full disk while a fit is saved over an earlier save: the earlier file must survive"""
+    from pyro_dag import persist
+
+    model, guide, inputs, data = trained()
+    os.makedirs(ctx.path("fits"))
+    persist.save(ctx.path("fits", "fit.pt"), model, guide, inputs, data)
+    ctx.start()
+    with full_disk(ctx, ctx.path("fits"), budget=1000):
+        persist.save(ctx.path("fits", "fit.pt"), model, guide, inputs, data)
+
+
+CASES.append(Case(id="persist_save_full_disk", cls="fault", max_work=None, entry="persist.save", run=_persist_save_full_disk,
+                  names=("no space", "fit.pt", "disk"), what=_persist_save_full_disk.__doc__,
+                  after=lambda ctx: broken_files(ctx.path("fits")) or (
+                      None if os.listdir(ctx.path("fits")) == ["fit.pt"] else
+                      f"files left: {sorted(os.listdir(ctx.path('fits')))}")))
+
+
+def _persist_save_no_inputs(ctx):
+    """persist.save(path, model, guide) without the training inputs and data"""
+    from pyro_dag import persist
+
+    model, guide, inputs, data = trained()
+    ctx.start()
+    return persist.save(ctx.path("fit.pt"), model, guide)
+
+
+CASES.append(Case(id="persist_save_without_inputs", cls="misuse", entry="persist.save", run=_persist_save_no_inputs,
+                  names=("inputs",), what=_persist_save_no_inputs.__doc__))
+
+
+def _lamp_load_foreign(ctx):
+    """LatentMAP.load of a saved DAGDGP fit (another kind of saved file)"""
+    path = _saved_fit(ctx)
+    model, LatentMAP, inputs, data = lamp_parts()
+    ctx.start()
+    return LatentMAP(model).load(path)
+
+
+def _emulator_load_corrupt(ctx):
+    """MultiFidelityEmulator.load of random bytes"""
+    path = _write_bytes(ctx.path("em.pt"), os.urandom(2048))
+    em = emulator(*mf_arrays())
+    ctx.start()
+    return em.load(path)
+
+
+CASES += [
+    Case(id="lamp_load_foreign", cls="fault", entry="LaMP", run=_lamp_load_foreign, names=("fit.pt",),
+         forbid=("weights_only=False",), what=_lamp_load_foreign.__doc__),
+    Case(id="em_load_corrupt", cls="fault", entry="MultiFidelityEmulator", run=_emulator_load_corrupt,
+         names=("em.pt",), forbid=("weights_only=False",), what=_emulator_load_corrupt.__doc__),
+]
+
+
+# ----------------------------------------------------------------------------------------- full disk, every writer
+def _full_disk_cli(id, entry, what, argv, match=None, budget=0, quick=False):
+    """The command ``argv(ctx)`` with the output folder on a disk that fills after ``budget`` bytes (of the files
+    whose name contains ``match``): it must fail naming the problem and leave no broken file."""
+    def run(ctx):
+        args = argv(ctx)
+        ctx.start()
+        with full_disk(ctx, ctx.path("out"), budget=budget, match=match):
+            return cli(ctx, *args)
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="fault", entry=entry, run=run, after=out_broken, quick=quick, what=what,
+                      names=("no space", "disk", match or "out"), wrong=lambda r: None, max_work=None))
+
+
+def _csv_argv(ctx):
+    return ["fit", "--csv", write_csv(ctx, chain_frame()), "--graph", write_graph(ctx), *FIT_CSV]
+
+
+def _discover_argv(ctx):
+    return ["discover", "--csv", write_csv(ctx, structure_frame()), "--steps", 5, "--samples", 50]
+
+
+for _match in ("metrics.json", "predictions.csv", "figure.png"):
+    _full_disk_cli(f"disk_full_csv_{_match.split('.')[0]}", "pyro-dag fit --csv",
+                   f"fit --csv: the disk is full when {_match} is written", _csv_argv, match=_match,
+                   quick=_match == "figure.png")
+_full_disk_cli("disk_full_csv_mid_file", "pyro-dag fit --csv", "fit --csv: the disk fills after 3000 bytes of output",
+               _csv_argv, budget=3000)
+for _match in ("discover.json", "edge_probs.png", "posterior_graph.png"):
+    _full_disk_cli(f"disk_full_discover_{_match.split('.')[0]}", "pyro-dag discover",
+                   f"discover: the disk is full when {_match} is written", _discover_argv, match=_match)
+_full_disk_cli("disk_full_collider", "pyro-dag fit collider", "fit collider: the disk is full when collider.png is "
+               "written", lambda ctx: ["fit", "collider", "--steps", 2], match="collider.png")
+_full_disk_cli("disk_full_multifidelity", "pyro-dag fit multifidelity", "fit multifidelity: the disk is full when "
+               "its JSON is written", lambda ctx: ["fit", "multifidelity", "--problem", "forrester", "--steps", 2],
+               match=".json")
+
+
+def _em_save_full_disk(ctx):
+    """MultiFidelityEmulator.save on a full disk"""
+    em = emulator(*mf_arrays())
+    em.fit(num_steps=3, pretrain_steps=3)
+    os.makedirs(ctx.path("fits"))
+    ctx.start()
+    with full_disk(ctx, ctx.path("fits"), budget=500):
+        return em.save(ctx.path("fits", "em.pt"))
+
+
+CASES.append(Case(id="em_save_full_disk", cls="fault", max_work=None, entry="MultiFidelityEmulator", run=_em_save_full_disk,
+                  names=("no space", "em.pt", "disk"), what=_em_save_full_disk.__doc__,
+                  after=lambda ctx: None if not os.listdir(ctx.path("fits")) else
+                  f"files left: {sorted(os.listdir(ctx.path('fits')))}"))
+
+
+# ================================================================================================================
+# Interruptions: KeyboardInterrupt inside a step. Good: the interrupt stops the call, and the state is consistent
+# (no Pyro handler left on the stack, grad mode on, the thread count and default dtype as before, every parameter
+# finite and none left frozen, the model still predicts finite values or refuses clearly, files whole).
+# ================================================================================================================
+def _interruption(id, entry, what, body, quick=False, after=None):
+    """``body(ctx)`` raises an :class:`InjectedInterrupt` somewhere inside; returns a dict of extra problems
+    (``check`` after the interrupt, e.g. predicting)."""
+    def run(ctx):
+        torch.set_num_threads(2)           # the library limits threads while it trains: is the count restored?
+        facts = {"interrupted": False, "problems": []}
+        try:
+            check = body(ctx)
+        except InjectedInterrupt:
+            facts["interrupted"] = True
+            check = ctx.notes.get("check")
+        facts["problems"] += state_problems(ctx.notes.get("params"), threads=2)
+        if check is not None and facts["interrupted"]:
+            try:
+                problem = check()
+            except Exception as e:  # noqa: BLE001 - a clear refusal after an interrupt is fine; a raw one is poor
+                problem = None
+                if not _is_clear_error(e):
+                    facts["poor"] = f"after the interrupt, a raw {type(e).__name__}: {e}"[:200]
+            if problem:
+                facts["problems"].append(problem)
+        torch.set_num_threads(1)
+        return facts
+    run.__doc__ = what
+    CASES.append(Case(id=id, cls="interruption", entry=entry, run=run, names=(), good=interrupted, wrong=facts_wrong,
+                      after=after, quick=quick, what=what))
+
+
+def _is_clear_error(e):
+    return type(e).__module__.split(".")[0] == "pyro_dag" or isinstance(e, (ValueError, TypeError))
+
+
+def _predicts_finite(model, guide, inputs):
+    def check():
+        return nonfinite(model.predict(guide, inputs, num_samples=4), "prediction after the interrupt")
+    return check
+
+
+def _train_interrupted(patch, steps=6, **kw):
+    """Train the latent chain under ``patch()`` (which raises the interrupt); then it must still predict."""
+    def body(ctx):
+        from pyro_dag.infer import train
+
+        inputs, data = latent_chain_data()
+        model, guide = model_and_guide()
+        ctx.notes["check"] = _predicts_finite(model, guide, inputs)
+        model.setup(inputs, data)
+        ctx.notes["params"] = list(model.named_parameters())
+        with patch():
+            train(model, guide, inputs, data, num_steps=steps, progress=False, **kw)
+        return _predicts_finite(model, guide, inputs)
+    return body
+
+
+_interruption("int_train_adam_step", "train", "KeyboardInterrupt in the 3rd Adam step (gradients computed, before "
+              "the update)", _train_interrupted(lambda: interrupt_optimizer_step(3)), quick=True)
+_interruption("int_train_loss", "train", "KeyboardInterrupt inside a kernel evaluation during the loss",
+              _train_interrupted(lambda: _interrupt_kernel(12)))
+_interruption("int_train_pretrain", "train", "KeyboardInterrupt during node-wise pretraining (pretrain_steps=4)",
+              _train_interrupted(lambda: interrupt_optimizer_step(2), pretrain_steps=4))
+_interruption("int_train_freeze", "train", "KeyboardInterrupt while the inducing inputs and noise are frozen "
+              "(freeze_fraction=0.5)", _train_interrupted(lambda: interrupt_optimizer_step(2), freeze_fraction=0.5))
+_interruption("int_train_natural_gradient", "train", "KeyboardInterrupt inside a natural-gradient step",
+              _train_interrupted(lambda: _interrupt_natural_gradient(2), natural_gradient_after=2))
+_interruption("int_train_warm_start", "train", "KeyboardInterrupt during the mean-field warm start (warm_start=3)",
+              _train_interrupted(lambda: interrupt_optimizer_step(2), warm_start=3))
+
+
+def _interrupt_kernel(call):
+    from pyro_dag.kernels import stationary
+
+    return interrupt_at(stationary.RBF, "forward", call)
+
+
+def _interrupt_natural_gradient(call):
+    from pyro_dag.infer.natural_gaussian import GaussianNaturalGradient
+
+    return interrupt_at(GaussianNaturalGradient, "step", call)
+
+
+def _interrupted_checkpoint_write(ctx):
+    """train with checkpoints, interrupted inside the second checkpoint write: the first survives whole"""
+    os.makedirs(ctx.path("run"))
+    inputs, data = latent_chain_data()
+    model, guide = model_and_guide()
+    ctx.notes["check"] = _predicts_finite(model, guide, inputs)
+    real = torch.save
+    count = {"n": 0}
+
+    def save(obj, f, *a, **k):
+        count["n"] += 1
+        if count["n"] == 2:
+            raise InjectedInterrupt("injected in the second checkpoint write")
+        return real(obj, f, *a, **k)
+
+    torch.save = save
+    try:
+        _ckpt_train(ctx, ctx.path("run", "ckpt.pt"), num_steps=6, every=2, model=(model, guide))
+    finally:
+        torch.save = real
+
+
+_interruption("int_checkpoint_write", "train(checkpoint=)", _interrupted_checkpoint_write.__doc__,
+              _interrupted_checkpoint_write,
+              after=lambda ctx: broken_files(ctx.path("run")) or (
+                  None if sorted(os.listdir(ctx.path("run"))) == ["ckpt.pt"] else
+                  f"files in the checkpoint folder: {sorted(os.listdir(ctx.path('run')))}"))
+
+
+def _resume_bitwise(ctx):
+    """interrupted at step 5 of 6 with checkpoints every 2 steps, then resumed: the losses equal an uninterrupted
+    run's bit for bit (a resumed run that silently differs is wrong)"""
+    pyro.set_rng_seed(0)
+    ref = _ckpt_train(ctx, ctx.path("ref.pt"), num_steps=6, every=2)[2].losses
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    path = ctx.path("ckpt.pt")
+    try:
+        with interrupt_optimizer_step(5):
+            _ckpt_train(ctx, path, num_steps=6, every=2)
+        return {"interrupted": False, "problems": []}
+    except InjectedInterrupt:
+        pass
+    pyro.clear_param_store()
+    pyro.set_rng_seed(123)                 # another seed: the checkpoint's random state must take over
+    got = _ckpt_train(ctx, path, num_steps=6, every=2, resume=True)[2].losses
+    same = len(ref) == len(got) and all(a == b for a, b in zip(ref, got))
+    return {"interrupted": True, "problems": [] if same else [f"resumed losses {got} differ from {ref}"]}
+
+
+CASES.append(Case(id="int_resume_bitwise", cls="interruption", entry="train(checkpoint=, resume=True)",
+                  run=_resume_bitwise, names=(), good=interrupted, wrong=facts_wrong, what=_resume_bitwise.__doc__))
+
+
+def _predict_interrupted(ctx):
+    model, guide, inputs, data = trained()
+    ctx.notes["check"] = _predicts_finite(model, guide, inputs)
+    with _interrupt_kernel(3):
+        model.predict(guide, inputs, num_samples=8)
+
+
+_interruption("int_predict", "predict", "KeyboardInterrupt inside predict", _predict_interrupted)
+
+
+def _structure_interrupted(ctx):
+    import pyro_dag.structure as S
+
+    with interrupt_optimizer_step(3):
+        S.fit(structure_frame(), num_steps=10, progress=False)
+
+
+_interruption("int_structure_fit", "structure.fit", "KeyboardInterrupt in the 3rd step of structure.fit",
+              _structure_interrupted)
+
+
+def _lamp_interrupted(ctx):
+    from pyro_dag.infer import train
+
+    model, LatentMAP, inputs, data = lamp_parts()
+    lamp = LatentMAP(model)
+    ctx.notes["check"] = lambda: nonfinite(model.predict(lamp, inputs, num_samples=4), "LaMP prediction")
+    from pyro_dag.infer.lamp.row_adam import RowwiseAdam
+
+    with interrupt_at(RowwiseAdam, "step", 3):      # LaMP's own row-wise Adam, not a torch.optim optimiser
+        train(model, lamp, inputs, data, num_steps=10, recipe="lamp")
+
+
+_interruption("int_lamp_fit", "LaMP", "KeyboardInterrupt in the 3rd step of a LaMP fit, then predict",
+              _lamp_interrupted)
+
+
+def _emulator_interrupted(ctx):
+    em = emulator(*mf_arrays())
+    ctx.notes["check"] = lambda: nonfinite(em.predict(np.linspace(0, 1, 3)[:, None], num_samples=4), "emulator")
+    with interrupt_optimizer_step(5):
+        em.fit(num_steps=5, pretrain_steps=3)
+
+
+_interruption("int_emulator_fit", "MultiFidelityEmulator", "KeyboardInterrupt inside MultiFidelityEmulator.fit, "
+              "then predict", _emulator_interrupted)
+
+
+def _sem_interrupted(ctx):
+    from pyro_dag.sem import LatentSEM, guide_samples, sem_guide
+
+    graph, ind, anc, frame = sem_parts()
+    sem = LatentSEM(graph, indicators=ind, anchors=anc, num_inducing=5)
+    guide = sem_guide(sem)
+    svi = pyro.infer.SVI(sem, guide, pyro.optim.Adam({"lr": 0.02}), pyro.infer.Trace_ELBO())
+    ctx.notes["check"] = lambda: nonfinite(guide_samples(sem, guide, frame, num_samples=3), "SEM draws")
+    with interrupt_optimizer_step(2):
+        for _ in range(4):
+            svi.step(frame)
+
+
+_interruption("int_sem_svi", "LatentSEM", "KeyboardInterrupt in an SVI step of a LatentSEM, then draw",
+              _sem_interrupted)
+
+
+def _cli_fit_interrupted(ctx):
+    args = ["fit", "--csv", write_csv(ctx, chain_frame()), "--graph", write_graph(ctx), *FIT_CSV]
+    from matplotlib.figure import Figure
+
+    with interrupt_at(Figure, "savefig", 1):
+        cli(ctx, *args)
+
+
+_interruption("int_cli_figure_write", "pyro-dag fit --csv", "KeyboardInterrupt while fit --csv writes figure.png: "
+              "no partial file", _cli_fit_interrupted, after=out_broken)
+
+
+def _persist_interrupted(ctx):
+    from pyro_dag import persist
+
+    model, guide, inputs, data = trained()
+    os.makedirs(ctx.path("fits"))
+    persist.save(ctx.path("fits", "fit.pt"), model, guide, inputs, data)
+    real = torch.save
+
+    def save(obj, f, *a, **k):
+        raise InjectedInterrupt("injected in torch.save")
+
+    torch.save = save
+    try:
+        persist.save(ctx.path("fits", "fit.pt"), model, guide, inputs, data)
+    finally:
+        torch.save = real
+
+
+_interruption("int_persist_save", "persist.save", "KeyboardInterrupt while a fit is saved over an earlier save: the "
+              "earlier file survives whole", _persist_interrupted,
+              after=lambda ctx: broken_files(ctx.path("fits")) or (
+                  None if os.listdir(ctx.path("fits")) == ["fit.pt"] else
+                  f"files left: {sorted(os.listdir(ctx.path('fits')))}"))
