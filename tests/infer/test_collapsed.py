@@ -141,8 +141,11 @@ def test_which_nodes_are_collapsible():
     model = DAGDGP(graph, likelihoods={"b": Bernoulli()}).double()
     data = {"a": a, "b": b, "c": partial, "d": c, "e": x}
     X, _, obs = model.checked_arguments({"x": x}, data)
-    # a: parent x observed; b: Bernoulli; c: parent a fully observed; d: parent c has a missing case; e: fine
+    # a: parent x observed; b: Bernoulli; c: parent a fully observed; d: parent c missing where d is observed; e: fine
     assert collapsible_nodes(model, X, obs) == ["a", "c", "e"]
+    nested = dict(data, d=torch.where(torch.isnan(partial), partial, c))    # d run only where c was: nested
+    X, _, obs = model.checked_arguments({"x": x}, nested)
+    assert collapsible_nodes(model, X, obs) == ["a", "c", "d", "e"]
     model.setup({"x": x}, data)
     assert model.num_inducing["a"] == 20 and model.num_inducing["c"] == 19   # the cases where c is observed
 
