@@ -28,7 +28,8 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
   subset algebra and the dynamic programme over subsets they share (:mod:`.subsets`); the graph priors
   (:mod:`.graph_priors`);
 * the query interface every posterior shares (:mod:`.posterior`): :class:`DAGPosterior`, with edge evidence
-  ``{(i, j): present}`` (:mod:`.evidence`) for conditional queries;
+  ``{(i, j): present}`` (:mod:`.evidence`) for conditional queries; the most probable DAG among Markov-equivalent
+  ones and ties (:mod:`.map_dag`: :func:`equivalent_dags`, :class:`MAPTieWarning`);
 * the order circuit of Wang, Wicker & Kwiatkowska 2022 (:mod:`.order_circuit`): :class:`OrderSPN`, exact
   conditional, MAP, sampling and causal-effect queries, built by :func:`order_spn` (:mod:`.order_circuit_builder`);
   linear causal effects (:mod:`.causal`): :func:`bge_mean_weights`, :func:`total_effects`; candidate parent sets
@@ -53,6 +54,7 @@ from .exact import ExactStructurePosterior, exact_posterior
 from .fitting import fit
 from .gp_scores import GPFamilyScorer
 from .hybrid import OrderMCMCPosterior, hybrid_posterior, order_relocation_mcmc
+from .map_dag import MAPTieWarning, equivalent_dags
 from .flows import ConditionalSplineCoupling, EdgeFlow, OrderMaskAffine, edge_flow
 from .mechanisms import BGeSEM, LinearGaussianSEM, Mechanism, MLPSEM, NodeHyperNet
 from .model import StructureModel, structure_model
@@ -85,6 +87,7 @@ __all__ = [
     "GPFamilyScorer",
     "LinearGaussianSEM",
     "LogisticBeta",
+    "MAPTieWarning",
     "MLPSEM",
     "Mechanism",
     "NodeHyperNet",
@@ -106,6 +109,7 @@ __all__ = [
     "edge_belief_prior",
     "edge_flow",
     "edge_prior_parameters",
+    "equivalent_dags",
     "exact_posterior",
     "fill_offdiag",
     "fit",

@@ -36,6 +36,7 @@ from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import fair_prior_log
+from .map_dag import most_probable_equivalent
 from .order_scorer import OrderScorer
 from .posterior import DAGPosterior
 from .scores import _edge_prior_logs, collapsed_mechanism, local_scores
@@ -200,13 +201,24 @@ class ExactStructurePosterior(DAGPosterior):
         cond = self._conditioned(self.parse_evidence(evidence))
         return float(cond._log_Z - self._log_Z)
 
-    def map_dag(self, given=None, num_samples=1000, seed=None, *, return_order=False):
-        """The most probable (order, DAG) pair given the evidence, exactly, by a max-product order dynamic programme
-        (``M(S) = max_k M(S ∖ k) + c_k(S ∖ k) + max_{G ⊆ S ∖ k} g_k(G)``, back-pointers for the order, then each
-        node's best parent set among its predecessors). This is the joint maximum over (order, DAG), as in Wang,
-        Wicker & Kwiatkowska 2022 (§4.4); a DAG consistent with several orders can have a larger marginal.
+    def map_dag(self, given=None, num_samples=1000, seed=None, *, return_order=False, return_ties=False):
+        """The most probable DAG given the evidence, among the Markov equivalence class of the most probable
+        (order, DAG) pair.
 
-        :returns: ``[p, p]`` 0/1 float64 DAG (and the order, upstream first, with ``return_order``).
+        A max-product order dynamic programme (``M(S) = max_k M(S ∖ k) + c_k(S ∖ k) + max_{G ⊆ S ∖ k} g_k(G)``,
+        back-pointers for the order, then each node's best parent set among its predecessors) finds the most probable
+        (order, DAG) pair, as in Wang, Wicker & Kwiatkowska 2022 (§4.4). A DAG's own probability ``P(G | X, given)``
+        sums over the orders it is consistent with, so the DAGs of that pair's Markov equivalence class (which a
+        score-equivalent likelihood scores alike) are compared by it and the most probable is returned
+        (:mod:`~pyro_dag.structure.map_dag`); it is the most probable DAG unless a DAG outside that class, consistent
+        with many more orders, beats it (:meth:`log_prob` with every edge given scores any DAG). Several equally
+        probable DAGs (Markov-equivalent DAGs consistent with equally many orders) are a tie, reported by a
+        :class:`~pyro_dag.structure.map_dag.MAPTieWarning`.
+
+        :param bool return_order: also return an order consistent with the DAG (upstream first; the best pair's
+            order when its DAG is returned).
+        :param bool return_ties: also return ``[k, p, p]``, the ``k`` equally probable DAGs (the returned one first).
+        :returns: ``[p, p]`` 0/1 float64 DAG (then the order and the ties, as asked).
         """
         cond = self._given(given)
         p = self.num_nodes
@@ -226,8 +238,41 @@ class ExactStructurePosterior(DAGPosterior):
             G = int(subs[np.argmax(cond._g[k, subs])])
             A[:, k] = (G >> np.arange(p)) & 1
             pred |= 1 << k
-        A = torch.as_tensor(A)
-        return (A, order) if return_order else A
+        best, ties = most_probable_equivalent(A, self._dag_log_prob, cond.parse_evidence(given), "map_dag")
+        if not np.array_equal(best.numpy(), A):
+            order = self._dag_order(best.numpy())
+        out = (best,) + ((order,) if return_order else ()) + ((ties,) if return_ties else ())
+        return out[0] if len(out) == 1 else out
+
+    def _dag_order_dp(self, A, maximise=False):
+        """The order programme over the orders consistent with the DAG ``A`` only (a node may follow a predecessor
+        set that holds its parents), of the weights ``e^{c_k(pred_k)}``: their log sum, or with ``maximise`` their
+        maximum and back-pointers. Returns ``(pa, F[, arg])``, ``pa`` the ``[p]`` parent masks."""
+        p = self.num_nodes
+        pa = (np.asarray(A) > 0.5).astype(np.int64).T @ (np.int64(1) << np.arange(p, dtype=np.int64))
+
+        def weight(k, rest, S):
+            return np.where((rest & pa[k]) == pa[k], self._c[k, rest], -np.inf)
+
+        if maximise:
+            return (pa,) + subset_dp(p, weight, lambda cand: cand.max(1), return_argmax=True)
+        return pa, subset_dp(p, weight)
+
+    def _dag_log_prob(self, A):
+        """``log P(G = A | X)``: ``Σ_k g_k(pa_k)`` plus the log of the sum over the orders consistent with ``A`` of
+        ``Π_k e^{c_k(pred_k)}``, minus ``log Z``."""
+        pa, F = self._dag_order_dp(A)
+        return float(F[-1] + self._g[np.arange(self.num_nodes), pa].sum() - self._log_Z)
+
+    def _dag_order(self, A):
+        """The most probable order consistent with the DAG ``A`` (upstream first)."""
+        _, _, arg = self._dag_order_dp(A, maximise=True)
+        order, T = [], (1 << self.num_nodes) - 1
+        while T:
+            k = int(arg[T])
+            order.append(k)
+            T ^= 1 << k
+        return order[::-1]
 
     def edge_probs(self, num_samples=1000, seed=None, *, given=None, return_stderr=False):
         """``[p, p]`` tensor (float64), ``P[i, j] = P(i -> j | X, given)`` exactly, by the order dynamic programme of

@@ -23,10 +23,12 @@ posterior. The sum weights have the closed form of the exact ELBO (§5.2, Prop. 
 """
 import math
 
+import networkx as nx
 import numpy as np
 import torch
 
 from .exact import ExactStructurePosterior
+from .map_dag import full_evidence, most_probable_equivalent
 from .parent_set_tables import CandidateTables
 from .posterior import DAGPosterior, _check_num_samples
 from .subsets import popcount
@@ -254,11 +256,17 @@ class OrderSPN(DAGPosterior):
         P = torch.as_tensor(np.clip(P, 0.0, 1.0))
         return (P, torch.zeros_like(P)) if return_stderr else P
 
-    def map_dag(self, given=None, num_samples=1000, seed=None, *, return_order=False):
-        """The most probable (order, DAG) pair of the circuit given the evidence, exactly (max-product pass with
-        back-pointers; determinism makes it the joint maximum over (σ, G), Wang, Wicker & Kwiatkowska 2022, §4.4).
+    def map_dag(self, given=None, num_samples=1000, seed=None, *, return_order=False, return_ties=False):
+        """The most probable DAG of the circuit given the evidence, among the Markov equivalence class of its most
+        probable (order, DAG) pair: a max-product pass with back-pointers finds that pair exactly (determinism makes
+        it the joint maximum over (σ, G), Wang, Wicker & Kwiatkowska 2022, §4.4), then the DAGs of its class are
+        compared by their probability ``q(G | given)`` (:meth:`log_prob` with every edge given), as
+        :meth:`ExactStructurePosterior.map_dag <pyro_dag.structure.ExactStructurePosterior.map_dag>` does; equally
+        probable DAGs are reported by a :class:`~pyro_dag.structure.map_dag.MAPTieWarning`.
 
-        :returns: ``[p, p]`` 0/1 float64 DAG (and the order, upstream first, with ``return_order``).
+        :param bool return_order: also return an order consistent with the DAG (upstream first).
+        :param bool return_ties: also return ``[k, p, p]``, the ``k`` equally probable DAGs (the returned one first).
+        :returns: ``[p, p]`` 0/1 float64 DAG (then the order and the ties, as asked).
         """
         ev, g_e, _, _, _ = self._given(given)
         p = self.num_nodes
@@ -291,8 +299,11 @@ class OrderSPN(DAGPosterior):
             G = int(subs[np.argmax(g_e[i, subs])])
             A[:, i] = (G >> np.arange(p)) & 1
         order = [i for i, S1 in sorted(leaves, key=lambda t: popcount(t[1]))]
-        A = torch.as_tensor(A)
-        return (A, order) if return_order else A
+        best, ties = most_probable_equivalent(A, lambda D: self.log_prob(full_evidence(D)), ev, "map_dag")
+        if not np.array_equal(best.numpy(), A):
+            order = [int(k) for k in nx.lexicographical_topological_sort(nx.DiGraph(best.numpy()))]
+        out = (best,) + ((order,) if return_order else ()) + ((ties,) if return_ties else ())
+        return out[0] if len(out) == 1 else out
 
     def sample(self, num_samples=1000, seed=None, *, given=None, return_orders=False):
         """Exact samples of the circuit ``[num_samples, p, p]`` (float64 0/1) given the evidence: top-down, each sum

@@ -11,11 +11,13 @@ estimate's standard error); :class:`~pyro_dag.structure.ExactStructurePosterior`
 import abc
 import math
 import numbers
+import warnings
 
 import torch
 
 from .causal import bge_mean_weights, total_effects
 from .evidence import parse_evidence
+from .map_dag import MAPTieWarning
 from .mechanisms import BGeSEM
 
 __all__ = ["DAGPosterior"]
@@ -38,7 +40,9 @@ class DAGPosterior(abc.ABC):
       ``P[i, j] = P(i -> j | D, given)``;
     * :meth:`sample` ``(num_samples=1000, seed=None, *, given=None)`` -> ``[num_samples, p, p]`` 0/1 tensor, every
       sample acyclic (and satisfying ``given``);
-    * :meth:`prob` ``(evidence)`` -> ``P(evidence | D)``; :meth:`map_dag` ``(given=None)`` -> the most probable DAG;
+    * :meth:`prob` ``(evidence)`` -> ``P(evidence | D)``; :meth:`map_dag` ``(given=None, *, return_ties=False)``
+      -> the most probable DAG (an estimate, or for the exact posteriors the most probable DAG of the Markov
+      equivalence class of the most probable (order, DAG) pair; a tie is reported, see each class);
       :meth:`causal_effects` ``(given=None)`` -> ``[p, p]`` expected total causal effects;
       :meth:`held_out_log_likelihood`; :meth:`to_networkx` ``(threshold=0.5, num_samples=1000, *, given=None)``.
 
@@ -104,10 +108,16 @@ class DAGPosterior(abc.ABC):
             return P, (P * (1 - P) / n).sqrt()
         return P
 
-    def map_dag(self, given=None, num_samples=1000, seed=None):
+    def map_dag(self, given=None, num_samples=1000, seed=None, *, return_ties=False):
         """The most probable DAG (``[p, p]`` 0/1 float64 tensor) given the evidence ``given``.
 
-        Sample-based default: the most frequent of ``num_samples`` posterior samples that satisfy ``given``.
+        Sample-based default: the most frequent of ``num_samples`` posterior samples that satisfy ``given`` (an
+        estimate of the most probable DAG). When several DAGs share the top count the estimate cannot tell them
+        apart: a :class:`~pyro_dag.structure.map_dag.MAPTieWarning` says so and the first of them (in lexicographic
+        order of the flattened matrices) is returned.
+
+        :param bool return_ties: also return ``[k, p, p]``, the ``k`` DAGs sharing the top count (the returned one
+            first).
         """
         _check_num_samples(num_samples)
         ev = self.parse_evidence(given)
@@ -116,7 +126,13 @@ class DAGPosterior(abc.ABC):
             raise ValueError(f"none of the {num_samples} posterior samples satisfies the evidence {ev.edges}")
         S = S[keep]
         uniq, counts = torch.unique(S.reshape(S.shape[0], -1), dim=0, return_counts=True)
-        return uniq[counts.argmax()].reshape(self.num_nodes, self.num_nodes).double()
+        ties = uniq[counts == counts.max()].reshape(-1, self.num_nodes, self.num_nodes).double()
+        if len(ties) > 1:
+            warnings.warn(f"map_dag: {len(ties)} DAGs are each the most frequent of the {S.shape[0]} samples that "
+                          f"satisfy the evidence ({int(counts.max())} draws each), so the estimate cannot tell them "
+                          "apart; the first is returned. Draw more samples (num_samples=...) or get them all with "
+                          "map_dag(..., return_ties=True)", MAPTieWarning, stacklevel=2)
+        return (ties[0], ties) if return_ties else ties[0]
 
     def _data_for_effects(self, data):
         X = data if data is not None else getattr(self, "data", None)
