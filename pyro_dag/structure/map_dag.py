@@ -22,7 +22,8 @@ from ..graph.cpdag import dag_to_cpdag
 
 __all__ = ["MAPTieWarning", "MAX_CLASS_SIZE", "equivalent_dags", "full_evidence", "most_probable_equivalent"]
 
-#: The most members of a Markov equivalence class that :func:`most_probable_equivalent` compares.
+#: The most members of a Markov equivalence class that :func:`most_probable_equivalent` compares (fewer for large
+#: ``p``: at most ``2^26 / 2^p`` members, each costing an order programme over the ``2^p`` subsets).
 MAX_CLASS_SIZE = 1000
 
 
@@ -99,10 +100,11 @@ def most_probable_equivalent(A, log_prob, evidence, where):
         left out). :param str where: the caller, as warnings name it.
     :returns: ``(dag, ties)``: the most probable member (a float64 tensor) and ``[k, p, p]`` float64 tensor of the
         members equally probable with it (``k = 1``: no tie). Warns (:class:`MAPTieWarning`) when ``k > 1``, and
-        when the class has more than :data:`MAX_CLASS_SIZE` members (the first ones are compared).
+        when the class has more members than it compares (:data:`MAX_CLASS_SIZE`, fewer for large ``p``).
     """
     a = (torch.as_tensor(A).cpu().numpy() > 0.5).astype(np.int64)
-    members, complete = equivalent_dags(a)
+    limit = max(8, min(MAX_CLASS_SIZE, (1 << 26) >> a.shape[0]))
+    members, complete = equivalent_dags(a, limit)
     ok = evidence.holds(torch.as_tensor(np.stack(members))).numpy() if evidence else np.ones(len(members), bool)
     members = [m for m, keep in zip(members, ok) if keep] or [a]
     scores = np.array([log_prob(m) for m in members])
@@ -111,7 +113,7 @@ def most_probable_equivalent(A, log_prob, evidence, where):
     tied.sort(key=lambda m: not np.array_equal(m, a))  # the best pair's own DAG first when it is one of them
     if not complete:
         warnings.warn(f"{where}: the Markov equivalence class of the most probable (order, DAG) pair has more than "
-                      f"{MAX_CLASS_SIZE} DAGs; the most probable of the first {MAX_CLASS_SIZE} is returned",
+                      f"{limit} DAGs; the most probable of the first {limit} is returned",
                       MAPTieWarning, stacklevel=3)
     if len(tied) > 1:
         stack = np.stack(tied)
