@@ -400,6 +400,7 @@ def run_case(case):
     pyro.set_rng_seed(0)
     np.random.seed(0)
     torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1)
     tmp = tempfile.mkdtemp(prefix="rb-")  # no case id in the path: messages that quote it must not match names
     ctx = Ctx(tmp=tmp)
     exc, result, caught = None, None, []
@@ -475,6 +476,20 @@ def select(cases, quick=False, only=None):
     return out
 
 
+def _commit():
+    """The checkout's commit, with ``+dirty`` when tracked files under ``pyro_dag/`` differ from it."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "pyro_dag"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the quick subset")
@@ -510,6 +525,7 @@ def main(argv=None):
     import common
 
     payload["environment"] = common.environment()
+    payload["commit"] = _commit()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump(payload, f, indent=1)

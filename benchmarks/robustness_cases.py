@@ -563,7 +563,7 @@ _dgp_ctor("graph_multidigraph", ("graph", "multi", "parallel"),
 _dgp_ctor("graph_dotted_name", ("node.b", "'.'", "dot"),
           lambda: (nx.DiGraph([("root_a", "node.b"), ("node.b", "leaf_c")]), {}),
           "a node named 'node.b' (the sites are named '{node}.u')", expect="either")
-_dgp_ctor("graph_int_names", ("0", "name"), lambda: (nx.DiGraph([(0, 1), (1, 2)]), {}),
+_dgp_ctor("graph_int_names", ("node 0", "not a string", "relabel"), lambda: (nx.DiGraph([(0, 1), (1, 2)]), {}),
           "integer node names", expect="either")
 _dgp_ctor("kernels_unknown_node", ("nope_z",), lambda: (chain_graph(), {"kernels": {"nope_z": None}}),
           "kernels= for a node not in the graph", cls="misuse")
@@ -1092,7 +1092,8 @@ def _em_case(id, names, what, mutate=None, expect="refuse", quick=False, cls="ba
         em = emulator(*arrays, **kw)
         fit_kw = {"num_steps": 3, "pretrain_steps": 3, **(fit or {})}
         em.fit(**fit_kw)
-        return {"pred": em.predict(np.linspace(0, 1, 4)[:, None], num_samples=8),
+        X_test = np.asarray(arrays[0], dtype=float).reshape(len(arrays[0]), -1)[:4]   # inside the designs' box
+        return {"pred": em.predict(X_test, num_samples=8),
                 "scale": {f: em.y_scale[f] for f in em.y_scale}, "work": ctx.work}
     run.__doc__ = what
     CASES.append(Case(id=id, cls=cls, entry="MultiFidelityEmulator", run=run, names=names, expect=expect,
@@ -1109,7 +1110,7 @@ _em_case("em_nan_y", ("hifi",), "a NaN among the high fidelity's outputs (missin
          lambda Xl, yl, Xh, yh: (Xl, yl, Xh, np.where(np.arange(len(yh)) == 0, np.nan, yh)), expect="either")
 _em_case("em_overflow_y", ("hifi",), "the high fidelity's outputs at 1e300",
          lambda Xl, yl, Xh, yh: (Xl, yl, Xh, yh * 1e300))
-_em_case("em_overflow_x", ("lofi", "hifi", "design", "bounds"), "designs at 1e300",
+_em_case("em_overflow_x", ("lofi", "hifi"), "designs at 1e300",
          lambda Xl, yl, Xh, yh: (Xl * 1e300, yl, Xh * 1e300, yh))
 _em_case("em_scale_y_1e8", ("hifi",), "outputs at 1e8", lambda Xl, yl, Xh, yh: (Xl, yl * 1e8, Xh, yh * 1e8),
          expect="accept")
@@ -1161,9 +1162,9 @@ def _em_predict(**kw):
 
 _em_case("em_predict_num_samples_zero", ("num_samples",), "predict(num_samples=0)", cls="misuse",
          predict=_em_predict(X=np.zeros((2, 1)), num_samples=0))
-_em_case("em_predict_wrong_dim", ("X",), "predict at [n, 2] inputs", cls="misuse",
+_em_case("em_predict_wrong_dim", ("X must", "input dimension", "[n, 1]"), "predict at [n, 2] inputs", cls="misuse",
          predict=_em_predict(X=np.zeros((2, 2))))
-_em_case("em_predict_nan_x", ("X", "nan"), "predict at a NaN input", cls="misuse",
+_em_case("em_predict_nan_x", ("nan", "inputs['x']", "X has", "X contains"), "predict at a NaN input", cls="misuse",
          predict=_em_predict(X=np.array([[np.nan], [0.5]])))
 _em_case("em_predict_unknown_fidelity", ("nope_z",), "predict(fidelities=['nope_z'])", cls="misuse",
          predict=_em_predict(X=np.zeros((2, 1)), fidelities=["nope_z"]))
@@ -1382,7 +1383,8 @@ def _exact_many(ctx):
 
 
 CASES.append(Case(id="exact_too_many_columns", cls="misuse", entry="structure.exact_posterior", run=_exact_many,
-                  names=("20", "25"), what="exact_posterior with 25 columns (the documented limit is 20)"))
+                  names=("25 variables", "25 columns", "p ≤ 20", "p <= 20"),
+                  what="exact_posterior with 25 columns (the documented limit is 20)"))
 
 
 def _posterior(kind):
@@ -1429,7 +1431,7 @@ _query_case("cyclic_evidence", ("cycle", "col_p", "col_q"),
 _query_case("cyclic_evidence_map", ("cycle", "col_p", "col_q", "col_r"), "map_dag given a 3-cycle",
             lambda post: post.map_dag(given={("col_p", "col_q"): True, ("col_q", "col_r"): True,
                                              ("col_r", "col_p"): True}), forbid=("draw more samples",))
-_query_case("index_out_of_range", ("5",), "given={(5, 0): True} with 3 nodes",
+_query_case("index_out_of_range", ("index 5", "(5, 0)"), "given={(5, 0): True} with 3 nodes",
             lambda post: post.prob({(5, 0): True}))
 _query_case("evidence_not_bool", ("0.5", "True", "bool"), "given={('col_p', 'col_q'): 0.5}",
             lambda post: post.prob({("col_p", "col_q"): 0.5}))
@@ -1446,7 +1448,8 @@ _query_case("held_out_nan", ("nan", "X_test"), "held_out_log_likelihood on rows 
                                                       num_samples=50))
 _query_case("held_out_wrong_width", ("X_test",), "held_out_log_likelihood on 2 columns of 3",
             lambda post: post.held_out_log_likelihood(np.zeros((4, 2)), num_samples=50))
-_query_case("held_out_dataframe_reordered", (), "held_out_log_likelihood on a DataFrame with its columns reordered",
+_query_case("held_out_dataframe_reordered", ("X_test", "DataFrame", "column"),
+            "held_out_log_likelihood on a DataFrame with its columns reordered",
             lambda post: post.held_out_log_likelihood(structure_frame(seed=1)[["col_r", "col_q", "col_p"]],
                                                       num_samples=50), expect="either",
             wrong=lambda r: None)
@@ -1523,14 +1526,14 @@ _csv_case("csv_header_only", ("row", "empty", "data.csv"), "a header row and no 
 _csv_case("csv_empty_file", ("empty", "data.csv", "header"), "an empty (0-byte) CSV", text="")
 _csv_case("csv_three_rows", ("row",), "three rows (too few to hold some out)", lambda f: f.iloc[:3],
           expect="either")
-_csv_case("csv_one_row", ("row",), "one row", lambda f: f.iloc[:1])
+_csv_case("csv_one_row", ("row",), "one row", lambda f: f.iloc[:1], forbid=("constant",))
 _csv_case("csv_semicolon", ("column", "root_a", "header", "separ", "delimit"), "a semicolon-separated file",
           text="root_a;node_b;leaf_c\n" + "".join(f"{a};{b};{c}\n" for a, b, c in chain_frame().to_numpy()))
 _csv_case("csv_all_missing_node", ("node_b",), "a node column with every cell empty",
           lambda f: f.assign(node_b=np.nan), expect="either")
 _csv_case("csv_graph_cycle", ("cycle", "node_b", "leaf_c"), "a graph file with a cycle",
           graph="root_a -> node_b -> leaf_c\nleaf_c -> node_b\n")
-_csv_case("csv_graph_syntax", ("line", "2"), "a graph file with an unparsable line",
+_csv_case("csv_graph_syntax", ("line 2",), "a graph file with an unparsable line",
           graph="root_a -> node_b\nnode_b => leaf_c\n")
 _csv_case("csv_graph_unknown_node", ("nope_z",), "a graph with a node that has no column",
           graph="root_a -> node_b -> leaf_c\nnope_z -> leaf_c\n")
@@ -1544,7 +1547,7 @@ _csv_case("csv_latent_bad_spec", ("--latent", "h1"), "--latent h1 (no dimension 
 _csv_case("csv_latent_unknown_child", ("nope_z",), "--latent h1:1:nope_z", cls="misuse",
           extra=("--latent", "h1:1:nope_z"))
 _csv_case("csv_test_fraction_above_1", ("--test-fraction",), "--test-fraction 1.5", cls="misuse",
-          extra=("--test-fraction", 1.5), quick=True)
+          extra=("--test-fraction", 1.5), quick=True, forbid=("step size",))
 _csv_case("csv_steps_negative", ("--steps",), "--steps -1", cls="misuse", extra=("--steps", -1))
 _csv_case("csv_steps_zero", ("--steps",), "--steps 0", cls="misuse", extra=("--steps", 0), expect="either")
 _csv_case("csv_folds_one", ("--folds",), "--folds 1", cls="misuse", extra=("--folds", 1))
@@ -1793,7 +1796,7 @@ def _leftover_tmp(ctx):
     """temporary files of killed checkpoint writes, an hour old, beside the checkpoint: cleaned up?"""
     os.makedirs(ctx.path("run"))
     path = ctx.path("run", "ckpt.pt")
-    for name in (".tmp-k1ll3d.pt", ".ckpt.tmp-k1ll3d.pt", ".ckpt.pt.tmp-k1ll3d"):
+    for name in (".tmp-k1ll3d.pt", ".ckpt.tmp-k1ll3d.pt"):   # the temporary names of earlier and current writers
         _write_bytes(ctx.path("run", name), b"partial")
         os.utime(ctx.path("run", name), (1e9, 1e9))
     ctx.start()
