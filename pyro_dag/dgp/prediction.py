@@ -20,8 +20,10 @@ NodePrediction.__doc__ = """Posterior prediction for one node (see :meth:`DAGDGP
 * ``mean``, ``variance`` ``[n, d]``: their mean and variance (law of total variance over the S draws);
 * ``loc``, ``var`` ``[S, n, d]``: the Gaussian conditional of each draw given its sampled ancestors
   (the predictive is the equally weighted mixture of these);
-* ``y_mean``, ``y_variance`` ``[n, d]``: moments of a new observation (likelihood noise added), or
-  ``None`` for nodes without a likelihood that has closed-form moments.
+* ``y_mean``, ``y_variance`` ``[n, d]``: moments of a new observation (likelihood noise added): for a Bernoulli
+  node ``y_mean`` is the probability of ``y = 1``, for a Student-t node its location (with an infinite
+  ``y_variance`` when ``1 < ν ≤ 2``); ``None`` where the observation has no mean (Student-t with ``ν ≤ 1``) or the
+  likelihood gives no moments (:meth:`~pyro_dag.gp.Likelihood.predictive_moments`).
 """
 
 

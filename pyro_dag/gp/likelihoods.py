@@ -6,7 +6,10 @@ Each likelihood provides
   ``[..., B, d]`` (used by the generative model, ``Trace_ELBO``, ``Predictive`` and MCMC);
 * :meth:`Likelihood.expected_log_prob` -- ``E_{f ~ N(μ, σ²)}[log p(y | f)]`` elementwise, the
   Rao-Blackwellised term of :class:`~pyro_dag.infer.DAGELBO` (Perlino et al. 2026, Eqs. (94)-(95)): closed
-  form for :class:`Gaussian` and :class:`Poisson`, Gauss-Hermite quadrature otherwise.
+  form for :class:`Gaussian` and :class:`Poisson`, Gauss-Hermite quadrature otherwise;
+* :meth:`Likelihood.predictive_moments` -- the mean and variance of a new observation ``y`` when
+  ``f ~ N(μ, σ²)`` (for :class:`Bernoulli` the mean is the probability of ``y = 1``; for :class:`StudentT` the
+  location, defined when ``ν > 1``).
 """
 import numpy as np
 import pyro.distributions as dist
@@ -82,10 +85,22 @@ class Gaussian(Likelihood):
 
 
 class Bernoulli(Likelihood):
-    """Bernoulli likelihood with a logit link, ``y ~ Bernoulli(sigmoid(f))``."""
+    """Bernoulli likelihood with a logit link, ``y ~ Bernoulli(sigmoid(f))``.
+
+    Its predictive mean is the probability ``P(y = 1) = E_{f ~ N(μ, σ²)}[sigmoid(f)]``, by Gauss-Hermite quadrature.
+    """
 
     def dist(self, f):
         return dist.Bernoulli(logits=f)
+
+    def predictive_moments(self, loc, var):
+        """``(P(y = 1), P(y = 1) (1 - P(y = 1)))`` when ``f ~ N(loc, var)``: ``P(y = 1) = E[sigmoid(f)]`` by
+        Gauss-Hermite quadrature (``num_quadrature`` points)."""
+        x = self._gh_x.to(loc)
+        w = self._gh_w.to(loc)
+        f = loc.unsqueeze(-1) + (2 * var).clamp_min(0).sqrt().unsqueeze(-1) * x
+        prob = (torch.sigmoid(f) * w).sum(-1).clamp(0.0, 1.0)
+        return prob, prob * (1 - prob)
 
 
 class Poisson(Likelihood):
@@ -118,6 +133,16 @@ class StudentT(Likelihood):
 
     def dist(self, f):
         return dist.StudentT(self.df.to(f), f, self.hyper("scale"))
+
+    def predictive_moments(self, loc, var):
+        """``(μ, σ² + s² ν / (ν - 2))`` when ``f ~ N(μ, σ²)`` and ``ν > 2``; for ``1 < ν ≤ 2`` the mean ``μ`` and an
+        infinite variance; ``None`` for ``ν ≤ 1``, where ``y`` has no mean."""
+        df = self.df.to(loc)
+        if not bool((df > 1).all()):
+            return None
+        noise = self.hyper("scale").pow(2) * df / (df - 2).clamp_min(torch.finfo(loc.dtype).tiny)
+        y_var = torch.where(df > 2, var + noise, torch.full_like(var, float("inf")))
+        return loc, y_var
 
 
 _LIKELIHOODS = {"gaussian": Gaussian, "bernoulli": Bernoulli, "poisson": Poisson, "studentt": StudentT,
