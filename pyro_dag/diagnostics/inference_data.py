@@ -176,7 +176,7 @@ def _dims_for(model, name, shape, obs_cases):
     return [f"{name}_dim{i}" for i in range(len(shape))]
 
 
-def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_samples=500, mcmc=None, data=None, *,
+def to_inference_data(model=None, guide=None, inputs=None, data=None, nodes=None, num_samples=500, mcmc=None, *,
                       mask=None, sample_stats=None, log_likelihood=True, posterior_predictive=True,
                       collapse_leaves=True, case_coords=None):
     """A DAG-DGP posterior as an ArviZ ``InferenceData`` (groups for LOO/WAIC, model comparison and PPC).
@@ -186,9 +186,9 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
     * ``to_inference_data(mcmc=mcmc)``: a :class:`pyro.infer.MCMC` that has been run on a
       :class:`~pyro_dag.DAGDGP` (its model, inputs and data are read from the run), or a list of such runs,
       one chain each (chains run one after the other, e.g. one core);
-    * ``to_inference_data(model, guide, inputs, data=data)``: any trained guide of the model (e.g.
+    * ``to_inference_data(model, guide, inputs, data)``: any trained guide of the model (e.g.
       :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`, Pyro's ``AutoNormal``), ``num_samples`` draws
-      (one chain).
+      (one chain); the arguments in the order of :func:`pyro_dag.infer.train`.
 
     Groups (``S`` draws per chain, ``n`` cases, ``n_w`` cases where node ``w`` is observed):
 
@@ -213,11 +213,11 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
 
     :param model: a :class:`~pyro_dag.DAGDGP` (guide source). :param guide: its trained guide.
     :param dict inputs: root design matrices ``{root: [n, d_r]}``.
+    :param dict data: observations ``{node: [n, d_w]}`` (NaN = missing); the MCMC run's data by default.
     :param list nodes: nodes whose values ``"{w}.f"`` enter the posterior (default every GP node).
-    :param int num_samples: draws from the guide.
+    :param int num_samples: draws from the guide (at least 1).
     :param mcmc: a run :class:`pyro.infer.MCMC`, or a list of runs (one chain each, same model and data); the
         model may also be a :class:`~pyro_dag.infer.CentredInducing` wrapper of a DAGDGP.
-    :param dict data: observations ``{node: [n, d_w]}`` (NaN = missing); the MCMC run's data by default.
     :param dict mask: optional ``{node: bool [n, d_w]}``.
     :param sample_stats: an :class:`MCMCStats` hook given to the run(s).
     :param bool log_likelihood: write the ``log_likelihood`` group. :param bool posterior_predictive: and that.
@@ -225,6 +225,15 @@ def to_inference_data(model=None, guide=None, inputs=None, nodes=None, num_sampl
         (default, the form NUTS samples); ``False`` uses ``log p(y_i | f_i)`` for guides.
     :param case_coords: optional labels of the ``n`` cases (default ``0..n-1``).
     """
+    if isinstance(data, (list, tuple)) and all(isinstance(w, str) for w in data):
+        raise ValueError(f"to_inference_data: the fourth argument is data (as in train(model, guide, inputs, data)), "
+                         f"got the node names {list(data)}; pass them as nodes={list(data)!r}")
+    if isinstance(nodes, (dict, str)):
+        raise ValueError(f"to_inference_data: nodes must be a list of node names, got a {type(nodes).__name__}; pass "
+                         "the observations as data (the fourth argument, or data=...)")
+    if mcmc is None and (isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1):
+        raise ValueError(f"to_inference_data: num_samples must be a positive integer (the draws from the guide), got "
+                         f"{num_samples!r}; with 0 draws there is no posterior, only the observed data")
     if mcmc is not None:
         runs = list(mcmc) if isinstance(mcmc, (list, tuple)) else [mcmc]
         for r in runs:

@@ -167,3 +167,27 @@ def test_bad_arguments():
         to_inference_data(model, AutoNormal(model), inputs, data=data, nodes=["zz"], num_samples=2)
     with pytest.raises(ValueError, match="been run"):
         to_inference_data(mcmc=MCMC(NUTS(model), num_samples=2))
+
+
+def test_fourth_argument_is_data_as_in_train():
+    """to_inference_data(model, guide, inputs, data) reads data as in train(model, guide, inputs, data): all four
+    groups (the fourth positional argument was nodes, so a dict of data silently gave a posterior group only)."""
+    model, inputs, data = tiny()
+    pyro.clear_param_store()
+    guide = AutoNormal(model)
+    guide(inputs, data)
+    idata = to_inference_data(model, guide, inputs, data, num_samples=3)
+    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data"} <= set(idata.groups())
+    assert idata.log_likelihood["a.y"].shape == (1, 3, 7)
+    with pytest.raises(ValueError, match="fourth argument is data"):
+        to_inference_data(model, guide, inputs, ["a"], num_samples=3)
+    with pytest.raises(ValueError, match="nodes must be a list"):
+        to_inference_data(model, guide, inputs, nodes=data, num_samples=3)
+
+
+@pytest.mark.parametrize("num_samples", [0, -2, 1.5, True])
+def test_num_samples_below_one_is_refused(num_samples):
+    """num_samples=0 returned the observed data alone."""
+    model, inputs, data = tiny()
+    with pytest.raises(ValueError, match="num_samples must be a positive integer"):
+        to_inference_data(model, AutoNormal(model), inputs, data, num_samples=num_samples)
