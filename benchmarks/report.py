@@ -1597,6 +1597,49 @@ def sec_zoo(R):
                    "`python benchmarks/zoo.py`", tab, notes, ["zoo.json"])
 
 
+ROBUSTNESS_CLASSES = ("bad input", "fault", "interruption", "misuse")
+
+
+def sec_robustness(R):
+    d = R("robustness.json")
+    s = d["summary"]
+    rows = []
+    for c in ROBUSTNESS_CLASSES:
+        k = s["by_class"][c]
+        rows.append([c, str(sum(k.values())), str(k["clear"]), str(k["poor"]), str(k["silently wrong"])])
+    t = s["totals"]
+    rows.append(["all", str(s["cases"]), str(t["clear"]), str(t["poor"]), str(t["silently wrong"])])
+    tab = table(["class", "cases", "clear", "poor", "silently wrong"], rows)
+    by_id = {r["id"]: r for r in d["rows"]}
+    entries = sorted({r["entry"] for r in d["rows"] if r["class"] != "control"})
+
+    def listed(ids):
+        return "; ".join(f"`{i}` ({by_id[i]['entry']}: {by_id[i]['reason']})" for i in ids) or "none"
+
+    poor_by_entry = {e: sum(1 for i in s["poor"] if by_id[i]["entry"] == e) for e in entries}
+    notes = [para(f"""{s["cases"]} tiny cases (a handful of rows, a few training steps) as a new user would try
+        them, over {len(entries)} entry points: `DAGDGP` + `train` + `predict`, `AutoStructuredGuide`,
+        `MultiFidelityEmulator`, `LatentSEM`, LaMP, `pyro_dag.structure` (`fit`, `exact_posterior`, queries),
+        `to_inference_data`, saved fits and checkpoints, and the `pyro-dag` command line (in process). Each case
+        declares what a good answer is and the script classifies the outcome mechanically (its docstring has the
+        rules): **clear** is an error of the library's own types or `ValueError` / `TypeError` (an `OSError` for a
+        full disk) naming the input, before the expensive work, or a warning naming it, or a sound result for a
+        valid but unusual input; **poor** is a raw torch / Pyro / numpy error, a misleading message, an error after
+        the work, or an input accepted without a word; **silently wrong** is a non-finite or wrong result, or a
+        broken file left behind, without a warning. {s["controls"]["clear"]} of {s["controls"]["cases"]} control
+        cases (valid input) came out clear{"" if s["controls"]["clear"] == s["controls"]["cases"] else
+        " (**the harness needs fixing**)"}; {len(s["battery_errors"])} cases failed inside the battery itself.
+        Target (issue 35): none silently wrong, at most {s["target"]["poor"]} poor:
+        {yes(s["target"]["met"])} ({t["silently wrong"]} silently wrong, {t["poor"]} poor)."""),
+             para(f"Silently wrong: {listed(s['silently_wrong'])}."),
+             para(f"Poor: {listed(s['poor'])}."),
+             para("Poor cases per entry point: " + ", ".join(f"{e} {n}" for e, n in poor_by_entry.items() if n) +
+                  f". Run: {'the quick subset' if d['quick'] else 'every case'}, {d['seconds']:.0f} s in all "
+                  f"(one thread){', at commit ' + d['commit'][:10] if d.get('commit') else ''}.")]
+    return Section("Does bad input get a clear answer? (the bad-input battery)", "`python benchmarks/robustness.py`",
+                   tab, notes, ["robustness.json"])
+
+
 PARTS = [
     ("Variational inference: estimator, guides, speed", [
         sec_gradient_variance, sec_tree_scaling, sec_collider, sec_collider_timing, sec_quickstart,
@@ -1609,6 +1652,7 @@ PARTS = [
     ("Structure learning", [sec_structure_er, sec_structure_sachs, sec_structure_sweep, sec_two_node,
                             sec_fit_vs_exact, sec_trust, sec_structure_priors, sec_structure_networks]),
     ("Right by default: the defaults against the tools a user already has", [sec_zoo, sec_defaults_ab]),
+    ("Bad input, faults and interruptions", [sec_robustness]),
 ]
 
 INTRO = """# Benchmarks
