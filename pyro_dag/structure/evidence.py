@@ -11,6 +11,8 @@ import numbers
 import numpy as np
 import torch
 
+from ..graph.acyclic import find_cycle
+
 __all__ = ["Evidence", "parse_evidence", "parse_evidence_string"]
 
 
@@ -55,6 +57,16 @@ class Evidence:
         for (i, j), present in self.edges.items():
             ok &= (S[:, i, j] > 0.5) == bool(present)
         return ok
+
+    def required_cycle(self):
+        """A directed cycle ``[v0, v1, ..., v0]`` (node indices) among the edges the evidence requires, or ``None``:
+        with one, no DAG satisfies the evidence."""
+        if not any(self.edges.values()):
+            return None
+        A = np.zeros((self.num_nodes, self.num_nodes))
+        for (i, j), present in self.edges.items():
+            A[i, j] = float(present)
+        return find_cycle(A)
 
     def unspecified(self):
         """``[p, p]`` bool: the off-diagonal pairs the evidence leaves free."""

@@ -182,7 +182,7 @@ class ExactStructurePosterior(DAGPosterior):
         return expected_columns(tabs[0], tabs[1], zeta, j, S)
 
     def _given(self, given):
-        ev = self.parse_evidence(given)
+        ev = self.parse_evidence(given, condition=True)
         cond = self._conditioned(ev)
         if not np.isfinite(cond._log_Z):
             raise ValueError(f"the evidence {ev.edges} has probability zero under this posterior (for example, its "

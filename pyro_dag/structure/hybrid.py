@@ -263,7 +263,7 @@ class OrderMCMCPosterior(DAGPosterior):
 
     # ---------------------------------------------------------------------------------------------- evidence
     def _given(self, given):
-        ev = self.parse_evidence(given)
+        ev = self.parse_evidence(given, condition=True)
         if not ev:
             return self
         key = ev.key()

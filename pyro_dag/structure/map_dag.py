@@ -107,9 +107,11 @@ def most_probable_equivalent(A, log_prob, evidence, where):
     members, complete = equivalent_dags(a, limit)
     ok = evidence.holds(torch.as_tensor(np.stack(members))).numpy() if evidence else np.ones(len(members), bool)
     members = [m for m, keep in zip(members, ok) if keep] or [a]
-    scores = np.array([log_prob(m) for m in members])
-    best = float(scores.max())
-    tied = [m for m, s in zip(members, scores) if best - s <= 1e-9 * max(1.0, abs(best))]
+    scores = np.array([log_prob(m) for m in members], dtype=float)
+    if not np.isfinite(scores).any():  # no comparable probability (an unnormalised circuit): keep the best pair's
+        return torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(a, dtype=torch.float64)[None]
+    best = float(np.nanmax(scores))
+    tied = [m for m, s in zip(members, scores) if np.isfinite(s) and best - s <= 1e-9 * max(1.0, abs(best))]
     tied.sort(key=lambda m: not np.array_equal(m, a))  # the best pair's own DAG first when it is one of them
     if not complete:
         warnings.warn(f"{where}: the Markov equivalence class of the most probable (order, DAG) pair has more than "
@@ -119,8 +121,9 @@ def most_probable_equivalent(A, log_prob, evidence, where):
         stack = np.stack(tied)
         free = np.argwhere(np.triu((stack.max(0) != stack.min(0)) | (stack.max(0).T != stack.min(0).T), 1))
         names = ", ".join(f"{i}-{j}" for i, j in free[:8]) + (" ..." if len(free) > 8 else "")
-        warnings.warn(f"{where}: a tie: {len(tied)} Markov-equivalent DAGs are equally probable (P = {np.exp(best):.3g} each): "
-                      f"the data do not orient the edges {names}; the first is returned. map_dag(..., "
+        warnings.warn(f"{where}: a tie: {len(tied)} Markov-equivalent DAGs are equally probable (P = "
+                      f"{np.exp(best):.3g} each): the data do not orient the edges {names}; the first is returned. "
+                      "map_dag(..., "
                       "return_ties=True) returns them all; evidence on these edges (given=...) narrows the choice",
                       MAPTieWarning, stacklevel=3)
     as_tensor = [torch.as_tensor(m, dtype=torch.float64) for m in tied]

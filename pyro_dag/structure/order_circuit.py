@@ -197,7 +197,7 @@ class OrderSPN(DAGPosterior):
         return out
 
     def _given(self, given):
-        ev = self.parse_evidence(given)
+        ev = self.parse_evidence(given, condition=True)
         g_e, zeta_e, V, VP = self._evidence_pass(ev)
         if not np.isfinite(V[0][0]):
             raise ValueError(f"the evidence {ev.edges} has probability zero under the circuit (outside its support "

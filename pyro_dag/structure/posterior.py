@@ -13,6 +13,7 @@ import math
 import numbers
 import warnings
 
+import numpy as np
 import torch
 
 from .causal import bge_mean_weights, total_effects
@@ -68,9 +69,20 @@ class DAGPosterior(abc.ABC):
         """``[num_samples, p, p]`` DAG samples (0/1 entries), every one acyclic and satisfying ``given``."""
 
     # ----------------------------------------------------------------------------------------- evidence helpers
-    def parse_evidence(self, evidence):
-        """:func:`~pyro_dag.structure.evidence.parse_evidence` with this posterior's nodes and names."""
-        return parse_evidence(evidence, self.num_nodes, self.node_names)
+    def parse_evidence(self, evidence, condition=False):
+        """:func:`~pyro_dag.structure.evidence.parse_evidence` with this posterior's nodes and names.
+
+        :param bool condition: the evidence is to be conditioned on: refuse it, naming the cycle, when its required
+            edges form one (no DAG satisfies it), before any work is done.
+        """
+        ev = parse_evidence(evidence, self.num_nodes, self.node_names)
+        cycle = ev.required_cycle() if condition else None
+        if cycle is not None:
+            names = self.node_names or [str(k) for k in range(self.num_nodes)]
+            shown = " -> ".join(str(names[k]) for k in cycle)
+            raise ValueError(f"the evidence requires the edges {shown}, which form a cycle: no DAG satisfies it, so "
+                             "nothing can be conditioned on it (its probability is 0); drop one of these edges")
+        return ev
 
     def _unconditional_samples(self, num_samples, seed):
         return self.sample(num_samples, seed)
@@ -91,11 +103,14 @@ class DAGPosterior(abc.ABC):
         ev = self.parse_evidence(evidence)
         if not ev:
             return (1.0, 0.0) if return_stderr else 1.0
+        if ev.required_cycle() is not None:  # no DAG satisfies it: exactly 0, without drawing a sample
+            return (0.0, 0.0) if return_stderr else 0.0
         _, keep = self._matching_samples(ev, num_samples, seed)
         P = float(keep.double().mean())
         return (P, math.sqrt(P * (1 - P) / num_samples)) if return_stderr else P
 
     def _sample_conditional_edge_probs(self, ev, num_samples, seed, return_stderr):
+        self.parse_evidence(ev, condition=True)
         S, keep = self._matching_samples(ev, num_samples, seed)
         n = int(keep.sum())
         if n == 0:
@@ -120,7 +135,7 @@ class DAGPosterior(abc.ABC):
             first).
         """
         _check_num_samples(num_samples)
-        ev = self.parse_evidence(given)
+        ev = self.parse_evidence(given, condition=True)
         S, keep = self._matching_samples(ev, num_samples, seed)
         if not bool(keep.any()):
             raise ValueError(f"none of the {num_samples} posterior samples satisfies the evidence {ev.edges}")
@@ -138,6 +153,33 @@ class DAGPosterior(abc.ABC):
         X = data if data is not None else getattr(self, "data", None)
         if X is None:
             raise ValueError("causal_effects needs the data the posterior was fitted on: pass data=[N, p]")
+        return self._complete_rows(X, "data", f"causal_effects needs the [N, {self.num_nodes}] data the posterior "
+                                   "was fitted on")
+
+    def _complete_rows(self, X, name, need):
+        """``X`` as a float64 ``[M, p]`` tensor, checked before any DAG is drawn: ``p`` columns, every value finite.
+
+        :param str name: the argument, as the message names it. :param str need: what the query needs.
+        """
+        if hasattr(X, "columns") and self.node_names is not None:  # a DataFrame: its columns by name
+            cols = [str(c) for c in X.columns]
+            names = [str(v) for v in self.node_names]
+            if sorted(cols) != sorted(names):
+                raise ValueError(f"{name} has the columns {cols}, the posterior's variables are {names}; pass a "
+                                 "DataFrame with those columns")
+            X = X[[X.columns[cols.index(v)] for v in names]]
+        try:
+            X = torch.as_tensor(np.array(X.to_numpy() if hasattr(X, "to_numpy") else X, dtype=np.float64)
+                                if not torch.is_tensor(X) else X, dtype=torch.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{name} must be a numeric [M, {self.num_nodes}] array ({need}); {e}") from None
+        if X.dim() != 2 or X.shape[1] != self.num_nodes:
+            raise ValueError(f"{name} must be [M, {self.num_nodes}] ({need}); got shape {tuple(X.shape)}")
+        bad = (~torch.isfinite(X)).any(1).nonzero().flatten()
+        if len(bad):
+            raise ValueError(f"{name} has NaN or infinite values in {len(bad)} of its {X.shape[0]} rows (rows "
+                             f"{bad[:5].tolist()}{' ...' if len(bad) > 5 else ''}): the BGe likelihood needs complete "
+                             "rows; drop or impute them")
         return X
 
     def causal_effects(self, num_samples=1000, seed=None, *, given=None, data=None, return_stderr=False):
@@ -162,9 +204,7 @@ class DAGPosterior(abc.ABC):
         (:class:`~pyro_dag.structure.BGeSEM`, prior-predictive as in Wang, Wicker & Kwiatkowska 2022, §6), over
         ``num_samples`` DAG samples (given ``given``). ``X_test``: ``[M, p]``."""
         _check_num_samples(num_samples)
-        X = torch.as_tensor(X_test, dtype=torch.float64)
-        if X.dim() != 2 or X.shape[1] != self.num_nodes:
-            raise ValueError(f"X_test must be [M, {self.num_nodes}]; got shape {tuple(X.shape)}")
+        X = self._complete_rows(X_test, "X_test", "test cases of the posterior's variables")
         S = self.sample(num_samples, seed, given=given).double()
         ll = torch.cat([BGeSEM(self.num_nodes).node_scores(X, c).sum(-1) for c in S.split(256)])
         if return_stderr:

@@ -179,7 +179,7 @@ class StructurePosterior(DAGPosterior):
         """
         if not isinstance(num_samples, numbers.Integral) or num_samples < 1:
             raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
-        ev = self.parse_evidence(given)
+        ev = self.parse_evidence(given, condition=True)
         if not ev:
             return self._sample(num_samples, seed, weighting)
         max_draws = 100 * num_samples if max_draws is None else int(max_draws)

@@ -134,7 +134,7 @@ def test_acyclicity_and_impossible_evidence(p4):
         assert 1 - post.prob({(i, j): False, (j, i): False}) == pytest.approx(float(P[i, j] + P[j, i]), rel=1e-9)
     for query in (lambda e: post.edge_probs(given=e), lambda e: post.map_dag(given=e),
                   lambda e: post.sample(5, given=e)):
-        with pytest.raises(ValueError, match="probability zero"):
+        with pytest.raises(ValueError, match="x0 -> x1 -> x2 -> x0, which form a cycle"):
             query({(0, 1): True, (1, 2): True, (2, 0): True})
 
 
@@ -270,8 +270,78 @@ def test_structure_posterior_answers_from_its_samples_with_standard_errors(fitte
 
 
 def test_structure_posterior_reports_missing_coverage(fitted):
-    with pytest.raises(ValueError, match="satisf"):
-        fitted.edge_probs(50, seed=0, given={(0, 1): True, (1, 0): True})
+    rare = {(2, 1): True, (1, 0): True, (2, 0): True}  # a few percent of the samples
     with pytest.raises(ValueError, match="satisfy the evidence"):
-        fitted.sample(5, seed=0, given={(0, 1): True, (1, 0): True}, max_draws=2000)
-    assert fitted.prob({(0, 1): True, (1, 0): True}, 200, seed=0) == 0.0
+        fitted.sample(500, seed=0, given=rare, max_draws=2000)
+
+
+def _counting_draws(post):
+    """``post`` with its ``sample`` counting the DAGs it returns."""
+    drawn = [0]
+    real = post.sample
+
+    def sample(num_samples=1000, *args, **kwargs):
+        out = real(num_samples, *args, **kwargs)
+        drawn[0] += len(out)
+        return out
+
+    post.sample = sample
+    return post, drawn
+
+
+@pytest.mark.parametrize("kind", ["fit", "exact", "spn"])
+def test_evidence_whose_required_edges_form_a_cycle_is_refused_before_any_draw(fitted, kind):
+    """Earlier: fit's posterior drew the samples (100 000 if asked) and then said "draw more samples"."""
+    import copy
+
+    if kind == "fit":
+        post = copy.copy(fitted)
+    else:
+        post = exact_posterior(fitted.data if getattr(fitted, "data", None) is not None else torch.randn(50, 3))
+        if kind == "spn":
+            from pyro_dag.structure import order_spn
+            post = order_spn(post, "random", expansion=(3, 2), seed=0)
+    post, drawn = _counting_draws(post)
+    two = {(0, 1): True, (1, 0): True}
+    three = {(0, 1): True, (1, 2): True, (2, 0): True, (1, 0): False}
+    queries = [lambda e: post.edge_probs(100_000, given=e), lambda e: post.map_dag(given=e, num_samples=100_000),
+               lambda e: post.sample(100_000, given=e),
+               lambda e: post.causal_effects(10, given=e, data=torch.randn(20, 3)),
+               lambda e: post.held_out_log_likelihood(torch.randn(5, 3), 10, given=e)]
+    for evidence, shown in ((two, "0 -> 1 -> 0"), (three, "0 -> 1 -> 2 -> 0")):
+        for query in queries:
+            with pytest.raises(ValueError, match="form a cycle") as info:
+                query(evidence)
+            assert shown in str(info.value) and "draw more" not in str(info.value)
+        assert post.prob(evidence) == 0.0
+    assert drawn[0] == 0
+
+
+@pytest.mark.parametrize("kind", ["fit", "exact"])
+def test_test_data_are_checked_before_any_draw(fitted, kind):
+    """held_out_log_likelihood on rows with NaN (earlier: a NaN or a raw torch error after the draws), data of the
+    wrong width for causal_effects (earlier: a shape error after the draws)."""
+    import copy
+
+    import pandas as pd
+
+    post = copy.copy(fitted) if kind == "fit" else exact_posterior(torch.randn(40, 3, dtype=torch.float64))
+    post, drawn = _counting_draws(post)
+    X = torch.randn(6, 3, dtype=torch.float64)
+    X[[1, 4], 2] = float("nan")
+    with pytest.raises(ValueError, match=r"X_test has NaN or infinite values in 2 of its 6 rows \(rows \[1, 4\]\)"):
+        post.held_out_log_likelihood(X, 100_000)
+    with pytest.raises(ValueError, match=r"X_test must be \[M, 3\]"):
+        post.held_out_log_likelihood(torch.zeros(4, 2), 100_000)
+    with pytest.raises(ValueError, match=r"data must be \[M, 3\]"):
+        post.causal_effects(100_000, data=torch.zeros(10, 2))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        post.causal_effects(100_000, data=X)
+    assert drawn[0] == 0
+    names = ["a", "b", "c"]
+    post.node_names = names
+    frame = pd.DataFrame(torch.randn(5, 3).numpy(), columns=names)
+    reordered = post.held_out_log_likelihood(frame[["c", "a", "b"]], 50, seed=0)
+    assert reordered == pytest.approx(post.held_out_log_likelihood(frame, 50, seed=0))
+    with pytest.raises(ValueError, match="columns"):
+        post.held_out_log_likelihood(frame.rename(columns={"c": "z"}), 50)
