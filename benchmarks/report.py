@@ -1555,7 +1555,7 @@ def sec_structure_networks(R):
                    "`python benchmarks/structure_networks.py`", tab, notes, ["structure_networks.json"])
 
 
-ZOO_ORDER = ["default", "default_mf", "best", "exact_gp", "linear", "mean", "gpytorch_dgp", "emukit_ar1", "emukit_nargp"]
+ZOO_ORDER = ["default", "default_mf", "default_deep", "exact_mf", "best", "exact_gp", "linear", "mean", "gpytorch_dgp", "emukit_ar1", "emukit_nargp"]
 
 
 def sec_zoo(R):

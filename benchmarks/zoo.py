@@ -776,6 +776,8 @@ def fit_emulator(case, seed, cfg, quick=False):
     fit_kw = {}
     if quick:
         fit_kw = {"num_steps": QUICK["mf_steps"], "pretrain_steps": QUICK["mf_pretrain"]}
+    if kw.get("fit_method"):   # fit(method="exact"): the collapsed bound of every fidelity, no steps
+        fit_kw = {"method": kw.pop("fit_method")}
     em = MultiFidelityEmulator(mf["train"], mf["parents"], bounds=mf["bounds"], seed=seed, **kw)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -854,7 +856,20 @@ def emukit_fit(case, seed, kind, quick=False):
 
 # ------------------------------------------------------------------------------------------------ methods
 METHODS = ("mean", "linear", "exact_gp", "default", "default_mf", "best", "gpytorch_dgp", "emukit_ar1",
-           "emukit_nargp", "default_v0")
+           "emukit_nargp", "default_v0", "default_deep", "exact_mf")
+
+
+def _deep_graph(case):
+    """The problem's DAG with one hidden node ``h`` between the roots and each target (``x -> h -> y``): the issue's
+    test of a deep model that nests the shallow one."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for w in case.targets:
+        for r in case.graph.predecessors(w):
+            g.add_edge(r, "h")
+        g.add_edge("h", w)
+    return g
 
 
 def applies(method, kind):
@@ -862,9 +877,9 @@ def applies(method, kind):
         return kind == "latent"
     if method == "default_v0":
         return kind != "multifidelity"
-    if method == "gpytorch_dgp":
+    if method in ("gpytorch_dgp", "default_deep"):
         return kind in ("smooth", "nonsmooth", "noisy")
-    if method.startswith("emukit"):
+    if method.startswith("emukit") or method == "exact_mf":
         return kind == "multifidelity"
     return True
 
@@ -887,6 +902,15 @@ def run_method(problem, case, seed, method, quick=False):
         per = {}
         if case.kind == "multifidelity":
             per = _run_mf_method(problem, case, seed, method, quick, row)
+        elif method == "default_deep":
+            from dataclasses import replace
+
+            per, settings, noise, extra = fit_dagdgp(replace(case, graph=_deep_graph(case)), seed,
+                                                     {"default_path": True}, quick)
+            settings["graph"] = "roots -> h -> target (h hidden, one output)"
+            row["settings"], row["noise_variances"] = settings, noise
+            row["warnings"] = extra.pop("warnings")
+            row["extra"] = extra
         elif method in ("default", "default_mf", "default_v0", "best"):
             cfg = None if method == "default" else (
                 {"default_path": True, "precision": "mean_field"} if method == "default_mf"
@@ -957,8 +981,9 @@ def _run_mf_method(problem, case, seed, method, quick, row):
     t = case.mf["target"]
     yt, ft = case.y_test[t], case.f_test[t]
     sc = lambda a: (np.asarray(a).reshape(-1) - case.y_loc) / case.y_scale  # noqa: E731
-    if method in ("default", "best"):
-        cfg = None if method == "default" else best_config(problem, case)
+    if method in ("default", "best", "exact_mf"):
+        cfg = {"default": None, "exact_mf": {"fit_method": "exact"}}.get(method, None)
+        cfg = best_config(problem, case) if method == "best" else cfg
         mean, var, settings, noise, warn = fit_emulator(case, seed, cfg, quick)
         row["settings"], row["noise_variances"], row["warnings"] = settings, noise, warn
     elif method.startswith("emukit"):
@@ -1013,7 +1038,7 @@ def problem_info(name, case):
 
 # ------------------------------------------------------------------------------------------------ summary
 PEERS = {"gpytorch_dgp": "GPyTorch DGP", "emukit_ar1": "emukit AR1", "emukit_nargp": "emukit NARGP"}
-ORDER = ("default", "default_v0", "default_mf", "best", "exact_gp", "linear", "mean", "gpytorch_dgp", "emukit_ar1", "emukit_nargp")
+ORDER = ("default", "default_v0", "default_mf", "default_deep", "exact_mf", "best", "exact_gp", "linear", "mean", "gpytorch_dgp", "emukit_ar1", "emukit_nargp")
 
 
 def _agg(rows):
