@@ -14,7 +14,7 @@ import torch
 from ..scaling import column_moments
 from .identifiability import SEMSpecError
 
-__all__ = ["IndicatorScaler", "indicator_array"]
+__all__ = ["IndicatorScaler", "check_subsample", "indicator_array"]
 
 
 def indicator_array(data, columns):
@@ -94,3 +94,22 @@ class IndicatorScaler:
         """``-Σ_j log s_j``: add to a log-density of the scaled data to get the one in the original units (per
         fully observed case)."""
         return float(-np.log(self.scale).sum())
+
+
+def check_subsample(subsample_size, subsample, n):
+    """Refuse a minibatch size outside ``1..n`` (or a bool / non-integer) and explicit indices outside ``[0, n)``,
+    naming the fix, before Pyro's plate does with its own error (or, for a size above ``n``, silently uses ``n``).
+
+    :raises SEMSpecError:
+    """
+    if subsample_size is not None:
+        ok = isinstance(subsample_size, (int, np.integer)) and not isinstance(subsample_size, (bool, np.bool_))
+        if not ok or not 1 <= int(subsample_size) <= n:
+            raise SEMSpecError(f"subsample_size must be an integer between 1 and the number of cases n = {n}, got "
+                               f"{subsample_size!r}; pass subsample_size=None for full-batch training")
+    if subsample is not None:
+        idx = torch.as_tensor(subsample)
+        if idx.dim() != 1 or idx.numel() == 0 or idx.dtype.is_floating_point or idx.dtype == torch.bool \
+                or not bool(((idx >= 0) & (idx < n)).all()):
+            raise SEMSpecError(f"subsample must be a non-empty 1-d tensor of case indices in [0, n = {n}), got "
+                               f"{idx.dtype} of shape {tuple(idx.shape)}")

@@ -17,7 +17,7 @@ from pyro.nn import PyroModule, PyroSample
 from ..gp.conditional import cholesky_with_jitter, whitened_conditional
 from ..kernels import RBF
 from ..kernels.fusion import Concat
-from .data import IndicatorScaler, indicator_array
+from .data import IndicatorScaler, check_subsample, indicator_array
 from .identifiability import SEMSpecError, check_sem_declaration
 from .pseudo_inputs import SpaceFillingPrior, gaussian_pseudo_input_prior
 from ..utils import renamed_argument
@@ -383,6 +383,7 @@ class LatentSEM(PyroModule):
                 raise SEMSpecError("LatentSEM() without data needs setup(data) first and num_cases=n")
             y = mask = None
             n = int(num_cases)
+        check_subsample(subsample_size, subsample, n)
         g = self.sample_globals()
         with pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1) as idx:
             self._current_idx = idx
@@ -412,6 +413,7 @@ class LatentSEM(PyroModule):
         """The model's ``"data"`` plate for the same arguments as :meth:`forward`: pass it to autoguides
         (``create_plates=model.create_plates``) so that the guide's local parameters follow the model's subsample."""
         n = len(data) if data is not None else int(num_cases)
+        check_subsample(subsample_size, subsample, n)
         return pyro.plate("data", n, subsample_size=subsample_size, subsample=subsample, dim=-1)
 
     # ------------------------------------------------------------------------------------------------ init

@@ -24,6 +24,8 @@ import torch
 from pyro import poutine
 from pyro.infer import Predictive
 
+from .identifiability import SEMSpecError
+
 __all__ = ["global_sites", "guide_samples", "latent_samples", "latent_means", "predictive_log_likelihood"]
 
 
@@ -35,8 +37,30 @@ def global_sites(model, data):
     return [n for n, s in tr.nodes.items() if s["type"] == "sample" and not s["is_observed"] and n not in local]
 
 
+def _training_cases(guide):
+    """The size of the ``"data"`` plate the guide (or a part of an ``AutoGuideList``) was set up with, or ``None``."""
+    for part in [guide] + list(getattr(guide, "parts", ())):
+        frame = (getattr(part, "_prototype_frames", None) or {}).get("data")
+        if frame is not None:
+            return int(frame.full_size if getattr(frame, "full_size", None) is not None else frame.size)
+    return None
+
+
 def guide_samples(model, guide, data, num_samples=200):
-    """``{site: [S, ...]}`` posterior draws of every latent site (globals and per-case latents) from an SVI guide."""
+    """``{site: [S, ...]}`` posterior draws of every latent site (globals and per-case latents) from an SVI guide.
+
+    :param data: the training data (the guide's per-case latents are one per training row).
+    :param int num_samples: ``S >= 1``.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise SEMSpecError(f"guide_samples: num_samples must be a positive integer (the number of posterior draws), "
+                           f"got {num_samples!r}")
+    n_train = _training_cases(guide)
+    if n_train is not None and data is not None and len(data) != n_train:
+        raise SEMSpecError(f"guide_samples: data has {len(data)} rows but the guide was trained on {n_train}: its "
+                           "per-case latents belong to the training rows, so pass the training data (and index the "
+                           "draws of '{X}.x' for a subset of rows); for new cases use predictive_log_likelihood, "
+                           "which integrates their latents out")
     with torch.no_grad(), poutine.block():
         tr = poutine.trace(model).get_trace(data)
         names = global_sites(model, data) + [f"{x}.x" for x in model.latents]

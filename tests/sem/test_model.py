@@ -11,7 +11,7 @@ from pyro import poutine
 from pyro.infer import MCMC, NUTS, SVI, Trace_ELBO
 
 from pyro_dag.infer.autoguide import AutoStructuredGuide
-from pyro_dag.sem import LatentSEM, SpaceFillingPrior, quadratic_features
+from pyro_dag.sem import LatentSEM, SEMSpecError, SpaceFillingPrior, quadratic_features
 from pyro_dag.sem.guides import sem_guide
 from pyro_dag.sem.predict import guide_samples, latent_means, predictive_log_likelihood
 
@@ -214,3 +214,16 @@ def test_data_whose_standard_deviation_overflows_is_refused(scale):
     model = LatentSEM(nx.DiGraph([("A", "B")]), IND, num_inducing=5)
     with pytest.raises(SEMSpecError, match="indicator 'a2' reaches .* overflows float64.*rescale the column"):
         model.prepare(df)
+
+
+@pytest.mark.parametrize("size", [0, -3, 50, 2.5, True])
+def test_subsample_size_outside_one_to_n_is_refused(size):
+    """subsample_size above n (Pyro silently used n) or below 1 (a raw Pyro error): a clear error naming n."""
+    df, _, _ = frame(n=20)
+    model = LatentSEM(nx.DiGraph([("A", "B")]), IND, num_inducing=5)
+    with pytest.raises(SEMSpecError, match=r"subsample_size must be an integer between 1 and the number of cases "
+                                           r"n = 20"):
+        model(df, subsample_size=size)
+    with pytest.raises(SEMSpecError, match="subsample_size"):
+        model.create_plates(df, subsample_size=size)
+    assert model(df, subsample_size=20) is not None
