@@ -102,7 +102,8 @@ def _load(args):
     try:
         data = np.loadtxt(args.csv, delimiter=",", skiprows=1, ndmin=2)
     except ValueError as e:
-        raise SystemExit(f"--csv {args.csv}: could not read numbers after the header row ({e})") from e
+        why = _bad_cell(args.csv, names) or f"could not read numbers after the header row ({e})"
+        raise SystemExit(f"--csv {args.csv}: {why}") from e
     if data.shape[1] != len(names):
         raise SystemExit(f"--csv {args.csv}: {len(names)} names in the header but {data.shape[1]} columns of data")
     if data.shape[0] < 2:
@@ -115,6 +116,11 @@ def _load(args):
         raise SystemExit(f"--csv {args.csv}: columns {[names[j] for j in np.nonzero(big)[0]]} hold values beyond "
                          f"float32's range ({np.finfo(np.float32).max:.3g}); rescale them (e.g. divide by a power of "
                          "ten)")
+    const = [names[j] for j in np.nonzero(np.ptp(data, axis=0) == 0)[0]]
+    if const:  # the fit would refuse it with a traceback; a constant variable has no dependence to learn
+        raise SystemExit(f"--csv {args.csv}: column{'s' if len(const) > 1 else ''} {', '.join(map(repr, const))} "
+                         f"{'are' if len(const) > 1 else 'is'} constant (every row the same value), so there is no "
+                         "dependence to learn; drop it from the file")
     truth = None
     if args.truth:
         if os.path.isdir(args.truth) or not os.path.exists(args.truth):
@@ -129,8 +135,47 @@ def _load(args):
             raise SystemExit(f"--truth must be a {len(names)} x {len(names)} 0/1 matrix; got {truth.shape}")
         if not np.isin(truth, (0, 1)).all() or np.diagonal(truth).any():
             raise SystemExit(f"--truth {args.truth}: entries must be 0 or 1 with a zero diagonal (A[i, j] = 1: i -> j)")
+        _check_truth_acyclic(args.truth, truth, names)
         truth = torch.as_tensor(truth, dtype=torch.float32)
     return torch.as_tensor(data, dtype=torch.float32), names, truth, f"{args.csv} ({data.shape[0]} x {data.shape[1]})"
+
+
+def _bad_cell(path, names):
+    """The first cell of ``path`` (after its header) that is not a number, described by its column name and line;
+    ``None`` where every cell parses (then numpy's own message is shown)."""
+    import csv
+
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        next(reader, None)
+        for line, row in enumerate(reader, start=2):
+            if not any(c.strip() for c in row):
+                continue
+            if len(row) != len(names):
+                return f"line {line} has {len(row)} fields but the header names {len(names)} columns"
+            for name, cell in zip(names, row):
+                try:
+                    float(cell)
+                except ValueError:
+                    if not cell.strip():
+                        return (f"column {name!r} has an empty cell (a missing value) on line {line}; structure "
+                                "learning needs complete rows: impute or drop that row")
+                    return (f"column {name!r} holds {cell.strip()!r} on line {line}, which is not a number; encode "
+                            "that column as numbers or drop it")
+    return None
+
+
+def _check_truth_acyclic(path, truth, names):
+    """Refuse a ``--truth`` adjacency with a cycle, naming it: the metrics compare DAGs with a DAG."""
+    import networkx as nx
+    import numpy as np
+
+    g = nx.DiGraph([(names[i], names[j]) for i, j in zip(*np.nonzero(truth))])
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = [u for u, _ in nx.find_cycle(g)]
+        raise SystemExit(f"--truth {path}: the true graph has a cycle ({' -> '.join(cycle + cycle[:1])}), so it is "
+                         "not a DAG; check the matrix (A[i, j] = 1: i -> j, rows and columns in the CSV's column "
+                         "order) and remove an edge of the cycle")
 
 
 def _check_options(args):

@@ -423,7 +423,7 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         raise TypeError(f"exact_posterior: config must be a pyro_dag.structure.StructureConfig; "
                         f"got {type(config).__name__}")
     config = config.structure_config()
-    X, names = prepare_data(data, torch.float64, None)
+    X, names = prepare_data(data, torch.float64, None, node_names)
     N, p = X.shape
     if p > MAX_NODES:
         raise ValueError(f"exact_posterior enumerates the 2^p subsets of the {p} variables; use it for p ≤ {MAX_NODES} "
@@ -465,7 +465,7 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
             q = np.full((p, p), 0.5)
             np.fill_diagonal(q, 0.0)
             const = 0.5 * p * (p - 1) * math.log(0.5)
-        post = ExactStructurePosterior(log_f, q, node_names if node_names is not None else names)
+        post = ExactStructurePosterior(log_f, q, names)
         post.log_evidence -= const
     post.config = config
     post.data = X

@@ -95,12 +95,8 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
         raise ValueError(f"dtype must be torch.float32 or torch.float64; got {dtype}")
     if device is None:
         device = data.device if torch.is_tensor(data) else torch.device("cpu")
-    X, names = prepare_data(data, dtype, device)
+    X, names = prepare_data(data, dtype, device, node_names)
     N, p = X.shape
-    if node_names is not None:
-        if len(node_names) != p:
-            raise ValueError(f"node_names has {len(node_names)} names but the data have {p} columns")
-        names = [str(n) for n in node_names]
     if config.standardize:
         X = standardize_columns(X, names)
     config = config.resolve(p, N)

@@ -388,7 +388,7 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
         raise ValueError(f"max_candidates must be an integer in 1..{MAX_CANDIDATES}; got {max_candidates!r}")
     if not (isinstance(plus_one_rounds, numbers.Integral) and plus_one_rounds >= 0):
         raise ValueError(f"plus_one_rounds must be a non-negative integer; got {plus_one_rounds!r}")
-    X, names = prepare_data(data, torch.float64, None)
+    X, names = prepare_data(data, torch.float64, None, node_names)
     N, p = X.shape
     names = node_names if node_names is not None else names
     if config.standardize:

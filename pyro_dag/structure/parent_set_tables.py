@@ -265,7 +265,7 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
         raise ValueError(f"candidate_tables needs a collapsed likelihood, 'linear' or 'bge', or 'gp'; "
                          f"got {likelihood!r}")
     config = config.replace(likelihood=likelihood, **settings)
-    X, names = prepare_data(data, torch.float64, None)
+    X, names = prepare_data(data, torch.float64, None, node_names)
     N, p = X.shape
     if config.standardize:
         X = standardize_columns(X, names)

@@ -202,6 +202,15 @@ def edge_prior_parameters(num_nodes, edge_beliefs=None, expected_parents=1.5, pr
     beliefs = beliefs.to(dtype=dtype, device=device)
     if tuple(beliefs.shape) != (p, p):
         raise ValueError(f"edge_beliefs must be [p, p] = [{p}, {p}] (beliefs[i, j] = belief in i -> j); got {tuple(beliefs.shape)}")
+    off = ~torch.eye(p, dtype=torch.bool, device=beliefs.device)
+    bad = (off & ~((beliefs > 0) & (beliefs < 1))).nonzero().tolist()
+    if bad:  # a Beta whose mode is 0 or 1 does not exist: say which entries, in the caller's words
+        i, j = bad[0]
+        raise ValueError(f"edge_beliefs[{i}, {j}] = {beliefs[i, j].item():.4g}" + (f" (and {len(bad) - 1} more)" if
+                         len(bad) > 1 else "") + ": off-diagonal beliefs must lie strictly inside (0, 1) (0.5 = no "
+                         "opinion; a certainty of 0 or 1 is not a Beta prior): clip them, e.g. np.clip(edge_beliefs, "
+                         "0.01, 0.99) (0.99 is already a strong belief), or condition the posterior's queries on the "
+                         "edge with given={(i, j): True}")
     alpha, beta = edge_belief_prior(beliefs, strength=belief_strength)
     if edge_prob is not None and edge_prob != 0.5:
         # "no opinion" entries get the graph-agnostic sparsity prior

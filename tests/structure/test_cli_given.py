@@ -102,3 +102,25 @@ def test_discover_names_a_duplicated_header(tmp_path, capsys):
     path.write_text("a,b\n1,2\n2,3\n3,1e39\n")
     with pytest.raises(SystemExit, match=r"columns \['b'\] hold values beyond float32's range"):
         main(["discover", "--csv", str(path), "--exact", "--out", str(tmp_path / "o")])
+
+
+@pytest.mark.parametrize("cell, message", [("", r"column 'b' has an empty cell \(a missing value\) on line 3"),
+                                           ("abc", r"column 'b' holds 'abc' on line 3, which is not a number")])
+def test_discover_names_the_column_of_a_cell_that_is_not_a_number(tmp_path, cell, message):
+    """numpy's message named the column by index ('column 2') and called an empty cell a string."""
+    path = tmp_path / "bad.csv"
+    path.write_text(f"a,b,c\n1,2,3\n2,{cell},4\n3,4,5\n")
+    with pytest.raises(SystemExit, match=message):
+        main(["discover", "--csv", str(path), "--exact", "--out", str(tmp_path / "o")])
+
+
+def test_discover_refuses_a_constant_column_and_a_cyclic_truth(tmp_path, csv):
+    """A constant column ended in the fit's ValueError (a traceback); a cyclic --truth was scored."""
+    path = tmp_path / "const.csv"
+    path.write_text("a,b,c\n1,2,3\n2,2,4\n3,2,5\n")
+    with pytest.raises(SystemExit, match="column 'b' is constant"):
+        main(["discover", "--csv", str(path), "--exact", "--out", str(tmp_path / "o")])
+    truth = tmp_path / "truth.csv"
+    truth.write_text("0,1,0\n1,0,0\n0,0,0\n")
+    with pytest.raises(SystemExit, match=r"--truth .*the true graph has a cycle \(a -> b -> a\)"):
+        main(["discover", "--csv", str(csv[0]), "--truth", str(truth), "--exact", "--out", str(tmp_path / "o")])

@@ -1,6 +1,7 @@
 """Tests of the edge priors: LogisticBeta, edge_belief_prior, sparsity_prior (SVI-DAG, Zinage 2026, arXiv:2608.04930, §3.2.1)."""
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch.distributions import Beta
@@ -8,6 +9,7 @@ from torch.distributions import Beta
 from pyro_dag.structure import (
     LogisticBeta,
     edge_belief_prior,
+    edge_prior_parameters,
     sparsity_prior,
 )
 
@@ -74,3 +76,16 @@ def test_edge_belief_prior_and_sparsity_prior_errors_and_values():
     assert a[0, 1].item() == pytest.approx(4.0) and b[0, 1].item() == pytest.approx(18.0)  # Sachs profile
     with pytest.raises(ValueError, match="edge_prob"):
         sparsity_prior(3, 1.5)
+
+
+@pytest.mark.parametrize("belief", [1.0, 0.0, float("nan")])
+def test_edge_beliefs_outside_the_open_interval_name_the_argument_and_the_fix(belief):
+    """A belief of 1.0 said 'off-diagonal beliefs must lie strictly inside (0, 1)' without naming edge_beliefs."""
+    from pyro_dag.structure import exact_posterior
+
+    B = np.full((3, 3), 0.5)
+    B[0, 1] = belief
+    with pytest.raises(ValueError, match=r"edge_beliefs\[0, 1\] = .*strictly inside \(0, 1\).*np.clip\(edge_beliefs"):
+        edge_prior_parameters(3, B)
+    with pytest.raises(ValueError, match=r"edge_beliefs\[0, 1\]"):
+        exact_posterior(np.random.default_rng(0).normal(size=(20, 3)), edge_beliefs=B)
