@@ -29,6 +29,21 @@ from .marginal import marginal_pass
 
 __all__ = ["predict", "infer_latent_inputs"]
 
+
+def _check_finite_state(model, guide):
+    """Refuse a model or guide with a NaN or infinite parameter (or buffer), e.g. after a diverged run: every
+    prediction through it would be NaN."""
+    for owner, module in (("guide", guide), ("model", model)):
+        named = list(module.named_parameters()) + list(module.named_buffers()) \
+            if hasattr(module, "named_parameters") else []
+        for name, p in named:
+            if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+                k = int((~torch.isfinite(p)).sum())
+                raise NonFiniteLossError(
+                    f"predict: the {owner}'s parameter {name!r} has {k} NaN or infinite entr{'y' if k == 1 else 'ies'} "
+                    "(a diverged run?), so every prediction through it would be NaN; retrain (e.g. with a smaller "
+                    "learning rate), or restore a checkpoint or a saved fit (pyro_dag.persist.load)")
+
 @torch.no_grad()
 def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_size=None, mask=None,
             latent_steps=300, latent_lr=0.05, latent_particles=16):
@@ -43,6 +58,7 @@ def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_
     X, n, obs = model.checked_arguments(inputs, data, mask)
     if not model.is_setup:
         raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+    _check_finite_state(model, guide)
     if data is not None and not model.latent_inputs:
         raise DAGInputError("predict: data is used only to infer latent inputs, and this model has none; drop "
                             "data (predictions propagate from the roots)")
