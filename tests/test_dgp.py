@@ -551,3 +551,80 @@ def test_a_half_precision_model_is_refused_naming_the_fix(convert):
             call()
     model.float()
     model({"x": X}, {"y": X})
+
+
+# ----------------------------------------------------------------------------- bad input (issue 35, round three)
+CHAIN = nx.DiGraph([("x", "a"), ("a", "b")])
+
+
+def test_a_transposed_input_is_named_as_such():
+    """[1, n] inputs: earlier the error blamed data['a'] for not matching the inputs' 1 case."""
+    model = DAGDGP(CHAIN).double()
+    x = torch.rand(12, 1, dtype=torch.float64)
+    with pytest.raises(DAGInputError, match=r"inputs\['x'\] has shape \(1, 12\), which looks transposed"):
+        model.setup({"x": x.T}, {"a": x, "b": x})
+
+
+def test_zero_rows_are_refused_as_zero_cases():
+    """Earlier: "data['a'] has no observed entries; drop it from data"."""
+    model = DAGDGP(CHAIN).double()
+    x = torch.rand(0, 1, dtype=torch.float64)
+    with pytest.raises(DAGInputError, match=r"inputs\['x'\] has zero rows \(zero cases\)"):
+        train(model, AutoStructuredGuide(model), {"x": x}, {"b": x}, num_steps=2, progress=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex128, "numpy"])
+def test_complex_data_is_refused(dtype):
+    """Earlier torch dropped the imaginary part with a UserWarning and the model trained on the real part."""
+    import numpy as np
+
+    model = DAGDGP(CHAIN).double()
+    x = torch.rand(6, 1, dtype=torch.float64)
+    y = x.to(torch.complex128) if dtype != "numpy" else np.asarray(x) * (1 + 1j)
+    with pytest.raises(DAGInputError, match=r"data\['b'\] is complex"):
+        model.setup({"x": x}, {"b": y})
+
+
+def test_bool_data_for_a_gaussian_node_is_refused_and_taken_by_a_bernoulli_node():
+    """Earlier: train failed after the run in the noise check (RuntimeError: std and var only support floating point)."""
+    x = torch.rand(8, 1, dtype=torch.float64)
+    model = DAGDGP(CHAIN).double()
+    with pytest.raises(DAGInputError, match=r"data\['b'\] is boolean.*likelihoods=\{'b': 'bernoulli'\}"):
+        model.setup({"x": x}, {"b": x > 0.5})
+    pyro.clear_param_store()
+    model = DAGDGP(CHAIN, likelihoods={"b": "bernoulli"}, num_inducing=4).double()
+    train(model, AutoStructuredGuide(model), {"x": x}, {"b": x > 0.5}, num_steps=2, progress=False)
+
+
+@pytest.mark.parametrize("likelihood,values,match", [
+    ("bernoulli", [0.0, 1.0, 3.0], r"holds 3 \(row 2\), outside the support of the Bernoulli likelihood of node 'b' "
+                                   r"\(0 or 1\): pass 0/1"),
+    ("poisson", [0.0, 2.0, -1.0], r"holds -1 \(row 2\).*Poisson likelihood of node 'b' \(counts"),
+    ("poisson", [0.0, 2.5, 1.0], r"holds 2.5 \(row 1\).*Poisson likelihood"),
+])
+def test_data_outside_the_likelihood_support_is_refused_before_any_step(likelihood, values, match):
+    """Earlier: Pyro's support error naming no node (Bernoulli), an infinite loss at step 1 (negative counts), or
+    training on fractional counts without a word."""
+    x = torch.rand(3, 1, dtype=torch.float64)
+    y = torch.tensor(values, dtype=torch.float64)[:, None]
+    model = DAGDGP(CHAIN, likelihoods={"b": likelihood}).double()
+    with pytest.raises(DAGInputError, match=match):
+        train(model, AutoStructuredGuide(model), {"x": x}, {"b": y}, num_steps=2, progress=False)
+    bad = ~torch.isin(y, torch.tensor([0.0, 1.0, 2.0], dtype=y.dtype))
+    model.setup({"x": x}, {"b": torch.where(bad, torch.nan, y)})   # a missing value (NaN) is not checked
+
+
+@pytest.mark.parametrize("jitter", [-1.0, 0.0, float("nan"), "1e-6", True])
+def test_jitter_must_be_a_positive_number(jitter):
+    with pytest.raises(DAGInputError, match=r"jitter must be a positive finite number"):
+        DAGDGP(CHAIN, jitter=jitter)
+    assert DAGDGP(CHAIN, jitter=1e-6).jitter == 1e-6
+
+
+def test_predict_takes_one_node_name_as_that_node():
+    """nodes='b' was read letter by letter (cannot predict node 'b'... for 'l' of 'leaf_c')."""
+    model, inputs, data = chain_problem()
+    guide = AutoStructuredGuide(model)
+    train(model, guide, inputs, data, num_steps=2, progress=False)
+    pred = model.predict(guide, inputs, nodes="b", num_samples=3)
+    assert list(pred) == ["b"]

@@ -5,17 +5,19 @@ Every check names the node and the fix (a :class:`DAGInputError`). The checks ar
 Acyclic Graphs", arXiv:2607.09645, Sec. 2: roots hold design matrices; any non-root node may carry noisy, partially
 observed data).
 """
+import math
 import operator
 
 import numpy as np
 import pyro
 import torch
+from torch.distributions import constraints
 
 from .. import graph as dag
 from ..scaling import float32_overflow
 from ..utils import is_tracing
 
-__all__ = ["DAGInputError", "InputChecks", "positive_int"]
+__all__ = ["DAGInputError", "InputChecks", "positive_int", "positive_number"]
 
 
 class DAGInputError(ValueError):
@@ -81,6 +83,27 @@ def positive_int(value, name):
     return int(v)
 
 
+def positive_number(value, name, what=""):
+    """``value`` as a ``float`` if it is a finite number above 0 (not a bool); a :class:`DAGInputError` naming
+    ``name`` (and saying ``what`` it is) otherwise."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not (ok and math.isfinite(value) and value > 0):
+        raise DAGInputError(f"{name} must be a positive finite number{what}, got {value!r}")
+    return float(value)
+
+
+def _is_bool(x):
+    dtype = getattr(x, "dtype", None)
+    return dtype == torch.bool or (isinstance(dtype, np.dtype) and dtype.kind == "b")
+
+
+def _is_complex(x):
+    if torch.is_tensor(x):
+        return x.is_complex()
+    dtype = getattr(x, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind == "c"
+
+
 class InputChecks:
     """Checks and conversions of a :class:`~pyro_dag.dgp.DAGDGP`'s arguments (a mixin: the methods read the
     model's graph, roles and set-up state)."""
@@ -128,6 +151,9 @@ class InputChecks:
         device; ``label`` (e.g. ``"inputs['x']"``) names it in the error."""
         if _is_pandas(x):
             x = _pandas_to_numpy(x, label)
+        if _is_complex(x):  # torch would drop the imaginary part with a warning only
+            raise DAGInputError(f"{label} is complex ({x.dtype}); DAGDGP takes real numbers: pass the real part, the "
+                                "modulus, or the real and imaginary parts as two columns")
         try:
             return torch.as_tensor(x, dtype=self.dtype, device=self.device)
         except (TypeError, ValueError, RuntimeError) as e:
@@ -185,8 +211,9 @@ class InputChecks:
             X[r] = x
         return X, n
 
-    def _check_data(self, data, mask, n):
-        """Returns ``{node: (y_filled [n, d], mask [n, d] bool)}``."""
+    def _check_data(self, data, mask, n, X=None):
+        """Returns ``{node: (y_filled [n, d], mask [n, d] bool)}``; ``X`` (the checked inputs) names the root that
+        gave ``n`` in the errors."""
         if data is None:
             if mask:
                 raise DAGInputError("a mask was given without data; pass data={node: [n, d] tensor}")
@@ -210,6 +237,11 @@ class InputChecks:
             if key in mask and key not in data:
                 raise DAGInputError(f"mask[{key!r}] is given but data[{key!r}] is not; add the observations")
         out = {}
+        first = next(iter(X or {}), None)
+        if n == 0 and any(w in data for w in self.gp_nodes):
+            raise DAGInputError((f"inputs[{first!r}] has" if first is not None else "the data have") + " zero rows "
+                                "(zero cases), so there is nothing to fit: pass at least one case, one row per case "
+                                "in every input and data tensor")
         for w in self.gp_nodes:
             if w not in data:
                 continue
@@ -218,8 +250,14 @@ class InputChecks:
             if y.dim() == 1 and d == 1:
                 y = y.unsqueeze(-1)
             if y.dim() != 2 or y.shape[0] != n:
-                raise DAGInputError(f"data[{w!r}] has shape {tuple(y.shape)} but the inputs have {n} cases; give "
-                                    f"an [n, d] tensor with one row per case and NaN for missing entries")
+                source = "" if first is None else f" (inputs[{first!r}] has shape {tuple(X[first].shape)})"
+                if first is not None and y.dim() == 2 and X[first].shape[1] == y.shape[0] != n:
+                    raise DAGInputError(f"inputs[{first!r}] has shape {tuple(X[first].shape)}, which looks "
+                                        f"transposed: data[{w!r}] has {y.shape[0]} rows (cases) and inputs "
+                                        f"[{first!r}] has {X[first].shape[1]} columns. Pass each input as an [n, d] "
+                                        f"matrix, one row per case (e.g. inputs[{first!r}].T)")
+                raise DAGInputError(f"data[{w!r}] has shape {tuple(y.shape)} but the inputs have {n} cases{source}; "
+                                    "give an [n, d] tensor with one row per case and NaN for missing entries")
             if y.shape[1] != d:
                 raise DAGInputError(f"data[{w!r}] has {y.shape[1]} columns but node {w!r} has output dimension {d}; "
                                     f"set output_dims={{{w!r}: {y.shape[1]}}} in DAGDGP or fix the data")
@@ -247,8 +285,31 @@ class InputChecks:
                                     "latent)")
             filled = torch.where(m, y, torch.zeros_like(y))
             _check_scale(filled, f"data[{w!r}]")
+            if not is_tracing():
+                self._check_support(w, data[w], filled, m)
             out[w] = (filled, m)
         return out
+
+    def _check_support(self, w, raw, y, m):
+        """Refuse observations outside the support of node ``w``'s likelihood (its ``support`` constraint: 0/1 for a
+        Bernoulli, non-negative integers for a Poisson) and bool data for a likelihood that does not take 0/1, before
+        any step (Pyro's distributions would refuse them in the middle of the loss, naming no node)."""
+        lik = self.likelihoods[w]
+        support = getattr(lik, "support", None)
+        name = type(lik).__name__
+        if _is_bool(raw) and support is not constraints.boolean:
+            raise DAGInputError(f"data[{w!r}] is boolean, but node {w!r} has a {name} likelihood: for 0/1 outcomes "
+                                f"give it likelihoods={{{w!r}: 'bernoulli'}}, otherwise pass numbers (e.g. "
+                                f"data[{w!r}].double())")
+        if support is None:
+            return
+        bad = m & ~support.check(y)
+        if bool(bad.any()):
+            i, j = (int(k) for k in bad.nonzero()[0])
+            raise DAGInputError(f"data[{w!r}] holds {float(y[i, j]):g} (row {i}), outside the support of the {name} "
+                                f"likelihood of node {w!r} ({getattr(lik, 'support_text', '') or support}): "
+                                f"{getattr(lik, 'support_fix', 'fix the data')}, or give the node another likelihood "
+                                f"(e.g. likelihoods={{{w!r}: 'gaussian'}} for continuous data)")
 
     def checked_arguments(self, inputs, data=None, mask=None):
         """The model's arguments checked and converted as in :meth:`forward` (same errors).
@@ -260,7 +321,7 @@ class InputChecks:
         X, n = self._check_inputs(inputs)
         if n is None:
             n = self._count_cases(data)
-        return X, n, self._check_data(data, mask, n)
+        return X, n, self._check_data(data, mask, n, X)
 
     def _count_cases(self, data):
         """``n`` from the data, for a model whose roots are all latent inputs (no design matrix counts the cases)."""

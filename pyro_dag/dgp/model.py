@@ -33,7 +33,7 @@ from ..utils import freeze
 from .collapse import CollapsedParameterisation
 from .conditionals import NodeConditionals
 from .handoff import current_estimator, suspended
-from .inputs import DAGInputError, InputChecks
+from .inputs import DAGInputError, InputChecks, positive_number
 from .observed_inputs import AUTO_INDUCING_EXACT, collapsible_nodes
 from .prediction import Prediction
 
@@ -246,7 +246,7 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
             self._learn_inducing = set(self.gp_nodes) if learn_inducing else set()
         else:
             self._learn_inducing = set(learn_inducing)
-        self.jitter = jitter
+        self.jitter = None if jitter is None else positive_number(jitter, "jitter", " (relative, of K(Z, Z))")
         if sample_f not in (False, True, "centred", "non_centred"):
             raise DAGInputError(f"sample_f must be False, True, 'non_centred' or 'centred', got {sample_f!r}")
         self.sample_f = bool(sample_f)

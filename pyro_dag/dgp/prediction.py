@@ -61,8 +61,9 @@ class Prediction:
         :param guide: a trained guide. :param dict inputs: ``{root: [n, d_r]}`` (observed roots only).
         :param dict data: ``{node: [n, d_w]}`` observations of the new cases (NaN = missing), used only to infer
             latent inputs; ``None``: the latent inputs keep their prior. Refused for a model without latent inputs.
-        :param list nodes: nodes to return (default: all GP nodes); latent inputs may be named too (their samples
-            are the draws of ``h``, their ``loc`` / ``var`` the moments of ``q(h)``).
+        :param list nodes: nodes to return (default: all GP nodes; one name, a string, is that node); latent
+            inputs may be named too (their samples are the draws of ``h``, their ``loc`` / ``var`` the moments of
+            ``q(h)``).
         :param int num_samples: ``S``.
         :param int batch_size: cases per chunk (default: as many as keep ``S × batch_size × Σ_w d_w M_w``
             below :attr:`predict_chunk_elements`, i.e. a working set of about 16 MiB per intermediate in float64).
@@ -74,6 +75,8 @@ class Prediction:
         With a :class:`~pyro_dag.infer.LatentMAP` as ``guide``: its linked-GP prediction
         (:meth:`~pyro_dag.infer.LatentMAP.predict`: moments in closed form, ancestral samples).
         """
+        if isinstance(nodes, str):  # one node's name is that node (list("leaf_c") would be its letters)
+            nodes = [nodes]
         return handoff.prediction("predict")(self, guide, inputs, data, nodes, num_samples, batch_size, mask,
                                               latent_steps, latent_lr, latent_particles)
 

@@ -27,7 +27,15 @@ class Likelihood(PyroModule):
     :meth:`expected_log_prob` with a closed form.
 
     :param int num_quadrature: Gauss-Hermite points for the default :meth:`expected_log_prob`.
+
+    :cvar support: the observations' support, a :mod:`torch.distributions.constraints` constraint (``None``: not
+        declared); :class:`~pyro_dag.DAGDGP` refuses data outside it before any step, naming the node and the fix
+        (``support_text`` says what the support is, ``support_fix`` what to do with data outside it).
     """
+
+    support = None
+    support_text = ""
+    support_fix = "fix the data"
 
     def __init__(self, num_quadrature=20):
         super().__init__()
@@ -67,6 +75,9 @@ class Gaussian(Likelihood):
     :param float variance: initial ``τ²`` (scalar or ``[d]`` for one variance per output).
     """
 
+    support = constraints.real
+    support_text = "finite real numbers"
+
     def __init__(self, variance=0.1):
         super().__init__(num_quadrature=1)
         self.variance = PyroParam(torch.as_tensor(variance, dtype=torch.get_default_dtype()).clone(),
@@ -90,6 +101,10 @@ class Bernoulli(Likelihood):
     Its predictive mean is the probability ``P(y = 1) = E_{f ~ N(μ, σ²)}[sigmoid(f)]``, by Gauss-Hermite quadrature.
     """
 
+    support = constraints.boolean
+    support_text = "0 or 1"
+    support_fix = "pass 0/1 outcomes (e.g. (y > threshold).double())"
+
     def dist(self, f):
         return dist.Bernoulli(logits=f)
 
@@ -109,6 +124,10 @@ class Poisson(Likelihood):
     The expected log-likelihood is exact: ``y μ - exp(μ + σ²/2) - log y!``.
     """
 
+    support = constraints.nonnegative_integer
+    support_text = "counts: integers 0, 1, 2, ..."
+    support_fix = "pass non-negative integer counts"
+
     def dist(self, f):
         return dist.Poisson(f.exp())
 
@@ -125,6 +144,9 @@ class StudentT(Likelihood):
 
     :param float df: degrees of freedom ``ν``. :param float scale: initial scale ``s``.
     """
+
+    support = constraints.real
+    support_text = "finite real numbers"
 
     def __init__(self, df=4.0, scale=0.1, num_quadrature=20):
         super().__init__(num_quadrature)
