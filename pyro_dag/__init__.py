@@ -16,13 +16,14 @@ __version__ = "0.1.0"
 
 #: Public names of the top-level package and the sub-module each comes from.
 _NAMES = {"DAGDGP": "dgp", "DAGInputError": "dgp", "NodePrediction": "dgp", "DAGStructureError": "graph",
-          "to_inference_data": "diagnostics"}
+          "NotFittedError": "errors", "to_inference_data": "diagnostics"}
 #: Sub-packages reachable as attributes (``pyro_dag.kernels``), loaded on first access.
-_SUBMODULES = ("cli", "datasets", "dgp", "diagnostics", "emulation", "experiments", "gp", "graph", "infer", "kernels",
-               "metrics", "ops", "param_store", "persist", "plot", "priors", "sem", "structure", "threads", "utils")
+_SUBMODULES = ("cli", "datasets", "dgp", "diagnostics", "emulation", "errors", "experiments", "gp", "graph", "infer",
+               "kernels", "metrics", "ops", "param_store", "persist", "plot", "priors", "sem", "structure", "threads",
+               "utils")
 
-__all__ = ["DAGDGP", "DAGInputError", "DAGStructureError", "NodePrediction", "diagnostics", "graph", "kernels", "plot",
-           "priors", "to_inference_data"]
+__all__ = ["DAGDGP", "DAGInputError", "DAGStructureError", "NodePrediction", "NotFittedError", "diagnostics", "graph",
+           "kernels", "plot", "priors", "to_inference_data"]
 
 
 def __getattr__(name):

@@ -24,6 +24,7 @@ from ..dgp import handoff
 from ..dgp.handoff import standard_normal, suspended
 from ..dgp.inputs import DAGInputError, positive_int
 from ..dgp.prediction import NodePrediction
+from ..errors import NotFittedError
 from .checks import NonFiniteLossError
 from .marginal import marginal_pass
 
@@ -56,8 +57,7 @@ def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_
     if hasattr(guide, "predict_dag"):  # a guide with its own prediction (LatentMAP)
         return guide.predict_dag(model, inputs, data, nodes, num_samples, mask)
     X, n, obs = model.checked_arguments(inputs, data, mask)
-    if not model.is_setup:
-        raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+    _require_setup(model)
     _check_finite_state(model, guide)
     if data is not None and not model.latent_inputs:
         raise DAGInputError("predict: data is used only to infer latent inputs, and this model has none; drop "
@@ -116,9 +116,14 @@ def infer_latent_inputs(model, guide, inputs, data=None, mask=None, num_steps=30
     value documented there; Salimbeni, Dutordoir, Hensman & Deisenroth 2019, ICML).
     """
     X, n, obs = model.checked_arguments(inputs, data, mask)
-    if not model.is_setup:
-        raise RuntimeError("the model is not set up yet: train it (or call model.setup(inputs, data)) first")
+    _require_setup(model)
     return _fit_latent_inputs(model, guide, inputs, X, n, obs, num_steps, lr, num_particles, batch_size)
+
+
+def _require_setup(model):
+    if not model.is_setup:
+        raise NotFittedError("the model is not set up yet (it has never been trained): train it first, e.g. "
+                             "train(model, guide, inputs, data, num_steps=...), or call model.setup(inputs, data)")
 
 
 def _predict_batch_size(model, num_samples, batch_size):
@@ -141,7 +146,7 @@ def _encode_latent_inputs(model, encoder, X, n, obs):
     """``q(h)`` of the cases from an :class:`~pyro_dag.infer.autoguide.encoder.AutoLatentEncoder` (one pass);
     cases with nothing observed keep the prior."""
     if encoder.prototype_trace is None:
-        raise RuntimeError("predict: the AutoLatentEncoder has not been trained (run the guide once first)")
+        raise NotFittedError("predict: the AutoLatentEncoder has not been trained (run the guide once first)")
     kw = {"dtype": model.dtype, "device": model.device}
     q = {h: (torch.zeros((n, d), **kw), torch.ones((n, d), **kw)) for h, d in model.latent_inputs.items()}
     seen = torch.zeros(n, dtype=torch.bool, device=model.device)

@@ -25,3 +25,13 @@ def test_a_nan_parameter_is_named_before_predicting(guide_kind, where):
         param.view(-1)[0] = float("nan")
     with pytest.raises(NonFiniteLossError, match=f"the {where}'s parameter '{name}' has 1 NaN or infinite entry"):
         model.predict(guide, {"x": X}, num_samples=3)
+
+
+def test_predict_before_training_raises_not_fitted():
+    """Earlier a RuntimeError (not one of the library's error types)."""
+    from pyro_dag.errors import NotFittedError
+
+    pyro.clear_param_store()
+    model = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=4).double()
+    with pytest.raises(NotFittedError, match=r"not set up yet.*train\(model, guide, inputs, data"):
+        model.predict(AutoStructuredGuide(model), {"x": torch.zeros(3, 1, dtype=torch.float64)}, num_samples=2)

@@ -23,6 +23,7 @@ from pyro.infer.autoguide import AutoGuide
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_feasible
 from torch.distributions import biject_to, constraints
 
+from ...errors import NotFittedError
 from ...param_store import check_param_store
 from ...utils import renamed_argument
 from ...dgp.handoff import current_estimator, suspended
@@ -130,6 +131,10 @@ class StructuredGaussianGuide(AutoGuide):
         scales = [] if init_scale is None else init_scale.values() if isinstance(init_scale, dict) else [init_scale]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in scales):
             raise ValueError(f"init_scale must be a positive number or a dict {{name: number}}, got {init_scale!r}")
+        nodes = getattr(model, "gp_nodes", None)  # a DAGDGP: its blocks are its GP nodes, known now
+        if isinstance(init_scale, dict) and nodes is not None and set(init_scale) - set(nodes):
+            raise ValueError(f"init_scale names {sorted(set(init_scale) - set(nodes), key=str)}, which are not GP nodes "
+                             f"of the model (GP nodes: {list(nodes)}); check the names")
         if init_loc_fn is not None and not callable(init_loc_fn):
             raise ValueError(f"init_loc_fn must be a callable site -> value (e.g. init_to_median), got "
                              f"{init_loc_fn!r}")
@@ -226,7 +231,9 @@ class StructuredGaussianGuide(AutoGuide):
 
     def _require_setup(self):
         if self.prototype_trace is None:
-            raise RuntimeError("the guide has not been run yet: call it once (or run an SVI step) to set it up")
+            raise NotFittedError("the guide has not been run yet (never trained, or its training was interrupted "
+                                 "before the guide's first step, e.g. during train's mean-field warm start): train it, "
+                                 "or call it once (guide(inputs, data)) to set it up")
         if self.family is None:
             raise RuntimeError("AutoStructuredGuide found no continuous latent sites in the model: it is an empty "
                                "guide (it returns {})")

@@ -338,3 +338,21 @@ def test_generic_init_scale_dict_names_sites():
     torch.testing.assert_close(guide._loc_scale()[1], torch.tensor([0.1, 0.5, 0.5]))
     with pytest.raises(ValueError, match="'z'"):
         AutoStructuredGuide(model, init_scale={"z": 0.5}, name="bad")()
+
+
+def test_dagdgp_init_scale_dict_naming_an_unknown_node_is_refused_at_construction():
+    """Earlier the unknown name was ignored without a word (the node kept its default scale)."""
+    model, inputs, data = chain_problem()
+    with pytest.raises(ValueError, match=r"init_scale names \['nope'\], which are not GP nodes.*\['a', 'b'\]"):
+        AutoStructuredGuide(model, init_scale={"nope": 0.1, "b": 0.2})
+    AutoStructuredGuide(model, init_scale={"b": 0.2})
+
+
+def test_a_guide_that_never_ran_raises_not_fitted():
+    """Earlier a RuntimeError (e.g. predicting after train was interrupted in its mean-field warm start)."""
+    from pyro_dag.errors import NotFittedError
+
+    model, inputs, data = chain_problem()
+    guide = AutoStructuredGuide(model)
+    with pytest.raises(NotFittedError, match="the guide has not been run yet.*train it"):
+        guide.inducing_posterior()
