@@ -4,6 +4,7 @@
 import dataclasses
 
 from .config import SVI_RECIPES, TrainConfig
+from .pairing import check_model_and_guide
 from .recipes import RECIPES
 
 __all__ = ["train"]
@@ -45,7 +46,8 @@ def train(model, guide, inputs, data=None, *, config=None, **options):
     :param options: the options of :class:`~pyro_dag.infer.training.TrainConfig` as keywords (``num_steps`` is
         required unless ``config`` is given); with ``config``, they override its fields.
     :returns: a :class:`~pyro_dag.infer.training.TrainResult` (``.losses`` is the loss history).
-    :raises ValueError: for a bad argument, naming it, before any training.
+    :raises ValueError: for a bad argument, naming it, before any training (also a guide built for another model,
+        or the model and the guide swapped: :func:`~pyro_dag.infer.training.pairing.check_model_and_guide`).
     :raises NonFiniteLossError: naming the step, if a loss or a gradient is not finite.
 
     Example::
@@ -55,6 +57,7 @@ def train(model, guide, inputs, data=None, *, config=None, **options):
         result = train(model, guide, inputs, data, num_steps=3000)
         posterior = model.predict(guide, inputs_test, num_samples=500)
     """
+    check_model_and_guide(model, guide)
     config = TrainConfig(**options) if config is None else dataclasses.replace(config, **options)
     recipe = RECIPES.get(config.recipe)
     if recipe is None:
