@@ -9,12 +9,13 @@ temporary file in the same folder, flushed to disk and moved over the target wit
 that file, the files already written completely and those not written.
 """
 import contextlib
+import errno as errno_codes
 import glob
 import json
 import os
 import tempfile
 
-__all__ = ["OutputError", "OutputSet", "atomic_write", "remove_leftovers", "save_figure", "write_json"]
+__all__ = ["OutputError", "OutputSet", "atomic_write", "remove_leftovers", "save_figure", "torch_save", "write_json"]
 
 
 class OutputError(OSError):
@@ -93,6 +94,26 @@ def atomic_write(path, write, clean=False):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     return path
+
+
+def torch_save(obj, f):
+    """``torch.save(obj, f)`` (``f`` a path or a binary file), with torch's write failures raised as :class:`OSError`.
+
+    torch writes through its own C++ writer, which reports a failed write (a full disk, a quota) as a
+    ``RuntimeError`` ("PytorchStreamWriter failed writing file ...", "unexpected pos ..."); as an ``OSError`` (the
+    errno of the failed write when torch kept it, else ``EIO``) it is reported like any other failed output
+    (:func:`atomic_write` turns it into an :class:`OutputError` naming the file).
+    """
+    import torch
+
+    try:
+        torch.save(obj, f)
+    except RuntimeError as e:
+        cause = e.__context__ if isinstance(e.__context__, OSError) else None
+        detail = (str(e).strip().splitlines() or [""])[0][:160]
+        code = cause.errno if cause is not None and cause.errno else errno_codes.EIO
+        reason = cause.strerror if cause is not None and cause.strerror else "is the disk full?"
+        raise OSError(code, f"torch.save failed: {reason}" + ("" if cause is not None else f" ({detail})")) from e
 
 
 def write_json(path, obj, **kwargs):

@@ -17,6 +17,8 @@ import tempfile
 
 import torch
 
+from .outputs import OutputError, torch_save
+
 __all__ = ["SavedFileError", "load", "load_state", "read_saved", "save", "write_saved", "module_state"]
 
 #: The value of a saved file's ``"pyro_dag_format"`` entry (and its version, in ``"version"``).
@@ -31,7 +33,10 @@ class SavedFileError(ValueError):
 # ------------------------------------------------------------------------------------------------ the file
 def write_saved(path, kind, payload):
     """Write ``payload`` (plain containers, strings, numbers, tensors) as a saved ``kind`` to ``path``, atomically
-    (a temporary file in the same directory, flushed and synced, then ``os.replace``)."""
+    (a temporary file in the same directory, flushed and synced, then ``os.replace``).
+
+    :raises pyro_dag.outputs.OutputError: naming ``path`` when the file cannot be written (a full disk: torch's
+        ``RuntimeError`` included); a file already at ``path`` is then left as it was."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -39,13 +44,17 @@ def write_saved(path, kind, payload):
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save({"pyro_dag_format": FORMAT, "version": VERSION, "kind": kind, **payload}, f)
+            torch_save({"pyro_dag_format": FORMAT, "version": VERSION, "kind": kind, **payload}, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and not isinstance(e, OutputError):
+            raise OutputError(e.errno, f"save: could not write {path} ({e.strerror or e}); a file already there was "
+                              "left as it was (no partial file): free some space or save to another disk",
+                              path) from e
         raise
     return path
 

@@ -55,3 +55,49 @@ def test_save_figure_is_atomic_and_closes_the_figure(tmp_path, monkeypatch):
     with pytest.raises(OutputError, match="b.png"):
         save_figure(fig, tmp_path / "b.png")
     assert os.listdir(tmp_path) == ["a.png"] and not plt.get_fignums()
+
+
+class _FullFile:
+    """A binary file on a disk that fills after ``budget`` bytes: then ``write`` raises ENOSPC, which torch's own
+    writer reports as a RuntimeError ("unexpected pos ...")."""
+
+    def __init__(self, f, budget):
+        self.f, self.left = f, budget
+
+    def write(self, b):
+        if len(b) > self.left:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.left -= len(b)
+        return self.f.write(b)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def test_torch_save_reports_torchs_write_failure_as_the_oserror_behind_it(tmp_path, monkeypatch):
+    """torch.save on a full disk raises RuntimeError, which the OSError handling of the writers did not catch."""
+    import torch
+
+    from pyro_dag.outputs import torch_save
+
+    path = tmp_path / "state.pt"
+    torch_save({"w": torch.zeros(3)}, path)
+    with open(tmp_path / "other.pt", "wb") as f, pytest.raises(OSError, match="No space left on device") as exc:
+        torch_save({"w": torch.zeros(1000)}, _FullFile(f, 100))
+    assert exc.value.errno == errno.ENOSPC and isinstance(exc.value.__cause__, RuntimeError)
+    real = torch.save
+
+    def full_save(obj, f, *a, **k):
+        with open(f, "wb") as fh:
+            return real(obj, _FullFile(fh, 100), *a, **k)
+
+    monkeypatch.setattr(torch, "save", full_save)
+    with pytest.raises(OutputError, match=r"could not write .*state.pt \(torch.save failed: No space left") as exc:
+        atomic_write(path, lambda tmp: torch_save({"w": torch.ones(1000)}, tmp))
+    assert exc.value.errno == errno.ENOSPC
+    assert sorted(os.listdir(tmp_path)) == ["other.pt", "state.pt"]          # no temporary file left
+    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("file write failed")))
+    with pytest.raises(OSError, match=r"torch.save failed: is the disk full\? \(file write failed\)") as exc:
+        torch_save({}, path)
+    assert exc.value.errno == errno.EIO
+    assert torch.load(path, weights_only=True)["w"].shape == (3,)            # the earlier file is intact

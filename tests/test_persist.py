@@ -148,3 +148,35 @@ def test_write_is_atomic_and_refuses_a_directory(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["f.pt"]  # no temporary file left
     with pytest.raises(SavedFileError, match="is a directory"):
         persist.write_saved(tmp_path, "DAGDGP", {})
+
+
+def test_a_full_disk_while_saving_is_an_output_error_and_keeps_the_earlier_file(tmp_path, monkeypatch):
+    """torch's writer reports the failed write as a RuntimeError ("unexpected pos ..."), which escaped."""
+    import errno
+
+    from pyro_dag.outputs import OutputError
+
+    persist.write_saved(tmp_path / "f.pt", "DAGDGP", {"x": torch.zeros(2)})
+    real = torch.save
+
+    class Full:                                # the saved file, on a disk that fills after 100 bytes
+        def __init__(self, f):
+            self.f, self.left = f, 100
+
+        def write(self, b):
+            if len(b) > self.left:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.left -= len(b)
+            return self.f.write(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: real(obj, Full(f), *a, **k))
+    with pytest.raises(OutputError, match=r"could not write .*f.pt \(torch.save failed: No space left on device\)") \
+            as exc:
+        persist.write_saved(tmp_path / "f.pt", "DAGDGP", {"x": torch.ones(500)})
+    assert isinstance(exc.value.__cause__.__cause__, RuntimeError)    # torch's own report of the failed write
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["f.pt"]
+    assert persist.read_saved(tmp_path / "f.pt", "DAGDGP")["x"].shape == (2,)

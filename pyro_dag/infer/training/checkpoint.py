@@ -18,7 +18,7 @@ import numpy as np
 import pyro
 import torch
 
-from ...outputs import OutputError, atomic_write, remove_leftovers
+from ...outputs import OutputError, atomic_write, remove_leftovers, torch_save
 
 __all__ = ["CheckpointError", "capture_rng_state", "restore_rng_state", "capture_params", "restore_params",
            "save_checkpoint", "load_checkpoint", "check_writable", "checkpoint_file", "CHECKPOINT_NAME"]
@@ -141,7 +141,7 @@ def save_checkpoint(path, state):
     """
     _remove_leftovers(path)
     try:
-        atomic_write(path, lambda tmp: torch.save(state, tmp))
+        atomic_write(path, lambda tmp: torch_save(state, tmp))   # torch's write failures are OSErrors there
     except OutputError as e:
         cause = e.__cause__ if isinstance(e.__cause__, OSError) else e
         raise OutputError(e.errno, f"train: could not write the checkpoint {os.fspath(path)!r} "

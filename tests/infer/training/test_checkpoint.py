@@ -71,6 +71,41 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]                       # no temporary file left
 
 
+def test_torchs_runtime_error_on_a_full_disk_is_an_output_error(tmp_path, monkeypatch):
+    """torch's C++ writer reports a failed write as a RuntimeError ("unexpected pos ..."), which escaped the
+    OSError handling of the checkpoint write."""
+    path = tmp_path / "ckpt.pt"
+    real, calls = torch.save, []
+
+    class Full:                             # a disk that fills after 100 more bytes
+        def __init__(self, f):
+            self.f, self.left = f, 100
+
+        def write(self, b):
+            if len(b) > self.left:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.left -= len(b)
+            return self.f.write(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def save(obj, f, *args, **kwargs):
+        calls.append(f)
+        if len(calls) > 1:                  # the second checkpoint finds the disk full
+            with open(f, "wb") as fh:
+                return real(obj, Full(fh), *args, **kwargs)
+        return real(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    with pytest.raises(OutputError, match=r"could not write the checkpoint .*ckpt.pt.*No space left on device") as exc:
+        run(path, num_steps=4)
+    assert exc.value.errno == errno.ENOSPC and isinstance(exc.value.__cause__.__cause__, RuntimeError)
+    monkeypatch.setattr(torch, "save", real)
+    assert load_checkpoint(path)["step"] == 1
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
+
+
 def test_leftover_temporary_files_are_removed_at_the_next_write_and_resume(tmp_path):
     path = tmp_path / "train_checkpoint.pt"
     own = tmp_path / ".train_checkpoint.tmp-abc123.pt"
