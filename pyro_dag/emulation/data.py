@@ -11,6 +11,7 @@ import networkx as nx
 import numpy as np
 
 from ..dgp import DAGInputError
+from ..scaling import column_moments
 
 __all__ = ["MultiFidelityData", "multifidelity_data"]
 
@@ -78,8 +79,9 @@ def multifidelity_data(fidelities, parents=None, input_name="x", connect_input=N
     :param dict fidelities: ``{name: (X [n_f, d], y [n_f] or [n_f, 1])}``, in any order; sizes may differ and the
         designs may be nested or not. A list of ``(X, y)`` pairs is a chain, lowest fidelity first, named
         ``"f1"``, ``"f2"``, ...
-    :param dict parents: ``{name: [lower fidelities it refines]}``; default (and for a list): a chain in the given
-        order (each fidelity refines the previous one). A fidelity not named has no lower-fidelity parents.
+    :param dict parents: ``{name: [lower fidelities it refines]}`` (one name, a string, is that fidelity); default
+        (and for a list): a chain in the given order (each fidelity refines the previous one). A fidelity not named
+        has no lower-fidelity parents.
     :param str input_name: the root's name (default ``"x"``).
     :param connect_input: fidelities with the edge ``input → fidelity`` (default: all, the input-connected fusion of
         Perlino et al. 2026, Sec. 8.1); every fidelity needs a path from the input.
@@ -103,6 +105,13 @@ def multifidelity_data(fidelities, parents=None, input_name="x", connect_input=N
     names = list(fidelities)
     if parents is None:
         parents = {names[k]: [names[k - 1]] for k in range(1, len(names))}
+    if not isinstance(parents, dict):
+        raise DAGInputError(f"parents must be a dict {{fidelity: [lower fidelities it refines]}}, got "
+                            f"{type(parents).__name__}")
+    # one name is one parent (list("lofi") would be its letters)
+    parents = {f: [ps] if isinstance(ps, str) else list(ps) for f, ps in parents.items()}
+    if isinstance(connect_input, str):
+        connect_input = [connect_input]
     for f in names:
         if not isinstance(f, str) or "." in f or f == input_name:
             raise DAGInputError(f"fidelity name {f!r} must be a string without '.' and differ from the input's name "
@@ -122,6 +131,8 @@ def multifidelity_data(fidelities, parents=None, input_name="x", connect_input=N
                                 "design point")
         if not np.isfinite(X).all():
             raise DAGInputError(f"fidelity {f!r}: X has NaN or inf; drop those design points")
+        for j in range(X.shape[1]):  # the designs are standardised too (the unit box, initial length-scales)
+            column_moments(X[:, j], f"fidelity {f!r}: X column {j}", error=DAGInputError)
         if np.isinf(y).any():
             i = int(np.flatnonzero(np.isinf(y[:, 0]))[0])
             raise DAGInputError(f"fidelity {f!r}: y is infinite at design point {i} (of {len(y)}); fix the run, or "

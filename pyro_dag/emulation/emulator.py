@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..dgp import DAGDGP, DAGInputError
+from ..errors import NotFittedError
 from ..gp.likelihoods import Gaussian
 from ..infer.training.collapsed import collapsed_bound, lbfgs
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
@@ -234,6 +235,7 @@ class MultiFidelityEmulator:
             self.num_inducing[f] = min(n_f, max_inducing_refined) if f in self.refined else min(n_f, num_inducing)
         self.model = self.guide = None
         self.history = {}
+        self._unfinished = False    # a fit started and did not finish (interrupted, or stopped by an error)
 
     # ------------------------------------------------------------------ data in model units
     def _scale_x(self, X):
@@ -414,6 +416,8 @@ class MultiFidelityEmulator:
         if self.model is None:
             self.build()
         inputs, data = self.model_inputs(), self.model_data()
+        # the model's parameters change from here on: an earlier guide no longer matches them until this fit ends
+        self.guide, self._unfinished = None, True
         tag = f"MultiFidelityEmulator_{uuid.uuid4().hex[:12]}"   # fresh names: a recycled id() would reuse
         # a dead emulator's guide parameters from Pyro's global parameter store
         with limit_threads(num_threads):
@@ -444,6 +448,7 @@ class MultiFidelityEmulator:
                 _transfer(mf_guide, guide)
                 hist["train"] = train(self.model, guide, inputs, data, num_steps=num_steps - warm, **common).losses
                 self.guide = guide
+        self._unfinished = False
         return self
 
     def _fit_exact(self, num_threads):
@@ -464,13 +469,14 @@ class MultiFidelityEmulator:
                              "fidelity it refines was not (the designs are not nested), so its inputs are latent "
                              "there; use method='svi'")
         tag = f"MultiFidelityEmulator_{uuid.uuid4().hex[:12]}"
+        self.guide, self._unfinished = None, True
         with limit_threads(num_threads):
             pyro.set_rng_seed(self.seed)
             guide = self._guide(self.precision, f"{tag}_exact")
             guide(inputs, data)
             fit = fit_collapsed(self.model, guide, inputs, data)
         self.history["exact"] = fit.losses
-        self.guide = guide
+        self.guide, self._unfinished = guide, False
         return self
 
     # ------------------------------------------------------------------ saving and loading
@@ -503,7 +509,9 @@ class MultiFidelityEmulator:
         :returns: ``{fidelity: FidelityPrediction}``.
         """
         if self.guide is None:
-            raise RuntimeError("predict: fit the emulator first (em.fit(...))")
+            raise NotFittedError("predict: the last fit of the emulator did not finish (interrupted, or stopped by an "
+                                 "error), so it has no fitted guide: call em.fit(...) again" if self._unfinished else
+                                 "predict: fit the emulator first (em.fit(...))")
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1 and self.mf.dim == 1:
             X = X[:, None]

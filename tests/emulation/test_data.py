@@ -77,3 +77,20 @@ def test_text_values_and_an_infinite_run_are_named():
         multifidelity_data({"low": low, "high": (high[0], y)})
     y[1] = np.nan                                              # a failed run: dropped, as documented
     assert multifidelity_data({"low": low, "high": (high[0], y)}).observed("high").sum() == len(y) - 1
+
+
+def test_one_parent_name_as_a_string_is_that_parent():
+    """parents={'high': 'low'} was read letter by letter ("refines 'l', which is not among the fidelities")."""
+    low, high = _arrays()
+    mf = multifidelity_data({"low": low, "high": high}, parents={"high": "low"}, connect_input="low")
+    assert mf.parents == {"low": [], "high": ["low"]}
+    assert set(mf.graph.edges) == {("x", "low"), ("low", "high")}
+    with pytest.raises(DAGInputError, match="parents must be a dict"):
+        multifidelity_data({"low": low, "high": high}, parents=[("high", "low")])
+
+
+def test_designs_whose_standard_deviation_overflows_are_refused():
+    """Designs at 1e300 were accepted without a word (every other standardisation refuses such values)."""
+    low, high = _arrays()
+    with pytest.raises(DAGInputError, match=r"fidelity 'low': X column 0 reaches .*e\+299.*rescale the column"):
+        multifidelity_data({"low": (low[0] * 1e300, low[1]), "high": (high[0] * 1e300, high[1])})

@@ -173,3 +173,32 @@ def test_exact_fit_on_nested_designs():
         MultiFidelityEmulator(shifted, p.parents).fit(method="exact")
     with pytest.raises(ValueError, match="method must be 'svi' or 'exact'"):
         MultiFidelityEmulator(p.train, p.parents).fit(method="lbfgs")
+
+
+def test_predict_after_an_interrupted_fit_says_the_fit_did_not_finish():
+    """Earlier a RuntimeError saying to fit first (after a fit that had run for a while)."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    from pyro_dag.errors import NotFittedError
+
+    pyro.clear_param_store()
+    rng = np.random.default_rng(0)
+    X = rng.random((10, 1))
+    em = MultiFidelityEmulator({"lo": (X, np.sin(8 * X[:, 0])), "hi": (X[:5], 2 * np.sin(8 * X[:5, 0]))},
+                               parents={"hi": ["lo"]})
+    with pytest.raises(NotFittedError, match=r"fit the emulator first"):
+        em.predict(X)
+
+    def interrupt(*a):
+        raise KeyboardInterrupt
+
+    handle = register_optimizer_step_pre_hook(interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            em.fit(num_steps=6, pretrain_steps=2)
+    finally:
+        handle.remove()
+    with pytest.raises(NotFittedError, match=r"the last fit of the emulator did not finish.*call em.fit\(...\) again"):
+        em.predict(X)
+    em.fit(num_steps=6, pretrain_steps=2)
+    assert np.isfinite(em.predict(X, num_samples=4)["hi"].mean).all()
