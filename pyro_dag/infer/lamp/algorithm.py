@@ -177,7 +177,7 @@ class LaMPFit:
 
         lamp._objective, lamp._train_rows, lamp._row_adams = objective, train_rows, row_adams
         lamp._W, lamp._log_ls, lamp._log_g, lamp._fixed_g = W, log_ls, log_g, fixed_g
-        lamp._state = True
+        lamp._state = "fitting"   # the LatentMAP's state is this fit's from here on, complete when it ends
         history = LaMPHistory(settings=settings, num_train=n_tr, num_validation=n_val)
         best = None
 
@@ -265,6 +265,7 @@ class LaMPFit:
         lamp.input_dims = {r: X[r].shape[1] for r in model.root_nodes}
         history.seconds = time.perf_counter() - t_start
         lamp.history = history
+        lamp._state = True
         return history
 
     def _structure(self, obs):

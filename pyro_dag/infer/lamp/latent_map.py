@@ -12,6 +12,8 @@ import math
 import torch
 
 from ...dgp import NodePrediction
+from ...dgp.inputs import positive_int
+from ...errors import NotFittedError
 from .algorithm import LaMPFit, _input_error
 from .fitted import KERNELS, FittedNode
 from .linked import LinkedGPPredictor
@@ -109,11 +111,16 @@ class LatentMAP:
     # ------------------------------------------------------------------ properties
     @property
     def is_fitted(self):
-        return self._state is not None
+        return self._state is True
 
     def _require_fit(self, what):
-        if self._state is None:
-            raise RuntimeError(f"LatentMAP.{what}: call fit(inputs, data) first")
+        # _state: None before any fit, "fitting" while a fit runs (and after one that did not finish), True after
+        if self._state == "fitting":
+            raise NotFittedError(f"LatentMAP.{what}: the last fit did not finish (interrupted, or stopped by an "
+                                 "error), so the fitted state is incomplete: call fit(inputs, data) again")
+        if self._state is not True:
+            raise NotFittedError(f"LatentMAP.{what}: this LatentMAP has not been fitted; call fit(inputs, data) "
+                                 "first (or load a saved fit)")
 
     @property
     def dtype(self):
@@ -325,4 +332,5 @@ def predict_for_model(lamp, model, inputs, data=None, nodes=None, num_samples=20
                            "(lamp.model.predict(lamp, ...)) or lamp.predict(...)")
     if data is not None or mask is not None:
         raise _input_error("predict: with a LatentMAP, predictions propagate from the roots; drop data and mask")
-    return lamp.predict(inputs, nodes=nodes, num_samples=num_samples)
+    # DAGDGP.predict's contract: at least one sample (LatentMAP.predict itself takes 0 for the moments alone)
+    return lamp.predict(inputs, nodes=nodes, num_samples=positive_int(num_samples, "num_samples"))

@@ -169,6 +169,47 @@ def test_dagdgp_predict_and_train_recipe_lamp():
     direct = lamp.predict({"x": x[:4]}, num_samples=6)
     torch.testing.assert_close(pred["y"].mean, direct["y"].mean)
     assert pred["y"].samples.shape == (6, 4, 1)
+    with pytest.raises(DAGInputError, match="num_samples must be a positive integer, got 0"):
+        model.predict(lamp, {"x": x[:4]}, num_samples=0)       # as DAGDGP.predict (was: empty samples, no word)
+
+
+def test_zero_rows_are_refused_as_zero_cases():
+    """Earlier: "data['y'] has no observed entries; drop it from data"."""
+    x = torch.zeros(0, 1, dtype=torch.float64)
+    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])).double())
+    with pytest.raises(DAGInputError, match=r"inputs\['x'\] has zero rows \(zero cases\)"):
+        lamp.fit({"x": x}, {"y": x})
+
+
+def test_an_interrupted_fit_leaves_an_unfitted_latent_map():
+    """Earlier predict after a KeyboardInterrupt in the fit raised AttributeError ('input_dims')."""
+    from pyro_dag.errors import NotFittedError
+    from pyro_dag.infer.lamp.row_adam import RowwiseAdam
+
+    x, y = _noisy_1d(n=20)
+    model = DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])).double()
+    lamp = LatentMAP(model)
+    real = RowwiseAdam.step
+    calls = []
+
+    def step(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    RowwiseAdam.step = step
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lamp.fit({"x": x}, {"y": y}, num_epochs=10)
+    finally:
+        RowwiseAdam.step = real
+    assert not lamp.is_fitted
+    for call in (lambda: model.predict(lamp, {"x": x}, num_samples=2), lambda: lamp.predict({"x": x})):
+        with pytest.raises(NotFittedError, match="the last fit did not finish.*call fit"):
+            call()
+    lamp.fit({"x": x}, {"y": y}, num_epochs=2)
+    assert lamp.is_fitted and torch.isfinite(lamp.predict({"x": x}, num_samples=2)["y"].mean).all()
 
 
 def test_float32_follows_the_model():

@@ -6,6 +6,7 @@ import torch
 
 from pyro_dag import DAGDGP, persist
 from pyro_dag.infer import LatentMAP
+from pyro_dag.errors import NotFittedError
 from pyro_dag.persist import SavedFileError
 
 GRAPH = nx.DiGraph([("x", "w"), ("w", "y")])
@@ -35,7 +36,7 @@ def test_round_trip_predicts_identically(fitted):
     assert torch.equal(lamp.fitted_rows, loaded.fitted_rows)
     assert loaded.history.losses == lamp.history.losses and loaded.history.settings == lamp.history.settings
     # the model's own predict with the LatentMAP as its guide, and the generic entry point
-    assert torch.equal(loaded.model.predict(loaded, test, num_samples=0)["y"].mean, before["y"].mean)
+    assert torch.equal(loaded.model.predict(loaded, test, num_samples=1)["y"].mean, before["y"].mean)
     again = persist.load(path, LatentMAP(DAGDGP(GRAPH), nugget="estimate"))
     assert torch.equal(again.predict(test, num_samples=0)["y"].mean, before["y"].mean)
     assert torch.load(path, weights_only=True)["kind"] == "LatentMAP"
@@ -53,5 +54,5 @@ def test_load_refuses_what_does_not_match(fitted, tmp_path):
     bad.write_bytes(path.read_bytes()[:100])
     with pytest.raises(SavedFileError, match="truncated"):
         LatentMAP(DAGDGP(GRAPH), nugget="estimate").load(bad)
-    with pytest.raises(RuntimeError, match="call fit"):
-        LatentMAP(DAGDGP(GRAPH)).save(tmp_path / "unfitted.pt")
+    with pytest.raises(NotFittedError, match=r"LatentMAP.save: this LatentMAP has not been fitted; call fit"):
+        LatentMAP(DAGDGP(GRAPH)).save(tmp_path / "unfitted.pt")   # was a RuntimeError
