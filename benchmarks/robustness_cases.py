@@ -1172,7 +1172,7 @@ _em_case("em_predict_outside_box", ("box", "outside", "bounds"), "predict far ou
          cls="misuse", predict=_em_predict(X=np.array([[50.0]]), num_samples=8))
 
 
-def _em_parents(id, names, what, parents, quick=False, forbid=()):
+def _em_parents(id, names, what, parents, quick=False, forbid=(), expect="refuse", good=None):
     def run(ctx):
         from pyro_dag.emulation import MultiFidelityEmulator
 
@@ -1181,15 +1181,17 @@ def _em_parents(id, names, what, parents, quick=False, forbid=()):
         return MultiFidelityEmulator({"lofi": (Xl, yl), "hifi": (Xh, yh)}, parents=parents)
     run.__doc__ = what
     CASES.append(Case(id=id, cls="bad input", entry="MultiFidelityEmulator", run=run, names=names, quick=quick,
-                      forbid=forbid, what=what))
+                      forbid=forbid, what=what, expect=expect, good=good))
 
 
 _em_parents("em_parents_unknown", ("nope_z",), "parents naming an unknown fidelity", {"hifi": ["nope_z"]})
 _em_parents("em_parents_cycle", ("lofi", "hifi", "cycle"), "parents forming a cycle",
             {"hifi": ["lofi"], "lofi": ["hifi"]})
 _em_parents("em_parents_self", ("hifi",), "a fidelity refining itself", {"hifi": ["hifi"]})
-_em_parents("em_parents_string", ("parents", "lofi"), "parents={'hifi': 'lofi'} (a string, not a list)",
-            {"hifi": "lofi"}, forbid=("'l'",))
+_em_parents("em_parents_string", ("parents", "lofi"), "parents={'hifi': 'lofi'} (a string, not a list): one name "
+            "is one parent (either answer is good: that, or a clear refusal)", {"hifi": "lofi"}, forbid=("'l'",),
+            expect="either", good=lambda em: em.mf.parents["hifi"] == ["lofi"] or
+            f"hifi refines {em.mf.parents['hifi']}, not ['lofi']")
 
 
 # ================================================================================================================
