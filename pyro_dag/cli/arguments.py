@@ -3,7 +3,7 @@
 Each type checks one option when the command line is parsed, before any training starts, and raises
 ``argparse.ArgumentTypeError`` with the reason, which ``argparse`` turns into exit status 2 and a message naming
 the option: :func:`positive_int`, :func:`non_negative_int`, :func:`positive_float`, :func:`unit_interval`,
-:func:`torch_device`, :func:`output_dir`. :func:`prepare_output_dir` creates a directory and proves it writable,
+:func:`fraction`, :func:`torch_device`, :func:`output_dir`. :func:`prepare_output_dir` creates a directory and proves it writable,
 so that an unwritable output fails before a long fit rather than after it.
 """
 import argparse
@@ -11,8 +11,8 @@ import math
 import os
 import tempfile
 
-__all__ = ["positive_int", "non_negative_int", "positive_float", "unit_interval", "torch_device", "output_dir",
-           "prepare_output_dir"]
+__all__ = ["positive_int", "non_negative_int", "positive_float", "unit_interval", "fraction", "torch_device",
+           "output_dir", "prepare_output_dir"]
 
 
 def _int(text):
@@ -58,6 +58,14 @@ def unit_interval(text):
     value = _float(text)
     if not 0 <= value <= 1:  # also refuses NaN
         raise argparse.ArgumentTypeError(f"must be a step size in (0, 1] (0: off), got {text}")
+    return value
+
+
+def fraction(text):
+    """``argparse`` type: a share strictly between 0 and 1 (e.g. of the rows held out)."""
+    value = _float(text)
+    if not 0 < value < 1:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be a fraction strictly between 0 and 1 (e.g. 0.2), got {text}")
     return value
 
 

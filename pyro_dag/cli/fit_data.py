@@ -7,7 +7,7 @@ metrics and writes the outputs.
 import os
 import sys
 
-from .arguments import non_negative_int, positive_int, prepare_output_dir, unit_interval
+from .arguments import fraction, non_negative_int, positive_int, prepare_output_dir
 
 __all__ = ["DATA_OPTIONS", "add_data_arguments", "run_data"]
 
@@ -32,7 +32,7 @@ def add_data_arguments(fit):
                      help="with --csv: add a latent input (hidden confounder) NAME of dimension DIM feeding the "
                           "children; repeatable (e.g. --latent h1:1:PKA --latent h2:1:Raf). The children's observed "
                           "test values are used to infer it for the test rows")
-    fit.add_argument("--test-fraction", type=unit_interval, default=None,
+    fit.add_argument("--test-fraction", type=fraction, default=None,
                      help="with --csv: share of rows held out at random, in (0, 1) (default 0.2)")
     fit.add_argument("--pretrain-steps", type=non_negative_int, default=None,
                      help="sachs / --csv: node-wise pretraining steps (default: the recipe's; 200 for --csv)")
@@ -71,8 +71,6 @@ def run_data(args):
             parser.error("argument --csv: needs --graph FILE (the DAG over the CSV's columns)")
         if args.task is not None:
             parser.error("argument --task: an option of 'fit sachs', not of 'fit --csv'")
-        if args.test_fraction is not None and not 0 < args.test_fraction < 1:
-            parser.error(f"argument --test-fraction: must be in (0, 1), got {args.test_fraction}")
         if args.folds is not None:
             if args.folds < 2:
                 parser.error(f"argument --folds: K-fold cross-validation needs K >= 2, got {args.folds}")

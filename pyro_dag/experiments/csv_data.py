@@ -101,6 +101,9 @@ def load_csv_problem(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed
     if len(frame) == 0:
         raise CSVInputError(f"{source} has a header row ({', '.join(map(str, frame.columns))}) but no data rows; "
                             "add one row of numbers per case")
+    if len(frame) < 3:  # before the column checks, which would call every column of one row constant
+        raise CSVInputError(f"{source} has {len(frame)} data row(s): too few rows to fit and test on (at least 3: 2 "
+                            "training rows and 1 test row); add more cases")
     g = read_graph(graph) if isinstance(graph, (str, os.PathLike)) else nx.DiGraph(graph)
     if not 0 < test_fraction < 1:
         raise CSVInputError(f"--test-fraction must be in (0, 1), got {test_fraction!r}")

@@ -332,3 +332,23 @@ def test_cli_predict_and_folds_are_csv_options(tmp_path, capsys):
         with pytest.raises(SystemExit):
             main(["fit", dataset, "--predict", "one-step", "--out", str(tmp_path / "o")])
         assert "--predict" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_too_few_rows_are_named_as_such(tmp_path, rows):
+    """One row was reported as "column 'x' is constant"."""
+    csv, g = write(tmp_path, chain_frame().iloc[:rows], "x -> a\na -> b\n")
+    with pytest.raises(CSVInputError, match=rf"has {rows} data row\(s\): too few rows .*at least 3") as exc:
+        load_csv_problem(csv, g)
+    assert "constant" not in str(exc.value)
+
+
+@pytest.mark.parametrize("value", ["1.5", "0", "1", "nan"])
+def test_cli_test_fraction_outside_0_1_is_called_a_fraction(tmp_path, capsys, value):
+    """The message said "must be a step size in (0, 1] (0: off)", the wording of --natural-gradient."""
+    csv, g = write(tmp_path, chain_frame())
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--csv", csv, "--graph", g, "--out", str(tmp_path / "o"), "--test-fraction", value])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"--test-fraction: must be a fraction strictly between 0 and 1 (e.g. 0.2), got " \
+        f"{value}" in err and "step size" not in err
