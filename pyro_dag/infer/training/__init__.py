@@ -7,6 +7,7 @@ pieces it is made of, each usable on its own.
 * :mod:`~pyro_dag.infer.training.run` -- the loop with validation, callbacks and checkpoints;
 * :class:`JointAdam` -- Pyro's Adam step with one ``torch.optim.Adam`` and parameters held fixed on demand;
 * :func:`fit_collapsed` -- exact fits (collapsed bound, L-BFGS) of the nodes whose inputs are all observed;
+* :func:`start_hidden_nodes` -- hidden nodes started at the shallow fit (pilot GPs of their observed descendants);
 * :func:`pretrain_nodes` -- node-wise pretraining (each node a sparse GP on its observed parents);
 * :func:`lr_multiplier_args`, :func:`group_tensors`, :data:`GROUPS` -- parameter groups (inducing inputs,
   likelihood, kernel) for freezing and per-group learning rates;
@@ -21,6 +22,7 @@ from .checkpoint import (capture_params, capture_rng_state, load_checkpoint, res
                          save_checkpoint)
 from .collapsed import CollapsedFit, collapsed_bound, fit_collapsed
 from .config import TrainConfig
+from .hidden_start import start_hidden_nodes
 from .groups import GROUPS, find_dagdgp, group_param_names, group_tensors, lr_multiplier_args
 from .guard import (DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientDivergenceWarning, NaturalGradientGuard,
                     NoiseRunawayWarning, noise_warnings)
@@ -31,8 +33,9 @@ from .result import TrainResult
 from .validation import validation_loss
 
 __all__ = ["train", "TrainConfig", "TrainResult", "RECIPES", "SVIRecipe", "register_recipe", "validation_loss",
-           "JointAdam", "fit_collapsed", "CollapsedFit", "collapsed_bound", "pretrain_nodes", "pretrainable_nodes", "node_elbo", "initial_scales", "GROUPS",
-           "find_dagdgp", "group_tensors", "group_param_names", "lr_multiplier_args", "save_checkpoint",
-           "load_checkpoint", "capture_params", "restore_params", "capture_rng_state", "restore_rng_state",
-           "NaturalGradientGuard", "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_warnings",
+           "JointAdam", "fit_collapsed", "CollapsedFit", "collapsed_bound", "start_hidden_nodes", "pretrain_nodes",
+           "pretrainable_nodes", "node_elbo", "initial_scales", "GROUPS", "find_dagdgp", "group_tensors",
+           "group_param_names", "lr_multiplier_args", "save_checkpoint", "load_checkpoint", "capture_params",
+           "restore_params", "capture_rng_state", "restore_rng_state", "NaturalGradientGuard",
+           "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_warnings",
            "DEFAULT_NATURAL_GRADIENT_MAX_KL"]

@@ -58,16 +58,18 @@ class CollapsedFit:
         return sum(v[-1] for v in self.losses.values() if v)
 
 
-def collapsed_bound(model, w, parent_values, y):
+def collapsed_bound(model, w, parent_values, y, noise=None):
     """The collapsed bound ``B_w`` of node ``w`` (module docstring), in float64 whatever the model's dtype.
 
     :param model: a set-up :class:`~pyro_dag.DAGDGP`. :param dict parent_values: ``{parent: [n, d_p]}``.
     :param torch.Tensor y: ``[n]`` observations of ``w``.
+    :param noise: ``τ²`` (default: the node's Gaussian likelihood's variance).
     :returns: ``(bound, A [n, M], τ²)``, float64 scalars and matrix (differentiable in the model's parameters).
     """
     a, r = model.node_conditional(w, parent_values)                   # [n, M], [n]
     a, r, y = a.double(), r.double(), y.double()
-    tau2 = model.likelihoods[w].variance.reshape(-1)[0].double()
+    tau2 = model.likelihoods[w].variance.reshape(-1)[0] if noise is None else torch.as_tensor(noise)
+    tau2 = tau2.double().to(a.device)
     n, M = a.shape
     B = torch.eye(M, dtype=a.dtype, device=a.device) + a.T @ a / tau2
     LB = torch.linalg.cholesky(B)
@@ -135,10 +137,10 @@ def learnable_node_tensors(model, w):
 
 
 @torch.no_grad()
-def write_posterior(guide, model, w, parent_values, y):
+def write_posterior(guide, model, w, parent_values, y, noise=None):
     """Write the optimal ``q(V_w)`` of the collapsed bound at the current hyperparameters into ``guide``'s block of
-    ``w`` (its off-diagonal blocks are the caller's to zero)."""
-    _, a, tau2 = collapsed_bound(model, w, parent_values, y)
+    ``w`` (its off-diagonal blocks are the caller's to zero); ``noise`` as for :func:`collapsed_bound`."""
+    _, a, tau2 = collapsed_bound(model, w, parent_values, y, noise)
     M = a.shape[1]
     prec = torch.eye(M, dtype=a.dtype, device=a.device) + a.T @ a / tau2
     Lp = torch.linalg.cholesky(prec)

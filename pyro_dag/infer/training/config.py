@@ -75,6 +75,10 @@ class TrainConfig:
         and hold their kernels, noise and inducing inputs through the steps, which then train the rest; with
         every GP node fitted so, the steps are skipped (:attr:`TrainResult.stopped` ``"collapsed"``). Default: on
         with ``"recommended"`` (for an AutoStructuredGuide of a DAGDGP, not ``distributed``), off with ``"adam"``.
+    :param bool start_hidden: start the hidden GP nodes and their observed children at the shallow fit before the
+        steps (:func:`~pyro_dag.infer.training.start_hidden_nodes`: pseudo-values of each hidden node from pilot
+        exact GPs of its observed descendants on its roots). Default: on with ``"recommended"`` (for an
+        AutoStructuredGuide of a DAGDGP), off with ``"adam"``.
     :param float freeze_fraction: fraction in [0, 1] of the joint steps during which ``freeze`` is held fixed.
     :param freeze: parameter groups to hold: ``"inducing"``, ``"likelihood"``, ``"kernel"`` (default the first two).
     :param float likelihood_lr_multiplier: multiplies Adam's learning rate of the likelihood parameters (the
@@ -137,6 +141,7 @@ class TrainConfig:
     warm_start: int = 0
     pretrain_steps: int = 0
     collapse: bool = None
+    start_hidden: bool = None
     freeze_fraction: float = 0.0
     freeze: tuple = ("inducing", "likelihood")
     likelihood_lr_multiplier: float = 1.0
@@ -195,6 +200,8 @@ class TrainConfig:
         _check(self.warm_start < self.num_steps, f"warm_start ({self.warm_start}) must be smaller than num_steps ({self.num_steps})")
         _check(_is_int(self.pretrain_steps) and self.pretrain_steps >= 0,
                f"pretrain_steps must be a non-negative integer, got {self.pretrain_steps!r}")
+        _check(self.start_hidden in (None, True, False), f"start_hidden must be True, False or None (the recipe's "
+                                                        f"default), got {self.start_hidden!r}")
         _check(self.collapse in (None, True, False), f"collapse must be True, False or None (the recipe's default), got "
                                                     f"{self.collapse!r}")
         _check(isinstance(self.freeze_fraction, numbers.Real) and not isinstance(self.freeze_fraction, bool)

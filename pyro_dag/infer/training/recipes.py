@@ -44,11 +44,14 @@ class SVIRecipe:
         (chordal / full) guides (0: Adam only).
     :ivar bool collapse: the default of ``collapse``: fit the nodes whose inputs are all observed exactly first
         (:func:`~pyro_dag.infer.training.fit_collapsed`).
+    :ivar bool start_hidden: the default of ``start_hidden``: start hidden nodes at the shallow fit
+        (:func:`~pyro_dag.infer.training.start_hidden_nodes`).
     """
 
     antithetic: bool
     natural_gradient: float
     collapse: bool = False
+    start_hidden: bool = False
 
     def run(self, model, guide, inputs, data, config):
         """Train with :class:`~pyro_dag.infer.training.run.TrainingRun` (checkpoint file, threads, resumption)."""
@@ -68,4 +71,5 @@ class SVIRecipe:
 
 
 register_recipe("adam", SVIRecipe(antithetic=False, natural_gradient=0.0))
-register_recipe("recommended", SVIRecipe(antithetic=True, natural_gradient=0.01, collapse=True))
+register_recipe("recommended", SVIRecipe(antithetic=True, natural_gradient=0.01, collapse=True,
+                                          start_hidden=True))

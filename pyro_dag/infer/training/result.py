@@ -29,6 +29,8 @@ class TrainResult:
         steps are skipped (``stopped == "collapsed"``).
     :ivar dict collapsed_losses: ``{node: [negative collapsed bound per L-BFGS evaluation]}``.
     :ivar float collapse_seconds: wall-clock seconds of that fit.
+    :ivar dict started_nodes: ``{node: "hidden" or "child"}``, the nodes started at the shallow fit
+        (:func:`~pyro_dag.infer.training.start_hidden_nodes`).
     """
 
     losses: list = field(default_factory=list)
@@ -46,6 +48,7 @@ class TrainResult:
     collapsed_nodes: list = field(default_factory=list)
     collapsed_losses: dict = field(default_factory=dict)
     collapse_seconds: float = 0.0
+    started_nodes: dict = field(default_factory=dict)
 
     @property
     def num_steps(self):

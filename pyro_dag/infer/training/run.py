@@ -12,6 +12,7 @@ from ..checks import check_finite_loss, training_step
 from ..distributed import DataParallel
 from ..elbo import DAGELBO
 from .collapsed import fit_collapsed, learnable_node_tensors
+from .hidden_start import start_hidden_nodes
 from .checkpoint import capture_params, capture_rng_state, load_checkpoint, restore_params, restore_rng_state, save_checkpoint
 from .groups import find_dagdgp, group_tensors
 from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings, signal_warnings
@@ -114,6 +115,8 @@ class TrainingRun:
         collapse = recipe.collapse if config.collapse is None else config.collapse
         # the exact fit writes q(V_w) into the structured guide; data-parallel shards do not hold every case
         self.collapse = bool(collapse) and self.dag_guide and self.dp is None
+        start_hidden = recipe.start_hidden if config.start_hidden is None else config.start_hidden
+        self.start_hidden = bool(start_hidden) and self.dag_guide and self.dp is None
         self.settings = {
             "recipe": config.recipe, "lr": config.lr, "elbo": type(elbo).__name__,
             "num_particles": getattr(elbo, "num_particles", None), "antithetic": getattr(elbo, "antithetic", False),
@@ -127,6 +130,7 @@ class TrainingRun:
             "likelihood_lr_multiplier": config.likelihood_lr_multiplier,
             "validate_every": config.validate_every if config.validation is not None else None,
             "patience": config.patience, "fixed_kernels": self.use_fixed, "collapse": self.collapse,
+            "start_hidden": self.start_hidden,
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
@@ -254,6 +258,9 @@ class TrainingRun:
         r = self.result
         if state is None and self.collapse:
             self._fit_collapsed()
+        if state is None and self.start_hidden and r.stopped is None:
+            r.started_nodes = start_hidden_nodes(self.dgp, self.guide, self.inputs, self.data,
+                                                 mask=self.kw.get("mask"))
         if state is None and self.config.pretrain_steps:
             r.pretrained_nodes, r.pretrain_losses = pretrain_nodes(
                 self.dgp, self.guide, self.inputs, self.data, self.config.pretrain_steps, lr=self.config.lr,
