@@ -33,15 +33,16 @@ def guide_model(guide):
     return None if model is None else _unwrap(model)
 
 
-def _name(obj):
-    if isinstance(obj, Module):
-        return f"a different {type(obj).__name__} object"
-    return f"the function {getattr(obj, '__qualname__', None) or type(obj).__name__}"
+def _structure(dgp):
+    """What a guide of a DAGDGP depends on: its sites' names and shapes (the graph, the output dimensions, the latent
+    inputs)."""
+    return (set(dgp.graph.nodes), set(dgp.graph.edges), dict(dgp.output_dims), dict(dgp.latent_inputs))
 
 
 def check_model_and_guide(model, guide, name="train"):
-    """Refuse ``guide`` unless it was built for ``model`` (or a handler-wrapped ``model``), and the two arguments in
-    the wrong order.
+    """Refuse ``guide`` when it was built for another model than ``model`` (out of Pyro's handlers): a plain function,
+    or a DAGDGP of another graph (a DAGDGP of the same graph and output dimensions has the same sites, and its guide
+    guides ``model`` as well); and the two arguments in the wrong order.
 
     :raises ValueError: naming the fix.
     """
@@ -53,8 +54,14 @@ def check_model_and_guide(model, guide, name="train"):
     if built_for is None or built_for is model or built_for is _unwrap(model):
         return
     dgp = find_dagdgp(model)
-    if dgp is None or find_dagdgp(built_for) is dgp:
+    other = find_dagdgp(built_for) if isinstance(built_for, Module) else None
+    if dgp is None or other is dgp or (other is not None and _structure(other) == _structure(dgp)):
         return
-    raise ValueError(f"{name}: the guide ({type(guide).__name__}) was built for another model ({_name(built_for)}), "
-                     f"not for the {type(model).__name__} being trained: build the guide on this model, e.g. "
+    if other is None:
+        what = f"the function {getattr(built_for, '__qualname__', None) or type(built_for).__name__}"
+    else:
+        what = (f"another {type(other).__name__}, whose graph differs: GP nodes {other.gp_nodes} and edges "
+                f"{sorted(other.graph.edges)}, against {dgp.gp_nodes} and {sorted(dgp.graph.edges)} here")
+    raise ValueError(f"{name}: the guide ({type(guide).__name__}) was built for another model ({what}), not for the "
+                     f"{type(model).__name__} being trained: build the guide on this model, e.g. "
                      "AutoStructuredGuide(model), or train the model the guide was built for")

@@ -37,8 +37,8 @@ def other_model_guide(model):
 @pytest.mark.parametrize("make,match", [
     (lambda m: ("swap", AutoStructuredGuide(m)), r"the first argument \(the model\) is AutoStructuredGuide and the "
                                                  r"second \(the guide\) DAGDGP: the model and the guide look swapped"),
-    (lambda m: ("", other_model_guide(m)), r"built for another model \(a different DAGDGP object\), not for the "
-                                            r"DAGDGP being trained: build the guide on this model"),
+    (lambda m: ("", other_model_guide(m)), r"built for another model \(another DAGDGP, whose graph differs: GP "
+                                            r"nodes \['b'\].*\['a', 'b'\].*not for the DAGDGP being trained"),
     (lambda m: ("", AutoStructuredGuide(lambda *a, **k: None)), r"built for another model \(the function "),
 ])
 def test_a_guide_of_another_model_or_swapped_arguments_are_refused_before_any_step(make, match, steps):
@@ -69,4 +69,6 @@ def test_guides_of_the_model_pass_wrapped_or_listed():
             return self.dgp(*args)
 
     check_model_and_guide(Wrapper(), AutoStructuredGuide(model))
+    twin = DAGDGP(CHAIN, num_inducing=4, name="twin").double()        # same sites: its guide guides the model
+    check_model_and_guide(model, AutoStructuredGuide(twin, name="twin_guide"))
     train(model, AutoStructuredGuide(model), inputs, data, num_steps=2, progress=False)
