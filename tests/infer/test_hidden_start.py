@@ -65,3 +65,34 @@ def test_fully_observed_graphs_have_nothing_to_start():
     x = torch.rand(20, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     model = DAGDGP(nx.DiGraph([("x", "y")])).double()
     assert start_hidden_nodes(model, AutoStructuredGuide(model), {"x": x}, {"y": torch.sin(5 * x)}) == {}
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_a_run_killed_after_the_start_resumes_bit_for_bit(tmp_path):
+    """The start runs once, before the first step; a resumed run takes it from the checkpoint, and the start
+    puts nothing in the parameter store that a fresh model would not create (a hidden node's unused likelihood)."""
+    graph, inputs, data = _chain(n=30)
+
+    def run(path, steps, resume=False, kill_at=None):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0 if not resume else 123)
+        model = DAGDGP(graph, num_inducing=8).double()
+
+        def kill(step, loss):
+            if step == kill_at:
+                raise _Killed
+            return False
+
+        return train(model, AutoStructuredGuide(model), inputs, data, num_steps=steps, progress=False,
+                     checkpoint=str(path), checkpoint_every=2, resume=resume, callbacks=[kill])
+
+    ref = run(tmp_path / "ref.pt", 6).losses
+    try:
+        run(tmp_path / "run.pt", 6, kill_at=5)
+    except _Killed:
+        pass
+    got = run(tmp_path / "run.pt", 6, resume=True)
+    assert got.resumed_from == 4 and got.losses == ref

@@ -122,11 +122,12 @@ def _rows(model, w, X, obs):
     return {p: (X[p] if p in X else obs[p][0])[keep] for p in model.parents[w]}, y[keep, 0]
 
 
-def learnable_node_tensors(model, w):
+def learnable_node_tensors(model, w, likelihood=True):
     """The learnable tensors of node ``w``'s kernel and likelihood (registered in Pyro's parameter store first, as
-    training would), and of its inducing inputs if learned: ``{id: tensor}``."""
+    training would), and of its inducing inputs if learned: ``{id: tensor}``. ``likelihood=False`` leaves the
+    likelihood out (a hidden node's is never used, so it must not enter the store: checkpoints would hold it)."""
     out = {}
-    for module in (model.kernels[w], model.likelihoods[w]):
+    for module in (model.kernels[w], model.likelihoods[w]) if likelihood else (model.kernels[w],):
         _sync_with_param_store(module)
         out.update({id(p): p for p in module.parameters() if p.requires_grad})
     _sync_with_param_store(model.inducing)

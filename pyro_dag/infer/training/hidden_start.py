@@ -14,7 +14,7 @@ parents:
   small fixed noise (``PSEUDO_NOISE`` of its variance), and its ``q(V_h)`` is that bound's optimum, so that
   ``h ≈ ĥ``;
 * each observed Gaussian node with a hidden parent gets the same fit on its own data (kernel, noise and ``q(V)``),
-  with inducing inputs re-initialised by k-means on the pseudo-values where its parents are hidden.
+  with its (learned) inducing inputs re-initialised by k-means on the pseudo-values where its parents are hidden.
 
 Nothing is held afterwards: the steps then train everything from this start, which is the shallow model's fit
 written into the deep model (for ``x → h → y``: ``h`` ≈ the exact GP's mean, ``y`` ≈ a smooth map of it).
@@ -69,14 +69,13 @@ def _pilot_mean(X, roots, y, mask, seed):
 
 
 def _reset_inducing(model, w, values):
-    """Re-initialise ``Z_w`` by k-means on the (pseudo-)values of its parents."""
-    blocks = [values[p] for p in model.parents[w]]
-    M = model.num_inducing[w]
-    Z = init_inducing_inputs(blocks, M, seed=model.seed)
-    params = dict(model.inducing.named_parameters())
-    target = params.get(f"{w}_unconstrained")
+    """Re-initialise ``Z_w`` by k-means on the (pseudo-)values of its parents, if it is learned (fixed inducing
+    inputs are the user's choice, and a buffer would not be in a checkpoint's parameter store)."""
+    target = dict(model.inducing.named_parameters()).get(f"{w}_unconstrained")
     if target is None:
-        target = getattr(model.inducing, w)
+        return
+    blocks = [values[p] for p in model.parents[w]]
+    Z = init_inducing_inputs(blocks, model.num_inducing[w], seed=model.seed)
     with torch.no_grad():
         target.copy_(Z.to(target))
 
@@ -120,7 +119,7 @@ def start_hidden_nodes(model, guide, inputs, data, *, mask=None, max_iter=MAX_IT
         pseudo = torch.stack(means).mean(0).to(dtype=model.dtype, device=model.device)
         noise = PSEUDO_NOISE * float(pseudo.var())
         parents = {p: values[p] for p in model.parents[h]}
-        params = [p for p in learnable_node_tensors(model, h).values()
+        params = [p for p in learnable_node_tensors(model, h, likelihood=False).values()
                   if not any(p is z for z in model.inducing.parameters())]
         if params:
             lbfgs(params, lambda: -collapsed_bound(model, h, parents, pseudo, noise)[0], max_iter)
