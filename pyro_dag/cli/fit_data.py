@@ -37,7 +37,8 @@ def add_data_arguments(fit):
     fit.add_argument("--pretrain-steps", type=non_negative_int, default=None,
                      help="sachs / --csv: node-wise pretraining steps (default: the recipe's; 200 for --csv)")
     fit.add_argument("--num-inducing", type=positive_int, default=None,
-                     help="with --csv: inducing points per node (default 32)")
+                     help="with --csv: inducing points per node (default: every training row up to 512 for a node "
+                          "whose parents are measured, which is fitted exactly, and up to 64 otherwise)")
     fit.add_argument("--latent-steps", type=positive_int, default=300,
                      help="sachs / --csv: steps of the test cases' latent-input fit (default 300)")
     fit.add_argument("--predict", choices=["propagate", "one-step"], default=None,
@@ -121,7 +122,7 @@ def run_data(args):
                                  test_fraction=0.2 if args.test_fraction is None else args.test_fraction,
                                  seed=args.seed, num_steps=2000 if args.steps is None else args.steps,
                                  pretrain_steps=200 if args.pretrain_steps is None else args.pretrain_steps,
-                                 precision=args.guide, num_inducing=args.num_inducing or 32,
+                                 precision=args.guide, num_inducing=args.num_inducing or "auto",
                                  lr=0.01 if args.lr is None else args.lr,
                                  recipe="adam" if args.recipe == "paper" else "recommended",
                                  latent_steps=args.latent_steps, progress=not args.no_progress,

@@ -13,9 +13,10 @@ The workflow (:func:`fit_csv`):
 3. **Split** the rows at random (``test_fraction``, ``seed``) and standardise every column with the training
    rows' mean and standard deviation; the observed roots (``inputs``, default: every root that is a column) are
    the design matrices, every other column an observed node (NaN = missing).
-4. **Fit** ``DAGDGP`` (an ARD RBF kernel on each node's concatenated parents, ``num_inducing`` inducing points, a
-   Gaussian likelihood) with an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide` (chordal: DAG-SVI, or
-   mean field: DAG-VI) by :func:`pyro_dag.infer.train` (the recommended recipe, node-wise pretraining).
+4. **Fit** ``DAGDGP`` (its defaults: an ARD RBF kernel on each node's concatenated parents, ``num_inducing="auto"``,
+   a Gaussian likelihood with the noise rule) with an :class:`~pyro_dag.infer.autoguide.AutoStructuredGuide`
+   (chordal: DAG-SVI, or mean field: DAG-VI) by :func:`pyro_dag.infer.train` (the recommended recipe: a node whose
+   parents are measured wherever it is, is fitted exactly; the rest by node-wise pretraining and SVI steps).
 5. **Predict** the held-out rows, ``prediction="propagate"`` (default) by propagation from their inputs through
    the DAG (the latent inputs inferred from their children's observed values; the measured values of intermediate
    columns are then *not* used at test time), or ``prediction="one_step"``: each node from the measured values of
@@ -89,7 +90,7 @@ def prediction_note(p, mode):
 
 
 def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_steps=2000, pretrain_steps=200,
-            precision="chordal", num_inducing=32, lr=0.01, recipe="recommended", num_samples=200, latent_steps=300,
+            precision="chordal", num_inducing="auto", lr=0.01, recipe="recommended", num_samples=200, latent_steps=300,
             progress=False, checkpoint=None, checkpoint_every=100, num_threads=1, distributed=False, structure=None,
             prediction="propagate", baselines=True, folds=None):
     """Fit a DAG-DGP to a CSV file and a graph, and score it on held-out rows (module docstring).
@@ -98,8 +99,8 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
     :param latent: latent-input specs ``"h:2:PKA,Raf"``. :param float test_fraction: held-out share.
     :param int seed: split and optimisation seed. :param int num_steps: joint steps.
     :param int pretrain_steps: node-wise pretraining steps. :param str precision: ``"chordal"`` (DAG-SVI),
-        ``"full"`` or ``"mean_field"`` (DAG-VI). :param int num_inducing: inducing points per node (at most the
-        number of training rows). :param float lr: Adam's learning rate. :param str recipe: ``"recommended"`` or
+        ``"full"`` or ``"mean_field"`` (DAG-VI). :param num_inducing: inducing points per node (at most the
+        number of training rows), or ``"auto"`` (the default: :class:`~pyro_dag.DAGDGP`'s). :param float lr: Adam's learning rate. :param str recipe: ``"recommended"`` or
         ``"adam"`` (:func:`pyro_dag.infer.train`). :param int num_samples: predictive draws.
     :param bool distributed: shard the training rows over the ``torch.distributed`` processes (launched by
         ``torchrun``) and train data-parallel (``train(..., distributed=True)``); every process then scores
@@ -143,18 +144,18 @@ def _fit_problem(p, *, seed, mode, baselines, warn, num_steps, pretrain_steps, p
     from ..infer.autoguide import AutoStructuredGuide
     from ..infer.one_step import predict_one_step
     from ..infer.training import initial_scales
-    from ..kernels import RBF
 
     tr, te = ~p.test_rows, p.test_rows
     X_tr, Y_tr = p.tensors(tr, p.inputs), p.tensors(tr, p.nodes)
     Y_te = p.tensors(te, p.nodes)
-    gp_nodes = [v for v in p.graph if p.graph.in_degree(v) > 0]
-    kernels = {w: RBF(lengthscale=torch.ones(p.graph.in_degree(w)), ard=True) for w in gp_nodes}
-    m = min(int(num_inducing), int(tr.sum()))
+    # the library's defaults: ARD RBF kernels started at a pilot GP's fit, the noise rule, and num_inducing="auto"
+    # (every training row up to 512 for a node whose inputs are measured, which train fits exactly; 64 otherwise)
+    m = num_inducing if num_inducing == "auto" else min(int(num_inducing), int(tr.sum()))
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
-    model = DAGDGP(p.graph, kernels=kernels, num_inducing=m, seed=seed, latent_inputs=p.latent or None).double()
+    model = DAGDGP(p.graph, num_inducing=m, seed=seed, latent_inputs=p.latent or None).double()
     model.setup(X_tr, Y_tr)
+    m = dict(model.num_inducing)
     guide = AutoStructuredGuide(model, precision=precision, init_scale=initial_scales(model, X_tr, Y_tr))
     t0 = time.perf_counter()
     if distributed:
@@ -246,7 +247,7 @@ def cross_validate_csv(csv, graph, folds=5, inputs=None, latent=(), seed=0, pred
         raise CSVInputError(f"--folds must be an integer >= 2, got {folds!r}")
     mode = _prediction_mode(prediction)
     fit_options.setdefault("precision", "chordal")
-    defaults = dict(num_steps=2000, pretrain_steps=200, num_inducing=32, lr=0.01, recipe="recommended",
+    defaults = dict(num_steps=2000, pretrain_steps=200, num_inducing="auto", lr=0.01, recipe="recommended",
                     num_samples=200, latent_steps=300, progress=False, checkpoint_every=100, num_threads=1)
     unknown = sorted(set(fit_options) - set(defaults) - {"precision"})
     if unknown:

@@ -49,3 +49,34 @@ def test_the_dag_layout_alone_equals_the_automatic_guide_on_a_dagdgp():
     a, d = _draw(auto, inputs, data), _draw(dag, inputs, data)
     assert a.keys() == d.keys() == {"y.u"} and torch.equal(a["y.u"], d["y.u"])
     assert auto.family.blocks[0].node == dag.family.blocks[0].node == "y"
+
+
+@pytest.mark.parametrize("backend", ["dense", "sparse"])
+def test_an_uncoupled_structured_posterior_predicts_through_independent_blocks(backend):
+    """With every off-diagonal block zero (as after the exact fits), prediction outside autograd uses independent
+    blocks (no per-case conditioning): the same Gaussian as the chordal posterior, to rounding."""
+    import networkx as nx
+
+    from pyro_dag import DAGDGP
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+    from pyro_dag.infer.autoguide.gaussians import MeanFieldPosterior
+
+    pyro.clear_param_store()
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(12, 1, dtype=torch.float64, generator=g)
+    graph = nx.DiGraph([("x", "a"), ("a", "b")])
+    model = DAGDGP(graph, num_inducing=5).double()
+    guide = AutoStructuredGuide(model, backend=backend)
+    guide({"x": x}, {"a": torch.sin(3 * x), "b": torch.cos(3 * x)})
+    family = guide.family
+    with torch.no_grad():
+        for b in family.blocks:   # a non-trivial diagonal block per node
+            A = torch.randn(b.size, b.size, dtype=torch.float64, generator=g)
+            family.set_node(b.node, torch.randn(b.size, dtype=torch.float64, generator=g),
+                            torch.linalg.cholesky(A @ A.T + b.size * torch.eye(b.size, dtype=torch.float64)))
+        family.zero_offdiagonal()
+        fast = family.posterior()
+    chordal = family.posterior()          # with autograd on: the chordal posterior itself
+    assert isinstance(fast, MeanFieldPosterior) and not isinstance(chordal, MeanFieldPosterior)
+    assert torch.allclose(fast.covariance_matrix(), chordal.covariance_matrix().detach(), atol=1e-10)
+    assert torch.allclose(fast.mean_vector(), chordal.mean_vector().detach(), atol=1e-12)
