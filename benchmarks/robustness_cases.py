@@ -859,8 +859,9 @@ def _idata_case(id, names, what, call, expect="refuse", cls="misuse", quick=Fals
 
 
 _idata_case("idata_data_as_fourth_positional", ("nodes", "data"),
-            "to_inference_data(model, guide, inputs, data): data lands in nodes=",
-            lambda f, m, g, i, d: f(m, g, i, d), quick=True)
+            "to_inference_data(model, guide, inputs, data): the order of train(model, guide, inputs, data), so the "
+            "fourth argument is the data (it once landed in nodes=): a complete InferenceData is the good answer",
+            lambda f, m, g, i, d: f(m, g, i, d), expect="accept", quick=True)
 _idata_case("idata_num_samples_zero", ("num_samples",), "num_samples=0",
             lambda f, m, g, i, d: f(m, g, i, data=d, num_samples=0))
 _idata_case("idata_num_samples_negative", ("num_samples",), "num_samples=-1",

@@ -78,7 +78,11 @@ def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_
         q_h = _encode_latent_inputs(model, encoder, X, n, obs)
     else:
         q_h = _fit_latent_inputs(model, guide, inputs, X, n, obs, latent_steps, latent_lr, latent_particles)
-    posterior = structured.inducing_posterior() if structured is not None else None
+    posterior = None
+    if structured is not None:   # independent blocks where the guide has no coupling (after exact fits): cheaper
+        family = getattr(structured, "family", None)
+        posterior = (family.prediction_posterior() if hasattr(family, "prediction_posterior")
+                     else structured.inducing_posterior())
     with suspended():
         # draws of the latent inputs for all cases first (so that chunking does not change them)
         hs = {h: loc + scale * standard_normal((num_samples,) + loc.shape, loc) for h, (loc, scale) in q_h.items()}
@@ -178,7 +182,11 @@ def _fit_latent_inputs(model, guide, inputs, X, n, obs, num_steps, lr, num_parti
         return q
     batch_size = _predict_batch_size(model, S, batch_size)
     structured, _ = _guide_parts(guide)
-    posterior = structured.inducing_posterior() if structured is not None else None
+    posterior = None
+    if structured is not None:   # independent blocks where the guide has no coupling (after exact fits): cheaper
+        family = getattr(structured, "family", None)
+        posterior = (family.prediction_posterior() if hasattr(family, "prediction_posterior")
+                     else structured.inducing_posterior())
     with suspended():
         cache = {w: tuple(t.detach() for t in v) for w, v in model.cholesky_cache().items()}
         us = None

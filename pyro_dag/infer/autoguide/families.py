@@ -213,12 +213,19 @@ class StructuredFamily(PyroModule):
     def posterior(self):
         if "_substitute" in self.__dict__:
             return self.__dict__["_substitute"]
-        if not torch.is_grad_enabled() and self._uncoupled():
-            return self._block_diagonal_posterior()
         if self.resolved_backend() == "sparse":
             return SparseChordalPosterior(self.blocks, self.loc(), self.factor_blocks(), self.conditioning)
         return DenseGaussianPosterior(self.blocks, self.loc(), self.dense_tril())
 
+
+    def prediction_posterior(self):
+        """The posterior for prediction: :meth:`posterior`, or the same Gaussian with independent blocks when every
+        off-diagonal block is zero (see :meth:`_block_diagonal_posterior`). Not for training steps or natural
+        gradients, which need the chordal form's parameters and samplers."""
+        if "_substitute" not in self.__dict__ and self._uncoupled():
+            with torch.no_grad():
+                return self._block_diagonal_posterior()
+        return self.posterior()
 
     def _uncoupled(self):
         """Whether every off-diagonal block of the precision factor is exactly zero (as after
@@ -229,7 +236,7 @@ class StructuredFamily(PyroModule):
         """The same Gaussian as a :class:`MeanFieldPosterior` (independent blocks): without coupling, the chordal
         samplers' conditioning on each node's draws changes nothing but costs ``O(cases · P)`` per node, which with
         hundreds of inducing points per node (``num_inducing="auto"`` on observed inputs) dominated prediction.
-        Used outside autograd only (prediction, validation): in training the zero blocks must keep their gradients."""
+        For prediction only (:meth:`prediction_posterior`): in training the zero blocks must keep their gradients."""
         locs, trils = [], []
         fb = self.factor_blocks()
         for b in self.blocks:
