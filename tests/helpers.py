@@ -80,3 +80,23 @@ def linear_gaussian_chain(n_sites=5):
     K = torch.minimum(cov_y.unsqueeze(0), cov_y.unsqueeze(1)) + 0.25 * torch.eye(n_sites, dtype=torch.float64)
     log_evidence = torch.distributions.MultivariateNormal(torch.zeros(n_sites, dtype=torch.float64), K).log_prob(ys)
     return model, prec, mean, log_evidence
+
+
+class FullFile:
+    """A binary file on a disk that fills after ``budget`` bytes: then ``write`` raises ENOSPC, which torch's own
+    writer reports as a RuntimeError ("unexpected pos ..."). Wrap the file torch.save is given to simulate a full
+    disk."""
+
+    def __init__(self, f, budget=100):
+        self.f, self.left = f, budget
+
+    def write(self, b):
+        import errno
+
+        if len(b) > self.left:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.left -= len(b)
+        return self.f.write(b)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from pyro_dag.outputs import OutputError, OutputSet, atomic_write, save_figure, write_json
+from helpers import FullFile
 
 
 def full_disk(tmp):
@@ -57,21 +58,7 @@ def test_save_figure_is_atomic_and_closes_the_figure(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["a.png"] and not plt.get_fignums()
 
 
-class _FullFile:
-    """A binary file on a disk that fills after ``budget`` bytes: then ``write`` raises ENOSPC, which torch's own
-    writer reports as a RuntimeError ("unexpected pos ...")."""
-
-    def __init__(self, f, budget):
-        self.f, self.left = f, budget
-
-    def write(self, b):
-        if len(b) > self.left:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        self.left -= len(b)
-        return self.f.write(b)
-
-    def __getattr__(self, name):
-        return getattr(self.f, name)
+_FullFile = FullFile   # tests/helpers.py
 
 
 def test_torch_save_reports_torchs_write_failure_as_the_oserror_behind_it(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from pyro_dag.infer import train
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 from pyro_dag.persist import SavedFileError
 from pyro_dag.utils import freeze
+from helpers import FullFile
 
 GRAPH = nx.DiGraph([("x", "a"), ("a", "b"), ("x", "b")])
 
@@ -152,25 +153,12 @@ def test_write_is_atomic_and_refuses_a_directory(tmp_path):
 
 def test_a_full_disk_while_saving_is_an_output_error_and_keeps_the_earlier_file(tmp_path, monkeypatch):
     """torch's writer reports the failed write as a RuntimeError ("unexpected pos ..."), which escaped."""
-    import errno
-
     from pyro_dag.outputs import OutputError
 
     persist.write_saved(tmp_path / "f.pt", "DAGDGP", {"x": torch.zeros(2)})
     real = torch.save
 
-    class Full:                                # the saved file, on a disk that fills after 100 bytes
-        def __init__(self, f):
-            self.f, self.left = f, 100
-
-        def write(self, b):
-            if len(b) > self.left:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            self.left -= len(b)
-            return self.f.write(b)
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
+    Full = FullFile                         # a disk that fills after 100 more bytes (tests/helpers.py)
 
     monkeypatch.setattr(torch, "save", lambda obj, f, *a, **k: real(obj, Full(f), *a, **k))
     with pytest.raises(OutputError, match=r"could not write .*f.pt \(torch.save failed: No space left on device\)") \

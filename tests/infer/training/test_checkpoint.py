@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from helpers import collider_problem
+from helpers import collider_problem, FullFile
 from pyro_dag.infer import train
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 from pyro_dag.infer.training import load_checkpoint
@@ -77,18 +77,7 @@ def test_torchs_runtime_error_on_a_full_disk_is_an_output_error(tmp_path, monkey
     path = tmp_path / "ckpt.pt"
     real, calls = torch.save, []
 
-    class Full:                             # a disk that fills after 100 more bytes
-        def __init__(self, f):
-            self.f, self.left = f, 100
-
-        def write(self, b):
-            if len(b) > self.left:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            self.left -= len(b)
-            return self.f.write(b)
-
-        def __getattr__(self, name):
-            return getattr(self.f, name)
+    Full = FullFile                         # a disk that fills after 100 more bytes (tests/helpers.py)
 
     def save(obj, f, *args, **kwargs):
         calls.append(f)
