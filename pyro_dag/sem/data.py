@@ -32,6 +32,11 @@ def indicator_array(data, columns):
         present = set(data)
     else:
         raise SEMSpecError(f"data must be a pandas DataFrame (or a dict of columns), got {type(data).__name__}")
+    if hasattr(data, "columns"):
+        names = [str(c) for c in data.columns]
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:   # data[c] would be a frame of both columns (reported as columns of different lengths)
+            raise SEMSpecError(f"the data name column {twice[0]!r} twice; rename or drop one of them")
     cols = []
     for c in columns:
         if c not in present:
@@ -51,6 +56,8 @@ def indicator_array(data, columns):
     out = np.stack(cols, axis=1)
     if out.shape[0] == 0:
         raise SEMSpecError("data has no rows")
+    if out.shape[0] == 1:   # one row is not a constant indicator: there is nothing to estimate a scale from
+        raise SEMSpecError("data has one row; a latent SEM needs at least 2 (and many more to identify it)")
     return out
 
 

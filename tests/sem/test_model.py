@@ -227,3 +227,18 @@ def test_subsample_size_outside_one_to_n_is_refused(size):
     with pytest.raises(SEMSpecError, match="subsample_size"):
         model.create_plates(df, subsample_size=size)
     assert model(df, subsample_size=20) is not None
+
+
+def test_a_duplicated_column_and_a_single_row_are_named_for_what_they_are():
+    """A duplicated indicator column was reported as columns of different lengths, one row as a constant indicator."""
+    import numpy as np
+    import pandas as pd
+
+    from pyro_dag.sem.data import indicator_array
+    from pyro_dag.sem.identifiability import SEMSpecError
+
+    frame = pd.DataFrame(np.arange(12.0).reshape(4, 3), columns=["a", "b", "b"])
+    with pytest.raises(SEMSpecError, match="column 'b' twice"):
+        indicator_array(frame, ["a", "b"])
+    with pytest.raises(SEMSpecError, match="one row"):
+        indicator_array(pd.DataFrame({"a": [1.0], "b": [2.0]}), ["a", "b"])
