@@ -100,3 +100,28 @@ class FullFile:
 
     def __getattr__(self, name):
         return getattr(self.f, name)
+
+
+def brute_force_edge_posterior(log_f, q):
+    """Edge posteriors ``[p, p]`` by brute force over every (order, DAG) pair, as the order-modular model of
+    ``exact_posterior`` weighs them: ``log_f[j, mask]`` the local score of node ``j`` with the parent set ``mask``
+    (``-inf`` for a family the score excludes, e.g. beyond ``max_parents``), ``q[i, j]`` the edge prior."""
+    import itertools
+    import math
+
+    import numpy as np
+
+    p = log_f.shape[0]
+    P, total = np.zeros((p, p)), -np.inf
+    for order in itertools.permutations(range(p)):
+        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
+        for present in itertools.product([0, 1], repeat=len(pairs)):
+            A = np.zeros((p, p), dtype=int)
+            for (i, j), e in zip(pairs, present):
+                A[i, j] = e
+            lw = sum(math.log(q[i, j]) if A[i, j] else math.log(1 - q[i, j]) for i, j in pairs)
+            lw += sum(log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
+            if np.isfinite(lw):
+                total = np.logaddexp(total, lw)
+                P += A * math.exp(lw)
+    return P / math.exp(total)

@@ -1,6 +1,5 @@
 """The GP network score: its local scores against ExactGP and the Gaussian likelihood, the exact posterior over
 them against enumeration, candidate tables on it, and a dependence the linear score cannot see."""
-import itertools
 import math
 
 import numpy as np
@@ -10,6 +9,7 @@ import torch
 from pyro_dag.baselines import ExactGP
 from pyro_dag.structure import FitConfig, candidate_tables, exact_posterior
 from pyro_dag.structure.gp_scores import GPFamilyScorer
+from helpers import brute_force_edge_posterior
 
 
 def _quadratic(n=80, seed=0):
@@ -41,30 +41,13 @@ def test_local_scores_are_the_gp_evidence(gp_post):
         s.score(1, [1])
 
 
-def _enumerate(log_f, q):
-    p = log_f.shape[0]
-    P, total = np.zeros((p, p)), -np.inf
-    for order in itertools.permutations(range(p)):
-        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
-        for present in itertools.product([0, 1], repeat=len(pairs)):
-            A = np.zeros((p, p), dtype=int)
-            for (i, j), e in zip(pairs, present):
-                A[i, j] = e
-            lw = sum(math.log(q[i, j]) if A[i, j] else math.log(1 - q[i, j]) for i, j in pairs)
-            lw += sum(log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
-            if np.isfinite(lw):
-                total = np.logaddexp(total, lw)
-                P += A * math.exp(lw)
-    return P / math.exp(total)
-
-
 def test_gp_exact_posterior_matches_enumeration_and_sees_the_quadratic(gp_post):
     log_f = gp_post.gp_scorer.local_scores(2)
     al, be = gp_post.config.edge_prior(3, dtype=torch.float64)
     q = (al / (al + be)).numpy()
     np.fill_diagonal(q, 0.0)
     P = gp_post.edge_probs().numpy()
-    np.testing.assert_allclose(P, _enumerate(log_f, q), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(P, brute_force_edge_posterior(log_f, q), rtol=1e-8, atol=1e-12)
     assert P[0, 1] + P[1, 0] > 0.9                                 # x0 - x1 adjacent
     assert P[0, 2] + P[2, 0] < 0.3 and P[1, 2] + P[2, 1] < 0.3    # (p = 3: the prior's q is 0.75)
     lin = exact_posterior(_quadratic()).edge_probs().numpy()

@@ -1,6 +1,5 @@
 """The linear score's noise and weight priors: settings, the evidence against numerical integration, the exact
 posterior against enumeration, the block scorer against the full one, and the ASIA case that motivated them."""
-import itertools
 import math
 
 import numpy as np
@@ -14,6 +13,7 @@ from pyro_dag.structure.config import LINEAR_PRIORS
 from pyro_dag.structure.exact import ExactStructurePosterior
 from pyro_dag.structure.networks import linear_gaussian_data, network
 from pyro_dag.structure.scores import FamilyScorer, collapsed_mechanism, local_scores
+from helpers import brute_force_edge_posterior
 
 
 def _data(n=40, p=4, seed=0):
@@ -76,24 +76,6 @@ def test_collapsed_evidence_matches_numerical_integration(a0, b0, s):
         assert got == pytest.approx(ref, abs=1e-6)
 
 
-def _all_dag_posterior(log_f, q):
-    """Brute force over every (order, DAG) pair, as the order-modular model weighs them: ``[p, p]`` edge
-    posteriors."""
-    p = log_f.shape[0]
-    P, total = np.zeros((p, p)), -np.inf
-    for order in itertools.permutations(range(p)):
-        pairs = [(order[a], order[b]) for a in range(p) for b in range(a + 1, p)]
-        for present in itertools.product([0, 1], repeat=len(pairs)):
-            A = np.zeros((p, p), dtype=int)
-            for (i, j), e in zip(pairs, present):
-                A[i, j] = e
-            lw = sum(math.log(q[i, j]) if A[i, j] else math.log(1 - q[i, j]) for i, j in pairs)
-            lw += sum(log_f[j, sum(1 << i for i in range(p) if A[i, j])] for j in range(p))
-            total = np.logaddexp(total, lw)
-            P += A * math.exp(lw)
-    return P / math.exp(total)
-
-
 @pytest.mark.parametrize("prior", ["scale_free", "unit"])
 def test_default_exact_posterior_matches_enumeration(prior):
     X = _data(n=30, p=4)[:, :3]
@@ -105,7 +87,7 @@ def test_default_exact_posterior_matches_enumeration(prior):
     al, be = post.config.edge_prior(3, dtype=torch.float64)
     q = (al / (al + be)).numpy()
     np.fill_diagonal(q, 0.0)
-    np.testing.assert_allclose(post.edge_probs().numpy(), _all_dag_posterior(log_f, q), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(post.edge_probs().numpy(), brute_force_edge_posterior(log_f, q), rtol=1e-8, atol=1e-12)
 
 
 @pytest.mark.parametrize("likelihood, config", [
