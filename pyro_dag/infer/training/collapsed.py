@@ -122,14 +122,17 @@ def _rows(model, w, X, obs):
     return {p: (X[p] if p in X else obs[p][0])[keep] for p in model.parents[w]}, y[keep, 0]
 
 
-def learnable_node_tensors(model, w, likelihood=True):
+def learnable_node_tensors(model, w, likelihood=True, inducing=True):
     """The learnable tensors of node ``w``'s kernel and likelihood (registered in Pyro's parameter store first, as
     training would), and of its inducing inputs if learned: ``{id: tensor}``. ``likelihood=False`` leaves the
-    likelihood out (a hidden node's is never used, so it must not enter the store: checkpoints would hold it)."""
+    likelihood out (a hidden node's is never used, so it must not enter the store: checkpoints would hold it);
+    ``inducing=False`` the inducing inputs (the exact fits hold them)."""
     out = {}
     for module in (model.kernels[w], model.likelihoods[w]) if likelihood else (model.kernels[w],):
         _sync_with_param_store(module)
         out.update({id(p): p for p in module.parameters() if p.requires_grad})
+    if not inducing:
+        return out
     _sync_with_param_store(model.inducing)
     Z = dict(model.inducing.named_parameters()).get(f"{w}_unconstrained")
     if Z is not None:
@@ -192,8 +195,7 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
         guide(inputs, data) if mask is None else guide(inputs, data, mask=mask)
     for w in nodes:
         values, y = _rows(model, w, X, obs)
-        params = [p for p in learnable_node_tensors(model, w).values()
-                  if not any(p is z for z in model.inducing.parameters())]
+        params = list(learnable_node_tensors(model, w, inducing=False).values())
         fit.losses[w] = lbfgs(params, lambda: -collapsed_bound(model, w, values, y)[0], max_iter) if params else []
         lik = model.likelihoods[w]
         floor = noise_floor * float(y.double().var()) if y.numel() > 1 else 0.0

@@ -119,8 +119,7 @@ def start_hidden_nodes(model, guide, inputs, data, *, mask=None, max_iter=MAX_IT
         pseudo = torch.stack(means).mean(0).to(dtype=model.dtype, device=model.device)
         noise = PSEUDO_NOISE * float(pseudo.var())
         parents = {p: values[p] for p in model.parents[h]}
-        params = [p for p in learnable_node_tensors(model, h, likelihood=False).values()
-                  if not any(p is z for z in model.inducing.parameters())]
+        params = list(learnable_node_tensors(model, h, likelihood=False, inducing=False).values())
         if params:
             lbfgs(params, lambda: -collapsed_bound(model, h, parents, pseudo, noise)[0], max_iter)
         write_posterior(target, model, h, parents, pseudo, noise)
@@ -142,8 +141,7 @@ def start_hidden_nodes(model, guide, inputs, data, *, mask=None, max_iter=MAX_IT
             continue
         _reset_inducing(model, w, {p: v[rows] for p, v in full.items()})
         parents = {p: v[rows] for p, v in full.items()}
-        params = [p for p in learnable_node_tensors(model, w).values()
-                  if not any(p is z for z in model.inducing.parameters())]
+        params = list(learnable_node_tensors(model, w, inducing=False).values())
         if params:
             lbfgs(params, lambda: -collapsed_bound(model, w, parents, y[rows, 0])[0], max_iter)
         write_posterior(target, model, w, parents, y[rows, 0])
