@@ -106,14 +106,21 @@ def start_hidden_nodes(model, guide, inputs, data, *, mask=None, max_iter=MAX_IT
         guide(inputs, data) if mask is None else guide(inputs, data, mask=mask)
     graph = model.graph
     values = {r: X[r] for r in X}
-    started = {}
+    started, pilots = {}, {}
+
+    def pilot_mean(c, roots):   # hidden nodes of one chain share their roots and descendant: fit each pilot once
+        key = (c, tuple(roots))
+        if key not in pilots:
+            pilots[key] = _pilot_mean(X, roots, *obs[c], model.seed)
+        return pilots[key]
+
     for h in hidden:
         if model.output_dims[h] != 1 or not all(p in values for p in model.parents[h]):
             continue
         roots = [r for r in model.root_nodes if r in X and r in nx.ancestors(graph, h)]
         kids = _nearest_observed(graph, h, obs)
         means = [m for c in kids if model.output_dims[c] == 1
-                 for m in [_pilot_mean(X, roots, *obs[c], model.seed)] if m is not None] if roots else []
+                 for m in [pilot_mean(c, roots)] if m is not None] if roots else []
         if not means:
             continue
         pseudo = torch.stack(means).mean(0).to(dtype=model.dtype, device=model.device)
