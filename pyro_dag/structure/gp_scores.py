@@ -3,7 +3,8 @@
 A node's family is scored by the marginal likelihood of a GP regression of ``x_j`` on its parents,
 ``x_j = f(x_G) + ε``, ``f ~ GP(0, σ_f² k_ARD)``, ``ε ~ N(0, σ_n²)``, with the kernel's hyperparameters (one
 length-scale per parent, ``σ_f²``, ``σ_n²``) set by type-II maximum likelihood
-(:class:`pyro_dag.baselines.ExactGP`, L-BFGS with restarts, after centring ``x_j``):
+(:class:`pyro_dag.baselines.ExactGP`'s parametrisation and starts; the families are fitted in batches by
+:func:`~pyro_dag.structure.gp_batch.batched_gp_fit`):
 
     f_j(G) = log N(x_j - x̄_j | 0, K_G + σ_n² I) - c |G|   at the hyperparameters maximising the first term,
 
@@ -13,7 +14,8 @@ type-II ML alone leans to extra parents; ``c`` charges each parent's length-scal
 charge for the hyperparameter the evidence is maximised over; ``hyper_penalty=0`` gives the plain type-II ML
 evidence). The score is not
 score-equivalent and picks up nonlinear dependence a linear score misses. Each ``(node, parent set)`` is fitted
-once and cached (:class:`GPFamilyScorer`); with :func:`~pyro_dag.structure.exact_posterior` (``likelihood="gp"``)
+once and cached (:class:`GPFamilyScorer`; :meth:`GPFamilyScorer.prefetch` fits a list of families in batches,
+which the tables below use); with :func:`~pyro_dag.structure.exact_posterior` (``likelihood="gp"``)
 the scores feed the exact order DP, so every query of :class:`~pyro_dag.structure.ExactStructurePosterior` works;
 with :func:`~pyro_dag.structure.candidate_tables` they feed candidate tables. The cost is one GP fit per parent set,
 ``O(N³)`` each, so the parent sets are capped (``max_parents``, default :data:`GP_DEFAULT_MAX_PARENTS`).
@@ -22,6 +24,8 @@ import math
 
 import numpy as np
 import torch
+
+from .gp_batch import batched_gp_fit
 
 __all__ = ["GP_DEFAULT_MAX_PARENTS", "GPFamilyScorer"]
 
@@ -40,6 +44,8 @@ class GPFamilyScorer:
     :param hyper_penalty: ``c`` per parent: ``"bic"`` (``½ log N``, default) or a non-negative number.
     :ivar dict cache: ``{(j, G): evidence}`` (before the penalty) with ``G`` a sorted tuple of parent indices.
     :ivar int num_fits: GP fits done (the cache's misses with ``G ≠ ∅``).
+    :ivar dict hyperparameters: ``{(j, G): [|G| + 2]}`` the fitted ``(log ls, log σ_f², log σ_n²)`` on the scaled
+        problem (inputs in the unit cube, ``x_j`` standardised).
 
     ``scorer(j, sets)`` with ``sets`` ``[M, L]`` (node indices, ``-1`` pads) returns ``[M]`` scores;
     :meth:`subsets` scores every subset of a candidate list, as :class:`~pyro_dag.structure.scores.FamilyScorer`.
@@ -55,6 +61,7 @@ class GPFamilyScorer:
         else:
             raise ValueError(f"hyper_penalty must be 'bic' or a non-negative number; got {hyper_penalty!r}")
         self.cache = {}
+        self.hyperparameters = {}
         self.num_fits = 0
 
     def score(self, j, parents):
@@ -64,26 +71,52 @@ class GPFamilyScorer:
             raise ValueError(f"node {j} cannot be its own parent")
         key = (int(j), G)
         if key not in self.cache:
-            self.cache[key] = self._fit(int(j), G)
+            self.prefetch([key])
         return self.cache[key] - self.penalty * len(G)
 
-    def _fit(self, j, G):
-        y = self.X[:, j]
-        n = len(y)
-        if not G:
-            var = float(np.mean((y - y.mean()) ** 2))
-            return -0.5 * n * (math.log(2 * math.pi * max(var, 1e-300)) + 1.0)
-        from pyro_dag.baselines import ExactGP
-
-        self.num_fits += 1
-        gp = ExactGP(kernel=self.kernel, restarts=self.restarts, seed=self.seed)
-        with torch.no_grad():
-            gp.fit(self.X[:, list(G)], y)
-        return float(gp.log_marginal_likelihood)
+    def prefetch(self, families):
+        """Fit every family of ``families`` (pairs ``(j, G)``, ``G`` an iterable of parent indices) not yet
+        cached, in batches of equal parent-set size (one :func:`~pyro_dag.structure.gp_batch.batched_gp_fit` call
+        per size)."""
+        todo = {}
+        for j, G in families:
+            key = (int(j), tuple(sorted(int(k) for k in G)))
+            if key[0] in key[1]:
+                raise ValueError(f"node {key[0]} cannot be its own parent")
+            # the sub-families too: the evidence of G is at least theirs (below)
+            for m in range(1 << len(key[1])):
+                sub = (key[0], tuple(k for b, k in enumerate(key[1]) if (m >> b) & 1))
+                if sub not in self.cache:
+                    todo[sub] = True
+        by_size = {}
+        for key in todo:
+            by_size.setdefault(len(key[1]), []).append(key)
+        for size in sorted(by_size):
+            keys = by_size[size]
+            if size == 0:
+                for j, G in keys:
+                    y = self.X[:, j]
+                    var = float(np.mean((y - y.mean()) ** 2))
+                    self.cache[(j, G)] = -0.5 * len(y) * (math.log(2 * math.pi * max(var, 1e-300)) + 1.0)
+                continue
+            X = torch.as_tensor(np.stack([self.X[:, list(G)] for _, G in keys]))
+            y = torch.as_tensor(np.stack([self.X[:, j] for j, _ in keys]))
+            with torch.no_grad():
+                lml, params = batched_gp_fit(X, y, kernel=self.kernel, restarts=self.restarts, seed=self.seed)
+            for (j, G), v, theta in zip(keys, lml.tolist(), params):
+                # A family nests each of its sub-families in the limit of an infinite length-scale (and the
+                # empty one as σ_f² -> 0), so its maximised evidence is at least theirs; an optimiser that stops
+                # short of such a limit in a flat direction gets the limit's value.
+                subs = [self.cache[(j, tuple(k for b, k in enumerate(G) if (m >> b) & 1))]
+                        for m in range((1 << size) - 1)]
+                self.cache[(j, G)] = max([v] + subs)
+                self.hyperparameters[(j, G)] = theta
+            self.num_fits += len(keys)
 
     def __call__(self, j, sets):
         sets = np.asarray(sets, dtype=np.int64)
         sets = sets.reshape(len(sets), sets.shape[1] if sets.ndim == 2 else 0)
+        self.prefetch([(j, [k for k in row if k >= 0]) for row in sets])
         return np.array([self.score(j, [k for k in row if k >= 0]) for row in sets])
 
     def subsets(self, j, cand, max_size=GP_DEFAULT_MAX_PARENTS):
@@ -92,6 +125,8 @@ class GPFamilyScorer:
         cand = np.asarray(cand, dtype=np.int64)
         K = len(cand)
         out = np.full(1 << K, -np.inf)
+        sets = [[int(cand[b]) for b in range(K) if (m >> b) & 1] for m in range(1 << K)]
+        self.prefetch([(j, G) for G in sets if all(k >= 0 for k in G) and (max_size is None or len(G) <= max_size)])
         for m in range(1 << K):
             bits = [b for b in range(K) if (m >> b) & 1]
             if any(cand[b] < 0 for b in bits) or (max_size is not None and len(bits) > max_size):
@@ -104,6 +139,9 @@ class GPFamilyScorer:
         where the mask holds ``j``): the table :func:`~pyro_dag.structure.exact_posterior` uses."""
         p = self.X.shape[1]
         out = np.full((p, 1 << p), -np.inf)
+        sets = [[k for k in range(p) if (m >> k) & 1] for m in range(1 << p)]
+        self.prefetch([(j, G) for G in sets if max_parents is None or len(G) <= max_parents
+                       for j in range(p) if j not in G])
         for m in range(1 << p):
             G = [k for k in range(p) if (m >> k) & 1]
             if max_parents is not None and len(G) > max_parents:

@@ -276,6 +276,7 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
         if candidates is None and candidate_scores is None:
             # the single-parent GP gains f_i({k}) - f_i(∅) (pairwise selection; the greedy search would fit a GP
             # for every set it scores)
+            gp_scorer.prefetch([(i, [k]) for i in range(p) for k in range(p) if k != i])
             single = np.array([[gp_scorer.score(i, [k]) - gp_scorer.score(i, []) if k != i else -np.inf
                                 for i in range(p)] for k in range(p)])
             candidate_scores = single
