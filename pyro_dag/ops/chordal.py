@@ -354,7 +354,7 @@ class SparseSquareRootConditioningState:
         vec = d == 1
         gt = self._rhs(node, a)
         path = f.path(node)
-        z, phis, parts, shifts = {}, {}, [], []
+        z, phis, parts, shifts, dots = {}, {}, [], [], {}
         for j in path:
             acc = gt if j == node else None
             for k in f.earlier[j]:
@@ -366,7 +366,8 @@ class SparseSquareRootConditioningState:
             parts.append(_inner(phi, phi, vec))                 # Ỹ_jᵀ Ỹ_j
             if j in self.psi:
                 psi = self.psi[j]
-                shifts.append((phi * psi).sum(-1) if vec else (phi * psi.unsqueeze(-1)).sum(-2))  # Ỹ_jᵀ y_j
+                dots[j] = (phi * psi).sum(-1) if vec else (phi * psi.unsqueeze(-1)).sum(-2)  # Ỹ_jᵀ y_j
+                shifts.append(dots[j])
         cov = _total(parts)
         loc = a @ self.means[node].T                             # G_w m_w
         if shifts:
@@ -379,7 +380,7 @@ class SparseSquareRootConditioningState:
         # a d = 1 site whose path is a chain (each column's only later neighbour is the next one on the path, as on
         # trees and chains) reuses this readout in its update (_update_chain)
         chain = vec and self._is_chain(node)
-        self._pending = (node, gt, (path, z, phis, parts) if chain else None)
+        self._pending = (node, gt, (path, z, phis, parts, dots) if chain else None)
         return loc, cov
 
     def _is_chain(self, node):
@@ -397,7 +398,7 @@ class SparseSquareRootConditioningState:
         Potter's update of column ``j`` is ``T_j ← T_j - β_j φ_j (T_jᵀ φ_j)ᵀ`` and
         ``K_next,j ← K_next,j + β_j z_next φ_jᵀ`` with ``β_j = 1 / (ρ_next + √(ρ_j ρ_next))``. (Written with
         ``ρ`` rather than ``σ = 1/ρ``, nothing of size ``1/r`` is formed: ``r`` is often at the jitter floor.)"""
-        path, z, phis, parts = readout
+        path, z, phis, parts, _ = readout
         rho = r.clamp_min(torch.finfo(r.dtype).tiny)
         if len(path) > 1 and len({self.T[j].shape[-1] for j in path}) == 1:
             return self._update_chain_stacked(rho, path, z, phis, parts)
@@ -434,6 +435,33 @@ class SparseSquareRootConditioningState:
         znext = torch.stack([z[j].expand(batch + (P,)) for j in path[1:]])
         for t, Kt in enumerate((K + znext.unsqueeze(-1) * bphi[:-1].unsqueeze(-2)).unbind(0)):
             self.K[(path[t + 1], path[t])] = Kt
+
+    def _update_psi_chain(self, r, e, readout):
+        """``ψ`` after a rank-one site update along a chain path, from the readout of :meth:`predict`: vector operations
+        only, the same values as :meth:`_recompute_psi` (whose matrix-vector products along the path cost ``O(P²)``
+        per case and block, as much as the site update itself).
+
+        With ``e = F̂_w - G_w m_w`` the site's residual, the update of :meth:`_update_chain` moves each ``ψ_j`` of
+        the path along its readout vector, ``ψ_j ← ψ_j + κ_j φ_j``. By induction along the path (column ``j``'s
+        update is ``T_j ← (I - β_j φ_j φ_jᵀ) T_j`` and ``K_next,j ← K_next,j + β_j z_next φ_jᵀ``, and
+        ``T_j K_j,prev φ_prev = -φ_j``), ``κ_j = σ_j √(ρ_j / ρ_next) - β_j a_j`` with ``a_j = φ_jᵀ ψ_j`` (read out by
+        :meth:`predict`) and ``σ_j ρ_j = e - Σ_{k before j} a_k``, since ``(1 - β_j q_j)² = ρ_j / ρ_next`` and
+        ``β_j (1 + √(ρ_j / ρ_next)) = 1 / ρ_next``; so
+        ``κ_j = (e - Σ_{k before j} a_k) / √(ρ_j ρ_next) - a_j / (ρ_next + √(ρ_j ρ_next))``.
+        (``e`` enters through ``c_w``: ``T_w G_wᵀ e / r = φ_w e / r``, i.e. ``σ_w = e / ρ_w``.)"""
+        path, _, phis, parts, dots = readout
+        rho_w = r.clamp_min(torch.finfo(r.dtype).tiny)
+        batch = broadcast_shapes(rho_w.shape, e.shape, *[p.shape for p in parts], *[d.shape for d in dots.values()])
+        q = torch.stack([p.expand(batch) for p in parts])                        # [L, ...]
+        a = torch.stack([dots[j].expand(batch) if j in dots else q.new_zeros(()).expand(batch) for j in path])
+        rho_next = rho_w.expand(batch) + q.cumsum(0)
+        rho = torch.cat([rho_w.expand((1,) + batch), rho_next[:-1]])
+        before = torch.cat([a.new_zeros((1,) + batch), a[:-1].cumsum(0)])        # Σ_{k before j} a_k
+        root = (rho * rho_next).sqrt()
+        kappa = (e.expand(batch) - before) / root - a / (rho_next + root)
+        for j, k in zip(path, kappa.unsqueeze(-1).unbind(0)):
+            old = self.psi.get(j)
+            self.psi[j] = k * phis[j] if old is None else old + k * phis[j]
 
     def _update_rank_one(self, path, w):
         """Potter's update along ``path`` for one rank-one site, ``w = {node: column of G_wᵀ / √r}`` ``[..., P]``."""
@@ -476,12 +504,17 @@ class SparseSquareRootConditioningState:
         path = fac.path(node)
         if readout is not None:
             self._update_chain(r, readout)
-        else:
-            inv_sqrt_r = r.clamp_min(torch.finfo(r.dtype).tiny).rsqrt().unsqueeze(-1)
-            columns = [gt] if vec else gt.unbind(-1)             # a d-dimensional site: d rank-one updates
-            for col in columns:
-                self._update_rank_one(path, {node: col * inv_sqrt_r})
-        # ψ_j = T_j (c_j - Σ_k K_jk ψ_k) changes only on the path
+            self._update_psi_chain(r, resid[..., 0], readout)
+            return
+        inv_sqrt_r = r.clamp_min(torch.finfo(r.dtype).tiny).rsqrt().unsqueeze(-1)
+        columns = [gt] if vec else gt.unbind(-1)                 # a d-dimensional site: d rank-one updates
+        for col in columns:
+            self._update_rank_one(path, {node: col * inv_sqrt_r})
+        self._recompute_psi(path)
+
+    def _recompute_psi(self, path):
+        """``ψ_j = T_j (c_j - Σ_k K_jk ψ_k)`` along ``path`` (it changes only there), by forward substitution."""
+        fac = self.factor
         for j in path:
             acc = self.c.get(j)
             for k in fac.earlier[j]:

@@ -175,3 +175,37 @@ def test_update_must_follow_predict_of_the_same_node():
     state.predict("a", a, r)
     with pytest.raises(RuntimeError, match="must follow predict"):
         state.update("b", a, r, torch.zeros(3, 1, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("name", ["tree", "chain", "collider"])
+def test_chain_update_of_psi_matches_forward_substitution(name, monkeypatch):
+    """On chain paths (trees, chains, the collider's parents) the square-root state moves ``ψ`` along the readout
+    vectors, ``ψ_j ← ψ_j + κ_j φ_j`` (:meth:`SparseSquareRootConditioningState._update_psi_chain`); the same ``ψ``
+    as the forward substitution along the path it replaced (``_recompute_psi``), block by block, so the same moments
+    and draws, to 1e-10 in float64."""
+    model, inputs, data, guide = _sparse_guide(name)
+    post = guide.inducing_posterior()
+    dims = {b.node: b.dim for b in post.blocks}
+    fast = SparseSquareRootConditioningState(post.factor, post.mean_blocks(), dims)
+    slow = SparseSquareRootConditioningState(post.factor, post.mean_blocks(), dims)
+    monkeypatch.setattr(slow, "_update_psi_chain", lambda r, e, readout: slow._recompute_psi(readout[0]))
+    gen = torch.Generator().manual_seed(9)
+    batch = (3, 4)
+    chained = 0
+    for node in model.topo_nodes:
+        M = model.num_inducing[node]
+        a = torch.randn(batch + (M,), dtype=torch.float64, generator=gen)
+        r = torch.rand(batch, dtype=torch.float64, generator=gen) + 0.05
+        loc, cov = fast.predict(node, a, r)
+        loc_s, cov_s = slow.predict(node, a, r)
+        assert torch.allclose(loc, loc_s, rtol=1e-10, atol=1e-10)
+        assert torch.allclose(cov, cov_s, rtol=1e-10, atol=1e-10)
+        chained += fast._pending[2] is not None
+        f = loc + cov[..., 0].sqrt() * torch.randn(loc.shape, dtype=torch.float64, generator=gen)
+        fast.update(node, a, r, f)
+        slow.update(node, a, r, f)
+        assert fast.psi.keys() == slow.psi.keys()
+        for j in slow.psi:
+            assert torch.allclose(fast.psi[j], slow.psi[j], rtol=1e-10, atol=1e-10), (node, j)
+    # every update took the chain path, except the collider's child (its parents' blocks are both later neighbours)
+    assert chained == len(model.topo_nodes) - (name == "collider")
