@@ -34,8 +34,9 @@ def add_parser(subparsers):
     p.add_argument("dataset", nargs="?", choices=["sachs"], help="built-in data set (or use --csv)")
     p.add_argument("--csv", help="CSV file: a header row of variable names, then one row per sample")
     p.add_argument("--truth", help="optional CSV of the true p x p adjacency (A[i, j] = 1: i -> j), no header")
-    p.add_argument("--likelihood", choices=["linear", "bge", "linear-sites", "mlp"], default=None,
-                   help="SEM likelihood (default: linear)")
+    p.add_argument("--likelihood", choices=["linear", "bge", "linear-sites", "mlp", "gp"], default=None,
+                   help="SEM likelihood (default: linear; gp: Gaussian-process mechanisms, scored exactly by the "
+                        "GP network score, see pyro_dag.structure.fit)")
     p.add_argument("--weighting", choices=["uniform", "elbo", "order"], default=None,
                    help="posterior weights of the particles' orders (default: fit's: order with the exact order "
                         "score, used for linear/bge up to 14 variables)")
@@ -309,14 +310,20 @@ def _run(args):
         from ..structure import exact_posterior
         from ..structure.exact import MAX_NODES
 
-        if likelihood not in ("linear", "bge"):
-            raise SystemExit(f"--exact needs a collapsed likelihood (--likelihood linear or bge), not {likelihood}")
+        if likelihood not in ("linear", "bge", "gp"):
+            raise SystemExit(f"--exact needs a likelihood it can score exactly (--likelihood linear, bge or gp), "
+                             f"not {likelihood}")
         if X.shape[1] > MAX_NODES:
             raise SystemExit(f"--exact handles at most {MAX_NODES} variables; the data have {X.shape[1]}")
         post = exact_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
                                node_names=names, num_threads=None)
         settings = {"method": "exact", "num_particles": "exact", "num_steps": 0,
                     "expected_parents": args.expected_parents, "log_evidence": post.log_evidence}
+        P = post.edge_probs().float()
+    elif likelihood == "gp":  # scored exactly (fit hands it to the exact or hybrid posterior): no SVI settings
+        post = fit(X.double(), likelihood="gp", expected_parents=args.expected_parents, node_names=names,
+                   num_threads=None)
+        settings = dict(post.settings, num_particles="exact", num_steps=0, expected_parents=args.expected_parents)
         P = post.edge_probs().float()
     else:
         post = fit(X.to(args.device), likelihood=likelihood, num_particles=args.particles, num_steps=args.steps,

@@ -23,8 +23,8 @@ from .priors import edge_prior_parameters
 __all__ = ["COLLAPSED_LIKELIHOODS", "EXACT_LIKELIHOODS", "FitConfig", "LIKELIHOODS", "LIKELIHOOD_DEFAULTS", "LINEAR_PRIORS",
            "StructureConfig"]
 
-#: The likelihoods a :class:`StructureConfig` knows (``"gp"``: :func:`~pyro_dag.structure.exact_posterior` and
-#: :func:`~pyro_dag.structure.candidate_tables` only, not :func:`~pyro_dag.structure.fit`).
+#: The likelihoods a :class:`StructureConfig` knows (``"gp"``: scored exactly, so :func:`~pyro_dag.structure.fit`
+#: hands it to :func:`~pyro_dag.structure.exact_posterior` or :func:`~pyro_dag.structure.hybrid_posterior`).
 LIKELIHOODS = ("linear", "bge", "linear-sites", "mlp", "gp")
 #: The likelihoods with their parameters integrated out exactly (``exact_posterior`` and the exact order score).
 COLLAPSED_LIKELIHOODS = ("linear", "bge")
@@ -96,7 +96,7 @@ class StructureConfig:
     :ivar str likelihood: ``"linear"`` (:class:`~pyro_dag.structure.LinearGaussianSEM`, parameters integrated out),
         ``"bge"`` (:class:`~pyro_dag.structure.BGeSEM`), ``"linear-sites"`` (linear-Gaussian with weight and noise
         sample sites), ``"mlp"`` (:class:`~pyro_dag.structure.MLPSEM`) or ``"gp"`` (the GP network score of
-        :mod:`~pyro_dag.structure.gp_scores`; exact posterior and candidate tables only).
+        :mod:`~pyro_dag.structure.gp_scores`; computed by the exact or hybrid posterior, also through ``fit``).
     :ivar float expected_parents: expected number of parents per node of the sparsity prior (``None``: no sparsity
         prior, a flat Beta).
     :ivar float prior_concentration: concentration ``nu`` of the sparsity prior.
@@ -275,9 +275,6 @@ class FitConfig(StructureConfig):
     def validate(self):
         """Check every field and the combinations that are set; raise :class:`ValueError` naming the bad field."""
         super().validate()
-        if self.likelihood == "gp":
-            raise ValueError("likelihood='gp' (the GP network score) is computed by exact_posterior and "
-                             "candidate_tables, not by fit; fit takes 'linear', 'bge', 'linear-sites' or 'mlp'")
         if self.weighting not in (None, "uniform", "elbo", "order"):
             raise ValueError(f"weighting must be 'uniform', 'elbo', 'order' or None; got {self.weighting!r}")
         if self.order_score not in (None, "exact", "elbo"):

@@ -6,6 +6,7 @@ Bayesian Causal Discovery*, arXiv:2608.04930) from the primitives of this packag
 the posterior. Its settings are a validated :class:`~pyro_dag.structure.FitConfig`. Everything it builds is an
 ordinary Pyro object, returned on the posterior.
 """
+import dataclasses
 import time
 from typing import NamedTuple, Optional
 
@@ -16,7 +17,7 @@ from pyro.infer import TraceMeanField_ELBO
 from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 
 from .autoguide import AutoEdgeFlowGuide
-from .config import FitConfig
+from .config import FitConfig, StructureConfig
 from .data import prepare_data, standardize_columns
 from .mechanisms import LinearGaussianSEM, MLPSEM
 from .model import StructureModel, structure_model
@@ -32,6 +33,9 @@ __all__ = ["StructureModel", "StructurePosterior", "fit", "structure_model"]
 _prior = _edge_prior_parameters
 _to_tensor = prepare_data
 _LIKELIHOODS = ("linear", "bge", "linear-sites", "mlp")
+#: ``fit(likelihood="gp")`` computes the exact posterior of the GP score up to this many variables
+#: (``p Σ_{k ≤ 2} C(p - 1, k)`` GP fits: 804 at ``p = 12``) and the hybrid posterior above.
+GP_EXACT_FIT_NODES = 12
 
 
 def _config(config, likelihood, settings, caller):
@@ -60,13 +64,23 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
 
     * ``likelihood``: ``"linear"`` (linear-Gaussian SEM with the parameters integrated out exactly), ``"bge"``
       (the score-equivalent BGe marginal likelihood), ``"linear-sites"`` (weight and noise sample sites with a
-      hypernetwork guide) or ``"mlp"`` (one tanh MLP per node);
+      hypernetwork guide), ``"mlp"`` (one tanh MLP per node) or ``"gp"`` (Gaussian-process mechanisms: the GP
+      network score of Friedman & Nachman 2000, see below);
     * the edge prior: ``expected_parents`` (sparsity prior ``p0 = expected_parents / (p - 1)``; ``None``: none),
       ``prior_concentration``, ``belief_strength``;
     * the run: ``num_steps``, ``num_particles``, ``seed``, ``lr``, ``batch_size``;
     * the order search: ``order_score`` (``"exact"``: ``log p(D, order)`` with the edges summed out exactly, as order
       MCMC does, Friedman & Koller 2003; ``"elbo"``: the flow's per-particle ELBO), ``swap_every``, ``swap_moves``;
     * the posterior's weights: ``weighting`` (``"order"``, ``"elbo"`` or ``"uniform"``) and ``order_history``.
+
+    ``likelihood="gp"`` is not fitted by SVI-DAG: every parent set's score is a GP fit (type-II maximum likelihood,
+    :mod:`~pyro_dag.structure.gp_scores`), which a flow sampling thousands of parent sets cannot afford. The GP
+    scores of the parent sets of at most 2 parents are computed once and the posterior over them is computed
+    exactly: :func:`~pyro_dag.structure.exact_posterior` for ``p ≤`` :data:`GP_EXACT_FIT_NODES`, else
+    :func:`~pyro_dag.structure.hybrid_posterior` (candidate parents, then the exact DP or order MCMC on their
+    tables). Only the model's settings (:class:`~pyro_dag.structure.StructureConfig`'s fields: the edge prior,
+    ``standardize``, ``likelihood_scale``) apply; the SVI settings given as keywords are refused. The returned
+    posterior answers the same queries (:class:`~pyro_dag.structure.posterior.DAGPosterior`).
 
     :param data: ``[N, p]`` tensor, array or ``pandas.DataFrame`` of numbers (column names become node names; a
         string or categorical column raises an error naming it).
@@ -82,7 +96,9 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
     :param int num_threads: intra-op threads during the fit (:func:`pyro_dag.threads.limit_threads`; the caller's
         settings are restored afterwards); ``None`` keeps the process's settings.
     :returns: :class:`~pyro_dag.structure.StructurePosterior` (its ``config`` is the resolved
-        :class:`~pyro_dag.structure.FitConfig`, its ``settings`` a dict of the main fields).
+        :class:`~pyro_dag.structure.FitConfig`, its ``settings`` a dict of the main fields); for ``"gp"`` an
+        :class:`~pyro_dag.structure.ExactStructurePosterior` or :class:`~pyro_dag.structure.OrderMCMCPosterior`
+        (with ``config``, ``settings`` and ``gp_scorer``).
 
     Example::
 
@@ -91,6 +107,8 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
         dags = post.sample(1000)       # [1000, p, p], all acyclic
     """
     config = _config(config, likelihood, settings, "fit")
+    if config.likelihood == "gp":
+        return _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads)
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64; got {dtype}")
     if device is None:
@@ -116,6 +134,33 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
             visited = torch.cat(visited, 0)
             post.visited = visited[_distinct_orders(visited)[1]]  # the first potentials seen with each order
         return post
+
+
+def _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads):
+    """``fit(likelihood="gp")``: the exact (``p ≤`` :data:`GP_EXACT_FIT_NODES`) or hybrid posterior of the GP
+    network score, with the model settings of ``config``."""
+    from .exact import exact_posterior
+    from .hybrid import hybrid_posterior
+
+    model_fields = {f.name for f in dataclasses.fields(StructureConfig)}
+    svi_only = sorted(k for k in settings if k not in model_fields)
+    if svi_only:
+        raise ValueError(f"fit(likelihood='gp') computes the posterior of the GP score exactly (no SVI run), so the "
+                         f"SVI setting(s) {svi_only} do not apply; drop them (the model settings that apply: "
+                         f"{sorted(model_fields - {'likelihood'})})")
+    X, names = prepare_data(data, torch.float64, None, node_names)
+    model = config.structure_config()
+    t0 = time.perf_counter()
+    if X.shape[1] <= GP_EXACT_FIT_NODES:
+        post = exact_posterior(X, "gp", edge_beliefs, config=model, node_names=names, num_threads=num_threads)
+        method = "exact"
+    else:
+        post = hybrid_posterior(X, "gp", edge_beliefs, config=model, node_names=names, num_threads=num_threads,
+                                seed=config.seed)
+        method = "hybrid"
+    post.settings = dict(likelihood="gp", method=method, gp_fits=post.gp_scorer.num_fits,
+                         wall_s=time.perf_counter() - t0)
+    return post
 
 
 def _mechanism(config, p, num_rows):

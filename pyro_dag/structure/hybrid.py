@@ -28,8 +28,9 @@ import torch
 
 from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 
-from .config import COLLAPSED_LIKELIHOODS, StructureConfig
+from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
+from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import fair_prior_log
 from .parent_set_tables import MAX_CANDIDATES, CandidateTables, _with_prior
 from .posterior import DAGPosterior, _check_num_samples
@@ -39,6 +40,10 @@ from .skeleton import markov_blanket_graph, pc_skeleton, skeleton_candidates
 __all__ = ["OrderMCMCPosterior", "hybrid_posterior", "order_relocation_mcmc"]
 
 EXACT_MAX_NODES = 16
+#: Candidates per node of the GP score's tables (every parent set of at most 2 of them is one GP fit: 37 per node).
+GP_MAX_CANDIDATES = 8
+#: Each node's largest single-parent GP gains added to its skeleton candidates under the GP score.
+GP_PAIRWISE_CANDIDATES = 4
 
 
 # --------------------------------------------------------------------------------------------- order search
@@ -339,17 +344,21 @@ def _padded(scores, K):
     return np.concatenate([scores, np.full((1 << K) - len(scores), -np.inf)])
 
 
-def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rounds=1, max_candidates=16,
+def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rounds=1, max_candidates=None,
                      markov_blanket=True, max_parents=None, plus_one_rounds=3, method="auto", exact_max_nodes=EXACT_MAX_NODES,
                      num_samples=1000, num_chains=4, num_steps=None, seed=0, graph_prior="edge", config=None,
-                     node_names=None, num_threads=DEFAULT_NUM_THREADS, **settings):
+                     node_names=None, num_threads=DEFAULT_NUM_THREADS, gp_scorer=None, **settings):
     """Bayesian structure learning for tens of variables by the hybrid scheme of Kuipers, Suter & Moffa 2022 (see
     the module docstring): PC skeleton, candidate parents, plus-one expansion, then the exact order DP or order MCMC
     on the candidate tables. The model is :func:`~pyro_dag.structure.exact_posterior`'s (same likelihoods, priors
     and settings) restricted to the candidate parents.
 
     :param data: ``[N, p]`` tensor, array or DataFrame.
-    :param str likelihood: ``"linear"`` or ``"bge"`` (``None``: the config's, default ``"linear"``).
+    :param str likelihood: ``"linear"``, ``"bge"`` or ``"gp"`` (``None``: the config's, default ``"linear"``).
+        ``"gp"``: the GP network score (:mod:`~pyro_dag.structure.gp_scores`), parent sets up to
+        ``max_parents`` (default 2); the Fisher-z skeleton sees only linear dependence, so each node's candidates
+        also take its largest single-parent GP gains (:data:`GP_PAIRWISE_CANDIDATES`), and the plus-one rounds
+        score with GP fits.
     :param edge_beliefs: optional ``[p, p]`` prior beliefs ``P(i -> j)`` (0.5: no opinion).
     :param float alpha: level of the Fisher-z tests of the skeleton (:func:`~pyro_dag.structure.pc_skeleton`) and
         of the Markov blanket (:func:`~pyro_dag.structure.markov_blanket_graph`). The tests only bound the search
@@ -358,7 +367,8 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
         twice the CPU time).
     :param bool markov_blanket: add the Markov-blanket pairs to each node's candidates.
     :param int rounds: neighbour rounds added to the skeleton neighbours (:func:`skeleton_candidates`).
-    :param int max_candidates: ``K``, candidates per node (the tables hold ``2^K`` parent sets per node; at most 20).
+    :param int max_candidates: ``K``, candidates per node (the tables hold ``2^K`` parent sets per node; at most 20;
+        default 16, and :data:`GP_MAX_CANDIDATES` for ``"gp"``, whose every parent set within the cap is a GP fit).
     :param int max_parents: optional in-degree bound (larger parent sets get probability 0 and are not scored).
     :param int plus_one_rounds: rounds of the score-driven expansion (0: the skeleton's candidates only).
     :param str method: ``"exact"`` (the order DP on the tables, :class:`~pyro_dag.structure.ExactStructurePosterior`,
@@ -368,6 +378,8 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
     :param int seed: seeds the chains.
     :param str graph_prior: ``"edge"`` or ``"fair"`` (as :func:`~pyro_dag.structure.candidate_tables`).
     :param config, node_names, num_threads, settings: as :func:`~pyro_dag.structure.exact_posterior`.
+    :param gp_scorer: a :class:`~pyro_dag.structure.gp_scores.GPFamilyScorer` on the same (standardised) data whose
+        cached fits are reused (``"gp"``); the posterior keeps its scorer as ``gp_scorer``.
     :returns: :class:`OrderMCMCPosterior` or :class:`~pyro_dag.structure.ExactStructurePosterior`, with the
         attributes ``skeleton`` (:class:`~pyro_dag.structure.skeleton.Skeleton`), ``candidates`` (the final
         candidate lists), ``expansion`` (edges the plus-one rounds added, per round) and ``config``.
@@ -379,9 +391,13 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
                         f"got {type(config).__name__}")
     config = config.structure_config()
     lik = likelihood if likelihood is not None else config.likelihood
-    if lik not in COLLAPSED_LIKELIHOODS:
-        raise ValueError(f"hybrid_posterior needs a collapsed likelihood, 'linear' or 'bge'; got {lik!r}")
+    if lik not in EXACT_LIKELIHOODS:
+        raise ValueError(f"hybrid_posterior needs a collapsed likelihood, 'linear' or 'bge', or 'gp'; got {lik!r}")
     config = config.replace(likelihood=lik, **settings)
+    if max_candidates is None:
+        max_candidates = GP_MAX_CANDIDATES if lik == "gp" else 16
+    if lik == "gp" and max_parents is None:
+        max_parents = GP_DEFAULT_MAX_PARENTS
     if method not in ("auto", "exact", "mcmc"):
         raise ValueError(f"method must be 'auto', 'exact' or 'mcmc'; got {method!r}")
     if not (isinstance(max_candidates, numbers.Integral) and 1 <= max_candidates <= MAX_CANDIDATES):
@@ -409,8 +425,11 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
             ranked = sorted(lv, key=lambda k: (-lv[k], -abs(corr[i, k]), k))[:max_candidates]
             cands.append(sorted(ranked))
             level.append({k: lv[k] for k in ranked})
-        mech = collapsed_mechanism(lik, p, N, config)
-        scorer = FamilyScorer(mech, X)
+        if lik == "gp":
+            scorer = gp_scorer if gp_scorer is not None else GPFamilyScorer(X)
+            _add_gp_pairwise(scorer, cands, level, max_candidates, corr)
+        else:
+            scorer = FamilyScorer(collapsed_mechanism(lik, p, N, config), X)
         alpha_q, beta_q = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
         q = (alpha_q / (alpha_q + beta_q)).numpy()
         np.fill_diagonal(q, 0.0)
@@ -450,7 +469,31 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
             post = OrderMCMCPosterior(tables, num_samples, num_chains, num_steps, seed, names)
     post.skeleton, post.candidates, post.expansion, post.config = skeleton, cands, expansion, config
     post.data = X
+    post.gp_scorer = scorer if lik == "gp" else None
     return post
+
+
+def _add_gp_pairwise(scorer, cands, level, max_candidates, corr):
+    """Add to each node's candidates (level 2) its :data:`GP_PAIRWISE_CANDIDATES` largest positive single-parent
+    GP gains ``f_i({k}) - f_i(∅)`` (the parents a Fisher-z skeleton misses: dependence without correlation), making
+    room by dropping the expansion's level-0 candidates, the least correlated first."""
+    p = len(cands)
+    scorer.prefetch([(i, [k]) for i in range(p) for k in range(p) if k != i])
+    for i in range(p):
+        gains = {k: scorer.score(i, [k]) - scorer.score(i, []) for k in range(p) if k != i}
+        for k in sorted(gains, key=lambda k: (-gains[k], k))[:GP_PAIRWISE_CANDIDATES]:
+            if gains[k] <= 0 or level[i].get(k, 0) >= 2:
+                continue
+            if k not in level[i] and len(cands[i]) >= max_candidates:
+                spare = [u for u in cands[i] if level[i][u] == 0]
+                if not spare:
+                    continue
+                drop = min(spare, key=lambda u: (abs(corr[i, u]), -u))
+                cands[i].remove(drop)
+                del level[i][drop]
+            level[i][k] = 2
+            if k not in cands[i]:
+                cands[i] = sorted(cands[i] + [k])
 
 
 def _plus_one(tables, scorer, odds, graph_prior, cands, level, max_candidates, max_parents, config, rng):

@@ -124,3 +124,17 @@ def test_discover_refuses_a_constant_column_and_a_cyclic_truth(tmp_path, csv):
     truth.write_text("0,1,0\n1,0,0\n0,0,0\n")
     with pytest.raises(SystemExit, match=r"--truth .*the true graph has a cycle \(a -> b -> a\)"):
         main(["discover", "--csv", str(csv[0]), "--truth", str(truth), "--exact", "--out", str(tmp_path / "o")])
+
+
+def test_discover_with_the_gp_score_is_its_exact_posterior_and_answers_given(tmp_path, csv, capsys):
+    path, X = csv
+    out = tmp_path / "out"
+    assert main(["discover", "--csv", str(path), "--likelihood", "gp", "--given", "a->b", "--out", str(out),
+                 "--samples", "100", "--no-progress"]) == 0
+    res = json.loads((out / "discover.json").read_text())
+    ref = exact_posterior(X, "gp", expected_parents=1.5, node_names=["a", "b", "c"])
+    np.testing.assert_allclose(res["edge_probs"], ref.edge_probs().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(res["given"]["edge_probs"], ref.edge_probs(given={("a", "b"): True}).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    assert res["settings"]["method"] == "exact" and res["settings"]["gp_fits"] > 0
+    assert "likelihood=gp" in capsys.readouterr().out

@@ -19,7 +19,7 @@ def _data(n=120, seed=0):
 
 
 @pytest.mark.parametrize("field, value", [
-    ("likelihood", "gp"), ("expected_parents", 0.0), ("prior_concentration", -1.0), ("likelihood_scale", 0.0),
+    ("likelihood", "gaussian-process"), ("expected_parents", 0.0), ("prior_concentration", -1.0), ("likelihood_scale", 0.0),
     ("num_steps", 0), ("num_particles", 2.5), ("seed", -1), ("lr", 0.0), ("particle_lr", float("nan")),
     ("batch_size", 0), ("order_temperature", (1.0, -0.1)), ("sinkhorn_iters", 0), ("edge_relaxation", "gumbel"),
     ("offset_gradient_cap", 0.5), ("flow_hidden", (64, 0)), ("flow_blocks", -1), ("weighting", "best"),

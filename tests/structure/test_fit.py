@@ -65,8 +65,10 @@ def test_fit_input_errors_and_names():
         fit(torch.tensor([[1.0, float("nan")], [0.0, 1.0]]), num_steps=1, progress=False)
     with pytest.raises(ValueError, match="constant"):
         fit(torch.tensor([[1.0, 2.0], [1.0, 3.0], [1.0, 5.0]]), num_steps=1, progress=False)
-    with pytest.raises(ValueError, match="likelihood"):
+    with pytest.raises(ValueError, match="num_steps"):                # the GP score is not fitted by SVI
         fit(torch.randn(10, 2), likelihood="gp", num_steps=1, progress=False)
+    with pytest.raises(ValueError, match="likelihood"):
+        fit(torch.randn(10, 2), likelihood="gpp", num_steps=1, progress=False)
     with pytest.raises(ValueError, match="edge_beliefs"):
         fit(torch.randn(10, 2), edge_beliefs=torch.full((3, 3), 0.5), num_steps=1, progress=False)
     pd = pytest.importorskip("pandas")

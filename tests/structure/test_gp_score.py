@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from pyro_dag.baselines import ExactGP
-from pyro_dag.structure import FitConfig, candidate_tables, exact_posterior
+from pyro_dag.structure import (ExactStructurePosterior, FitConfig, candidate_tables, exact_posterior, fit,
+                                hybrid_posterior)
 from pyro_dag.structure.gp_scores import GPFamilyScorer
 from helpers import brute_force_edge_posterior
 
@@ -79,9 +80,42 @@ def test_gp_candidate_tables_reuse_the_fits(gp_post):
     assert picked.candidates[1] == [0]                             # the largest single-parent GP gain
 
 
+def test_fit_with_the_gp_score_is_its_exact_posterior(gp_post):
+    post = fit(gp_post.data, likelihood="gp", standardize=False)
+    assert isinstance(post, ExactStructurePosterior) and post.settings["method"] == "exact"
+    np.testing.assert_allclose(post.edge_probs().numpy(), gp_post.edge_probs().numpy(), atol=1e-10)
+    assert FitConfig(likelihood="gp").likelihood == "gp"
+
+
+def test_hybrid_gp_finds_a_parent_without_correlation_and_matches_its_exact_tables():
+    rng = np.random.default_rng(3)
+    n = 150
+    x0 = rng.uniform(-2, 2, n)
+    x1 = x0 ** 2 + 0.3 * rng.normal(size=n)          # no correlation with x0: Fisher-z cannot see it
+    x2 = np.tanh(x1) + 0.3 * rng.normal(size=n)
+    x3 = rng.normal(size=n)
+    X = np.c_[x0, x1, x2, x3]
+    post = hybrid_posterior(X, "gp", max_candidates=2)
+    assert 0 in post.candidates[1]                   # from its GP gain
+    P = post.edge_probs().numpy()
+    assert P[0, 1] + P[1, 0] > 0.9
+    tabs = candidate_tables(X, "gp", candidates=post.candidates, gp_scorer=post.gp_scorer)
+    np.testing.assert_allclose(P, tabs.to_exact().edge_probs().numpy(), atol=1e-10)
+    mcmc = hybrid_posterior(X, "gp", max_candidates=2, method="mcmc", gp_scorer=post.gp_scorer, num_samples=400)
+    assert np.abs(mcmc.edge_probs().numpy() - P).max() < 0.1            # order MCMC on the same tables
+
+
+def test_fit_with_the_gp_score_goes_hybrid_above_the_exact_size(monkeypatch):
+    import pyro_dag.structure.fitting as fitting
+
+    monkeypatch.setattr(fitting, "GP_EXACT_FIT_NODES", 2)
+    post = fit(_quadratic(), likelihood="gp")
+    assert post.settings["method"] == "hybrid" and post.gp_scorer.num_fits > 0
+    P = post.edge_probs().numpy()
+    assert P[0, 1] + P[1, 0] > 0.9
+
+
 def test_gp_settings_are_checked():
-    with pytest.raises(ValueError, match="likelihood"):
-        FitConfig(likelihood="gp")
     with pytest.raises(ValueError, match="p ≤ 16"):
         exact_posterior(np.random.default_rng(0).normal(size=(30, 17)), "gp")
     with pytest.raises(ValueError, match="hyper_penalty"):
