@@ -72,20 +72,60 @@ def _nll_and_grad(kernel, D2, y, params):
     return nll, torch.cat([g_ls, g_sf[:, None], g_sn[:, None]], -1)
 
 
-def _objective(kernel, D2, y, x, ridge):
-    """The fitted objective: the negative log marginal likelihood plus, with ``ridge``, the broad ridge
-    (:data:`RIDGE_SCALE`)."""
-    f, g = _nll_and_grad(kernel, D2, y, x)
-    if not ridge:
-        return f, g
+def _with_ridge(f, g, x):
+    """The fitted objective: ``(f, g)`` plus the broad ridge (:data:`RIDGE_SCALE`) on the log-hyperparameters."""
     return f + 0.5 * (x / RIDGE_SCALE).pow(2).sum(-1), g + x / RIDGE_SCALE ** 2
 
 
-def _bfgs(kernel, D2, y, x0, ridge=True, max_iter=200, gtol=1e-5, ftol=1e-12):
-    """Batched BFGS from ``x0 [B, d]`` on :func:`_objective`; returns ``(x, f)``."""
+def _kernel(kernel, X1, X2, log_ls, log_sf2):
+    """``[B, m, k]`` kernel matrices of ``X1 [B, m, D]`` and ``X2 [B, k, D]`` (autograd-friendly)."""
+    d = (X1.unsqueeze(-2) - X2.unsqueeze(-3)) / log_ls.exp()[:, None, None, :]
+    r2 = d.pow(2).sum(-1)
+    sf2 = log_sf2.exp()[:, None, None]
+    if kernel == "rbf":
+        return sf2 * torch.exp(-0.5 * r2)
+    r = (r2 + 1e-30).sqrt()
+    s5 = math.sqrt(5.0)
+    return sf2 * (1 + s5 * r + 5.0 / 3.0 * r2) * torch.exp(-s5 * r)
+
+
+def _sparse_nll_and_grad(kernel, X, Z, y, params):
+    """The negative collapsed bound of Titsias 2009 (*Variational learning of inducing variables in sparse Gaussian
+    processes*, AISTATS), ``-[log N(y | 0, Q + σ² I) - tr(K - Q) / (2σ²)]`` with ``Q = K_fu K_uu⁻¹ K_uf``, ``[B]``,
+    and its gradient ``[B, D + 2]`` (autograd): ``X [B, n, D]``, inducing inputs ``Z [B, M, D]``, ``y [B, n]``."""
+    with torch.enable_grad():
+        x = params.detach().requires_grad_()
+        D = X.shape[-1]
+        n, M = X.shape[1], Z.shape[1]
+        log_ls, log_sf2, log_sn2 = x[:, :D], x[:, D], x[:, D + 1]
+        sn2 = log_sn2.exp() + MIN_NOISE
+        Kuu = _kernel(kernel, Z, Z, log_ls, log_sf2)
+        Kuu = Kuu + 1e-6 * log_sf2.exp()[:, None, None] * torch.eye(M, dtype=X.dtype)
+        Lu, info = torch.linalg.cholesky_ex(Kuu)
+        bad = info != 0
+        Lu = torch.where(bad[:, None, None], torch.eye(M, dtype=X.dtype).expand_as(Lu), Lu)
+        A = torch.linalg.solve_triangular(Lu, _kernel(kernel, Z, X, log_ls, log_sf2), upper=False)
+        A = A / sn2.sqrt()[:, None, None]                                        # [B, M, n]
+        Bm = A @ A.transpose(-1, -2) + torch.eye(M, dtype=X.dtype)
+        LB, info_b = torch.linalg.cholesky_ex(Bm)
+        bad = bad | (info_b != 0)
+        LB = torch.where(bad[:, None, None], torch.eye(M, dtype=X.dtype).expand_as(LB), LB)
+        c = torch.linalg.solve_triangular(LB, (A @ y.unsqueeze(-1)), upper=False).squeeze(-1) / sn2.sqrt()[:, None]
+        bound = (-0.5 * n * math.log(2 * math.pi) - LB.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+                 - 0.5 * n * sn2.log() - 0.5 * (y * y).sum(-1) / sn2 + 0.5 * (c * c).sum(-1)
+                 - 0.5 * n * log_sf2.exp() / sn2 + 0.5 * A.pow(2).sum((-2, -1)))
+        nll = -bound
+        (g,) = torch.autograd.grad(nll.sum(), x)
+    nll = torch.where(bad, torch.full_like(nll, math.inf), nll.detach())
+    return nll, g
+
+
+def _bfgs(objective, x0, max_iter=200, gtol=1e-5, ftol=1e-12):
+    """Batched BFGS from ``x0 [B, d]``; ``objective(x, rows)`` returns ``(f [b], g [b, d])`` of the problems
+    ``rows`` (an index tensor) at ``x [b, d]``. Returns ``(x, f)``."""
     lo, hi = LOG_BOUNDS
     x = x0.clamp(lo, hi)
-    f, g = _objective(kernel, D2, y, x, ridge)
+    f, g = objective(x, torch.arange(len(x)))
     B, d = x.shape
     # the first step: steepest descent scaled to a unit move in log-parameter space (the gradient is O(n))
     H = torch.eye(d, dtype=x.dtype).expand(B, d, d) / g.norm(dim=-1).clamp_min(1.0)[:, None, None]
@@ -115,7 +155,7 @@ def _bfgs(kernel, D2, y, x0, ridge=True, max_iter=200, gtol=1e-5, ftol=1e-12):
             if todo.numel() == 0:
                 break
             cand = (xa[todo] + t[todo, None] * step[todo]).clamp(lo, hi)
-            fc, gc = _objective(kernel, D2[idx[todo]], y[idx[todo]], cand, ridge)
+            fc, gc = objective(cand, idx[todo])
             evals[0] += 1
             ok = torch.isfinite(fc) & (fc <= fa[todo] + 1e-4 * t[todo] * slope[todo])
             xn[todo[ok]], fn[todo[ok]], gn[todo[ok]] = cand[ok], fc[ok], gc[ok]
@@ -153,17 +193,20 @@ def _starts(D, restarts, seed, dtype):
     return torch.stack(out).to(dtype)
 
 
-def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, chunk=None):
+def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, chunk=None):
     """Type-II maximum-likelihood fits of ``B`` independent GP regressions with ``D`` inputs each.
 
     :param X: ``[B, n, D]`` inputs (float64); each problem's columns are scaled to the unit cube here.
     :param y: ``[B, n]`` targets; standardised here.
     :param str kernel: ``"rbf"`` or ``"matern52"``.
     :param int restarts: starts per problem (ExactGP's starts); the best is kept.
-    :param int seed: seed of the random starts.
-    :param int chunk: problems per batch (default: about 64 MB of ``n × n`` matrices per batch).
-    :returns: ``(log_marginal_likelihood [B], params [B, D + 2])``: the evidence in the targets' units at the best
-        start and its ``(log ls, log sf², log sn²)`` on the scaled problem.
+    :param int seed: seed of the random starts and of the inducing rows.
+    :param int inducing: ``M``: fit and report the collapsed bound of Titsias 2009 with the inputs of ``M`` rows
+        (the same rows for every problem, drawn without replacement) as inducing inputs, ``O(n M²)`` per evaluation
+        instead of ``O(n³)``; a lower bound on the evidence. ``None`` (or ``M ≥ n``): the exact evidence.
+    :param int chunk: problems per batch (default: about 64 MB of ``n × n`` (or ``n × M``) matrices per batch).
+    :returns: ``(log_marginal_likelihood [B], params [B, D + 2])``: the evidence (or its bound) in the targets'
+        units at the best start and its ``(log ls, log sf², log sn²)`` on the scaled problem.
     """
     X = torch.as_tensor(X, dtype=torch.float64)
     y = torch.as_tensor(y, dtype=torch.float64)
@@ -175,17 +218,31 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, chunk=None):
     ys = (y - mean) / sd
     starts = _starts(D, restarts, seed, X.dtype)                               # [R, D + 2]
     R = starts.shape[0]
+    sparse = inducing is not None and int(inducing) < n
+    if sparse:
+        rows = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[: int(inducing)]
     if chunk is None:
-        chunk = max(1, int(8e6 // (n * n * (D + 3))))
+        chunk = max(1, int(8e6 // ((n * int(inducing) * 4) if sparse else (n * n * (D + 3)))))
     best_f = torch.full((B,), math.inf, dtype=X.dtype)
     best_x = starts[0].expand(B, D + 2).clone()
     for b0 in range(0, B, chunk):
         sl = slice(b0, min(B, b0 + chunk))
-        D2 = (Xs[sl].unsqueeze(2) - Xs[sl].unsqueeze(1)).pow(2).permute(0, 3, 1, 2).contiguous()  # [b, D, n, n]
-        b = D2.shape[0]
-        for r in range(R):
-            x, _ = _bfgs(kernel, D2, ys[sl], starts[r].expand(b, D + 2).clone())
-            f = _nll_and_grad(kernel, D2, ys[sl], x)[0]
+        Xc, yc = Xs[sl], ys[sl]
+        b = Xc.shape[0]
+        if sparse:
+            Zc = Xc[:, rows]
+
+            def nll(x, r, Xc=Xc, Zc=Zc, yc=yc):
+                return _sparse_nll_and_grad(kernel, Xc[r], Zc[r], yc[r], x)
+        else:
+            D2 = (Xc.unsqueeze(2) - Xc.unsqueeze(1)).pow(2).permute(0, 3, 1, 2).contiguous()  # [b, D, n, n]
+
+            def nll(x, r, D2=D2, yc=yc):
+                return _nll_and_grad(kernel, D2[r], yc[r], x)
+
+        for k in range(R):
+            x, _ = _bfgs(lambda x, r: _with_ridge(*nll(x, r), x), starts[k].expand(b, D + 2).clone())
+            f = nll(x, torch.arange(b))[0]
             better = f < best_f[sl]
             best_f[sl] = torch.where(better, f, best_f[sl])
             best_x[sl] = torch.where(better[:, None], x, best_x[sl])

@@ -60,3 +60,40 @@ def test_batched_fit_reaches_the_one_by_one_optimum(kernel):
     assert params.shape == (3, 4)
     # an irrelevant input ends with a long length-scale (the noise-only target: both long)
     assert float(params[0, 1]) > float(params[0, 0]) + 1.0
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "matern52"])
+def test_sparse_bound_is_exact_at_the_data_and_below_the_evidence_elsewhere(kernel):
+    from pyro_dag.structure.gp_batch import _sparse_nll_and_grad
+
+    g = torch.Generator().manual_seed(2)
+    X = torch.rand(2, 40, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(4 * X[..., 0]) + 0.2 * torch.randn(2, 40, generator=g, dtype=torch.float64)
+    params = torch.tensor([[-1.0, 0.5, 0.2, -2.0], [-0.5, -0.2, -0.3, -1.0]], dtype=torch.float64)
+    D2 = (X.unsqueeze(2) - X.unsqueeze(1)).pow(2).permute(0, 3, 1, 2).contiguous()
+    exact, _ = _nll_and_grad(kernel, D2, y, params)
+    at_data, grad = _sparse_nll_and_grad(kernel, X, X, y, params)          # Z = X: Q = K, the bound is the evidence
+    torch.testing.assert_close(at_data, exact, rtol=1e-5, atol=1e-5)         # (up to the 1e-6 jitter of K_uu)
+    fewer, _ = _sparse_nll_and_grad(kernel, X, X[:, :10], y, params)
+    assert bool((fewer >= exact - 1e-8).all())                               # a lower bound on the evidence
+    # the autograd gradient against central differences
+    eps = 1e-6
+    for k in range(4):
+        e = torch.zeros_like(params)
+        e[:, k] = eps
+        fd = (_sparse_nll_and_grad(kernel, X, X[:, :10], y, params + e)[0]
+              - _sparse_nll_and_grad(kernel, X, X[:, :10], y, params - e)[0]) / (2 * eps)
+        torch.testing.assert_close(_sparse_nll_and_grad(kernel, X, X[:, :10], y, params)[1][:, k], fd,
+                                   rtol=1e-4, atol=1e-5)
+    del grad
+
+
+def test_sparse_fit_comes_close_to_the_exact_fit_on_a_smooth_function():
+    rng = np.random.default_rng(4)
+    n = 400
+    x = rng.uniform(-2, 2, size=(n, 1))
+    y = np.sin(2 * x[:, 0]) + 0.2 * rng.normal(size=n)
+    exact, _ = batched_gp_fit(torch.as_tensor(x[None]), torch.as_tensor(y[None]))
+    sparse, _ = batched_gp_fit(torch.as_tensor(x[None]), torch.as_tensor(y[None]), inducing=64)
+    assert float(sparse) <= float(exact) + 1e-6          # a bound
+    assert float(exact) - float(sparse) < 2.0            # and a tight one: 64 inducing inputs on a 1-D sine

@@ -120,3 +120,19 @@ def test_gp_settings_are_checked():
         exact_posterior(np.random.default_rng(0).normal(size=(30, 17)), "gp")
     with pytest.raises(ValueError, match="hyper_penalty"):
         GPFamilyScorer(np.zeros((5, 2)), hyper_penalty=-1.0)
+
+
+def test_many_rows_use_the_sparse_bound_below_the_exact_evidence():
+    rng = np.random.default_rng(5)
+    n = 500
+    x0 = rng.uniform(-2, 2, n)
+    X = np.c_[x0, np.sin(2 * x0) + 0.3 * rng.normal(size=n)]
+    sparse = GPFamilyScorer(X)
+    assert sparse.inducing == 128                                   # above GP_EXACT_ROWS rows
+    exact = GPFamilyScorer(X, inducing=None)
+    assert sparse.score(1, [0]) > sparse.score(1, []) + 50          # the dependence is seen
+    assert sparse.score(1, [0]) <= exact.score(1, [0]) + 1e-6       # through a lower bound ...
+    assert exact.score(1, [0]) - sparse.score(1, [0]) < 5.0         # ... a tight one
+    assert sparse.score(1, []) == exact.score(1, [])
+    with pytest.raises(ValueError, match="inducing"):
+        GPFamilyScorer(X, inducing=0)
