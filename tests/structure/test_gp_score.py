@@ -136,3 +136,13 @@ def test_many_rows_use_the_sparse_bound_below_the_exact_evidence():
     assert sparse.score(1, []) == exact.score(1, [])
     with pytest.raises(ValueError, match="inducing"):
         GPFamilyScorer(X, inducing=0)
+
+
+def test_order_circuit_on_the_gp_score_answers_queries_exactly(gp_post):
+    from pyro_dag.structure import order_spn
+
+    spn = order_spn(gp_post, "greedy", expansion=(8, 4))       # p = 3: every split enumerated, the circuit is exact
+    np.testing.assert_allclose(spn.edge_probs().numpy(), gp_post.edge_probs().numpy(), atol=1e-8)
+    ev = {(0, 1): True}
+    np.testing.assert_allclose(spn.edge_probs(given=ev).numpy(), gp_post.edge_probs(given=ev).numpy(), atol=1e-8)
+    assert spn.prob(ev) == pytest.approx(gp_post.prob(ev), abs=1e-8)
