@@ -38,6 +38,35 @@ GP_DEFAULT_MAX_PARENTS = 2
 GP_EXACT_ROWS = 400
 #: Inducing inputs of the sparse bound under ``inducing="auto"`` (rows of the data, one draw for every family).
 GP_INDUCING = 128
+#: ``hyper="laplace"``: independent Gaussian priors ``(mean, sd)`` on the log-hyperparameters of the scaled problem
+#: (inputs in the unit cube, the child standardised): each length-scale around 0.3 of the inputs' range, the signal
+#: variance around half and the noise variance around a tenth of the child's variance, each within a factor of
+#: about e^1.5 (length-scales e^1) at one standard deviation.
+GP_HYPER_PRIOR = dict(log_lengthscale=(math.log(0.3), 1.0), log_signal=(math.log(0.5), 1.5),
+                      log_noise=(math.log(0.1), 1.5))
+
+
+def empty_family_laplace(y, prior_mean, prior_sd, iters=50):
+    """``log p(y)`` of ``y ~ N(ȳ, σ² I)`` (``y [N]``, in its units) with ``log σ²`` of the standardised ``y`` under
+    ``N(prior_mean, prior_sd²)``, by Laplace's method (a 1-D Newton search for the mode): the empty family's score
+    under ``hyper="laplace"``."""
+    y = np.asarray(y, dtype=np.float64)
+    n, sd = len(y), float(np.std(y, ddof=1)) or 1.0
+    S = float(np.sum(((y - y.mean()) / sd) ** 2))
+    s = math.log(S / n)
+
+    def h(s):  # log p(y_std | s) + log N(s | prior)
+        return (-0.5 * n * math.log(2 * math.pi) - 0.5 * n * s - 0.5 * S * math.exp(-s)
+                - 0.5 * ((s - prior_mean) / prior_sd) ** 2 - math.log(prior_sd * math.sqrt(2 * math.pi)))
+
+    for _ in range(iters):
+        g = -0.5 * n + 0.5 * S * math.exp(-s) - (s - prior_mean) / prior_sd ** 2
+        H = -0.5 * S * math.exp(-s) - 1.0 / prior_sd ** 2
+        s -= g / H
+        if abs(g / H) < 1e-12:
+            break
+    H = 0.5 * S * math.exp(-s) + 1.0 / prior_sd ** 2
+    return h(s) + 0.5 * math.log(2 * math.pi) - 0.5 * math.log(H) - n * math.log(sd)
 
 
 class GPFamilyScorer:
@@ -49,6 +78,11 @@ class GPFamilyScorer:
     :param int restarts: L-BFGS starts per fit.
     :param int seed: seeds the random starts.
     :param hyper_penalty: ``c`` per parent: ``"bic"`` (``½ log N``, default) or a non-negative number.
+    :param str hyper: ``"ml"`` (default: type-II maximum likelihood, less ``hyper_penalty`` per parent) or
+        ``"laplace"``: the hyperparameters integrated out under :data:`GP_HYPER_PRIOR` by Laplace's method at the
+        posterior mode (as Giudice, Kuipers & Moffa 2023, *A Bayesian take on Gaussian process networks*, NeurIPS,
+        integrate them; they use bridge sampling), no per-parent charge; the empty family integrates its variance
+        under the noise prior.
     :param inducing: ``"auto"`` (default: the exact evidence up to :data:`GP_EXACT_ROWS` rows, above that the
         collapsed bound of Titsias 2009 with :data:`GP_INDUCING` of the rows as inducing inputs), ``None`` (always
         exact) or a number of inducing rows. The bound is a lower bound on each family's evidence, tight for
@@ -62,7 +96,7 @@ class GPFamilyScorer:
     :meth:`subsets` scores every subset of a candidate list, as :class:`~pyro_dag.structure.scores.FamilyScorer`.
     """
 
-    def __init__(self, X, kernel="rbf", restarts=2, seed=0, hyper_penalty="bic", inducing="auto"):
+    def __init__(self, X, kernel="rbf", restarts=2, seed=0, hyper_penalty="bic", inducing="auto", hyper="ml"):
         self.X = np.asarray(torch.as_tensor(X, dtype=torch.float64).cpu())
         self.kernel, self.restarts, self.seed = kernel, int(restarts), int(seed)
         N = self.X.shape[0]
@@ -73,6 +107,9 @@ class GPFamilyScorer:
             raise ValueError(f"inducing must be 'auto', None or a positive number of rows; got {inducing!r}")
         #: inducing rows of the sparse bound (``None``: exact evidence)
         self.inducing = None if inducing is None or inducing >= N else int(inducing)
+        if hyper not in ("ml", "laplace"):
+            raise ValueError(f"hyper must be 'ml' (type-II maximum likelihood) or 'laplace'; got {hyper!r}")
+        self.hyper = hyper
         if hyper_penalty == "bic":
             self.penalty = 0.5 * math.log(self.X.shape[0])
         elif isinstance(hyper_penalty, (int, float)) and not isinstance(hyper_penalty, bool) and hyper_penalty >= 0:
@@ -91,7 +128,7 @@ class GPFamilyScorer:
         key = (int(j), G)
         if key not in self.cache:
             self.prefetch([key])
-        return self.cache[key] - self.penalty * len(G)
+        return self.cache[key] - (self.penalty * len(G) if self.hyper == "ml" else 0.0)
 
     def prefetch(self, families):
         """Fit every family of ``families`` (pairs ``(j, G)``, ``G`` an iterable of parent indices) not yet
@@ -115,20 +152,29 @@ class GPFamilyScorer:
             if size == 0:
                 for j, G in keys:
                     y = self.X[:, j]
+                    if self.hyper == "laplace":
+                        self.cache[(j, G)] = empty_family_laplace(y, *GP_HYPER_PRIOR["log_noise"])
+                        continue
                     var = float(np.mean((y - y.mean()) ** 2))
                     self.cache[(j, G)] = -0.5 * len(y) * (math.log(2 * math.pi * max(var, 1e-300)) + 1.0)
                 continue
             X = torch.as_tensor(np.stack([self.X[:, list(G)] for _, G in keys]))
             y = torch.as_tensor(np.stack([self.X[:, j] for j, _ in keys]))
+            prior = None
+            if self.hyper == "laplace":
+                rows = ([GP_HYPER_PRIOR["log_lengthscale"]] * size + [GP_HYPER_PRIOR["log_signal"]]
+                        + [GP_HYPER_PRIOR["log_noise"]])
+                prior = tuple(torch.tensor(c, dtype=torch.float64) for c in zip(*rows))
             with torch.no_grad():
                 lml, params = batched_gp_fit(X, y, kernel=self.kernel, restarts=self.restarts, seed=self.seed,
-                                             inducing=self.inducing)
+                                             inducing=self.inducing, prior=prior)
             for (j, G), v, theta in zip(keys, lml.tolist(), params):
                 # A family nests each of its sub-families in the limit of an infinite length-scale (and the
                 # empty one as σ_f² -> 0), so its maximised evidence is at least theirs; an optimiser that stops
-                # short of such a limit in a flat direction gets the limit's value.
+                # short of such a limit in a flat direction gets the limit's value. (An integrated evidence has no
+                # such order: an extra input's prior volume is its Occam factor.)
                 subs = [self.cache[(j, tuple(k for b, k in enumerate(G) if (m >> b) & 1))]
-                        for m in range((1 << size) - 1)]
+                        for m in range((1 << size) - 1)] if self.hyper == "ml" else []
                 self.cache[(j, G)] = max([v] + subs)
                 self.hyperparameters[(j, G)] = theta
             self.num_fits += len(keys)

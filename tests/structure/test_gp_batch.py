@@ -97,3 +97,39 @@ def test_sparse_fit_comes_close_to_the_exact_fit_on_a_smooth_function():
     sparse, _ = batched_gp_fit(torch.as_tensor(x[None]), torch.as_tensor(y[None]), inducing=64)
     assert float(sparse) <= float(exact) + 1e-6          # a bound
     assert float(exact) - float(sparse) < 2.0            # and a tight one: 64 inducing inputs on a 1-D sine
+
+
+def test_laplace_evidence_against_quadrature_over_the_hyperparameters():
+    """Laplace's method against a brute-force grid integral of p(y | θ) p(θ) over the three log-hyperparameters."""
+    rng = np.random.default_rng(6)
+    n = 40
+    x = rng.uniform(0, 1, size=(n, 1))
+    y = np.sin(6 * x[:, 0]) + 0.3 * rng.normal(size=n)
+    mean = torch.tensor([math.log(0.3), math.log(0.5), math.log(0.1)], dtype=torch.float64)
+    sd = torch.tensor([1.0, 1.5, 1.5], dtype=torch.float64)
+    lap, _ = batched_gp_fit(torch.as_tensor(x[None]), torch.as_tensor(y[None]), prior=(mean, sd))
+    # the same scaled problem as batched_gp_fit: x already spans ~[0, 1]; rescale exactly as it does
+    xs = torch.as_tensor((x - x.min()) / (x.max() - x.min()))
+    ys = torch.as_tensor((y - y.mean()) / y.std(ddof=1))
+    grids = [torch.linspace(float(m - 5 * s), float(m + 5 * s), 30, dtype=torch.float64) for m, s in zip(mean, sd)]
+    G = torch.stack(torch.meshgrid(*grids, indexing="ij"), -1).reshape(-1, 3)
+    D2 = (xs[:, None, :] - xs[None, :, :]).pow(2).permute(2, 0, 1)[None]
+    logp = torch.cat([-_nll_and_grad("rbf", D2.expand(len(c), -1, -1, -1), ys.expand(len(c), -1), c)[0]
+                      for c in G.split(4096)])
+    logp = logp + torch.distributions.Normal(mean, sd).log_prob(G).sum(-1)
+    cell = math.prod(float(g[1] - g[0]) for g in grids)
+    quad = float(torch.logsumexp(logp, 0)) + math.log(cell) - n * math.log(float(np.std(y, ddof=1)))
+    assert float(lap) == pytest.approx(quad, abs=0.3)
+
+
+def test_empty_family_laplace_against_quadrature():
+    from pyro_dag.structure.gp_scores import empty_family_laplace
+
+    y = np.random.default_rng(7).normal(2.0, 3.0, size=50)
+    s = np.linspace(-6, 4, 20001)
+    ys = (y - y.mean()) / y.std(ddof=1)
+    S = float((ys ** 2).sum())
+    logp = (-0.5 * len(y) * (math.log(2 * math.pi) + s) - 0.5 * S * np.exp(-s) - 0.5 * ((s - math.log(0.1)) / 1.5) ** 2
+            - math.log(1.5 * math.sqrt(2 * math.pi)))
+    quad = float(np.log(np.trapezoid(np.exp(logp - logp.max()), s)) + logp.max()) - len(y) * math.log(y.std(ddof=1))
+    assert empty_family_laplace(y, math.log(0.1), 1.5) == pytest.approx(quad, abs=0.02)
