@@ -79,8 +79,9 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
     exactly: :func:`~pyro_dag.structure.exact_posterior` for ``p ≤`` :data:`GP_EXACT_FIT_NODES`, else
     :func:`~pyro_dag.structure.hybrid_posterior` (candidate parents, then the exact DP or order MCMC on their
     tables). Only the model's settings (:class:`~pyro_dag.structure.StructureConfig`'s fields: the edge prior,
-    ``standardize``, ``likelihood_scale``) apply; the SVI settings given as keywords are refused. The returned
-    posterior answers the same queries (:class:`~pyro_dag.structure.posterior.DAGPosterior`).
+    ``standardize``, ``likelihood_scale``) apply; the SVI settings given as keywords are refused. The scores are
+    computed on the CPU in float64 (``dtype``, ``device`` and ``progress`` do not apply). The returned posterior
+    answers the same queries (:class:`~pyro_dag.structure.posterior.DAGPosterior`).
 
     :param data: ``[N, p]`` tensor, array or ``pandas.DataFrame`` of numbers (column names become node names; a
         string or categorical column raises an error naming it).
@@ -108,6 +109,9 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
     """
     config = _config(config, likelihood, settings, "fit")
     if config.likelihood == "gp":
+        if callback is not None:
+            raise ValueError("fit(likelihood='gp') runs no optimisation steps, so callback would never be called; "
+                             "drop it")
         return _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads)
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64; got {dtype}")

@@ -139,8 +139,8 @@ class GPFamilyScorer:
             key = (int(j), tuple(sorted(int(k) for k in G)))
             if key[0] in key[1]:
                 raise ValueError(f"node {key[0]} cannot be its own parent")
-            # the sub-families too: the evidence of G is at least theirs (below)
-            for m in range(1 << len(key[1])):
+            # the sub-families too: the maximised evidence of G is at least theirs (below)
+            for m in (range(1 << len(key[1])) if self.hyper == "ml" else [(1 << len(key[1])) - 1]):
                 sub = (key[0], tuple(k for b, k in enumerate(key[1]) if (m >> b) & 1))
                 if sub not in self.cache:
                     todo[sub] = True

@@ -67,6 +67,8 @@ def test_fit_input_errors_and_names():
         fit(torch.tensor([[1.0, 2.0], [1.0, 3.0], [1.0, 5.0]]), num_steps=1, progress=False)
     with pytest.raises(ValueError, match="num_steps"):                # the GP score is not fitted by SVI
         fit(torch.randn(10, 2), likelihood="gp", num_steps=1, progress=False)
+    with pytest.raises(ValueError, match="callback"):
+        fit(torch.randn(10, 2), likelihood="gp", callback=print)
     with pytest.raises(ValueError, match="likelihood"):
         fit(torch.randn(10, 2), likelihood="gpp", num_steps=1, progress=False)
     with pytest.raises(ValueError, match="edge_beliefs"):
