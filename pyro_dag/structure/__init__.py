@@ -24,7 +24,8 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
   (:mod:`.variational`);
 * exact reference (:mod:`.exact`, :mod:`.order_scorer`, :mod:`.scores`): :func:`exact_posterior` with a
   :class:`StructureConfig` -> :class:`ExactStructurePosterior` (also on the GP network score of :mod:`.gp_scores`,
-  :class:`GPFamilyScorer`, ``likelihood="gp"``); :class:`OrderScorer`, :func:`local_scores`; the
+  :class:`GPFamilyScorer`, ``likelihood="gp"``, and its model-averaged interventional predictions
+  :func:`gp_interventional_effect`); :class:`OrderScorer`, :func:`local_scores`; the
   subset algebra and the dynamic programme over subsets they share (:mod:`.subsets`); the graph priors
   (:mod:`.graph_priors`);
 * the query interface every posterior shares (:mod:`.posterior`): :class:`DAGPosterior`, with edge evidence
@@ -52,6 +53,7 @@ from .constraints import dag
 from .evidence import Evidence, parse_evidence
 from .exact import ExactStructurePosterior, exact_posterior
 from .fitting import fit
+from .gp_effects import gp_interventional_effect
 from .gp_scores import GPFamilyScorer
 from .hybrid import OrderMCMCPosterior, hybrid_posterior, order_relocation_mcmc
 from .map_dag import MAPTieWarning, equivalent_dags
@@ -85,6 +87,7 @@ __all__ = [
     "ExactStructurePosterior",
     "FitConfig",
     "GPFamilyScorer",
+    "gp_interventional_effect",
     "LinearGaussianSEM",
     "LogisticBeta",
     "MAPTieWarning",
