@@ -160,7 +160,7 @@ class InputChecks:
             raise DAGInputError(f"{label} could not be converted to a {self.dtype} tensor ({e}); pass an [n, d] "
                                 "tensor, numpy array or numeric pandas DataFrame") from None
 
-    def _check_inputs(self, inputs):
+    def _check_inputs(self, inputs, validate=True):
         if self.dtype not in (torch.float32, torch.float64):
             name = str(self.dtype).rsplit(".", 1)[-1]
             raise DAGInputError(f"the model's parameters are {name} (model.half(), .bfloat16() or .to(torch.{name})), "
@@ -201,19 +201,21 @@ class InputChecks:
             if self.input_dims is not None and x.shape[1] != self.input_dims[r]:
                 raise DAGInputError(f"inputs[{r!r}] has {x.shape[1]} columns but the model was set up with "
                                     f"{self.input_dims[r]}; pass the same columns as in training")
-            bad = None if is_tracing() else ~torch.isfinite(x).all(-1)
+            bad = None if is_tracing() or not validate else ~torch.isfinite(x).all(-1)
             if bad is not None and bool(bad.any()):
                 float32_overflow(inputs[r], x, f"inputs[{r!r}]", error=DAGInputError, fix=_DOUBLE)
                 i = int(bad.nonzero()[0])
                 raise DAGInputError(f"inputs[{r!r}] contains NaN or inf (first at row {i}); roots are deterministic "
                                     "inputs and must be finite: impute or drop those cases")
-            _check_scale(x, f"inputs[{r!r}]")
+            if validate:
+                _check_scale(x, f"inputs[{r!r}]")
             X[r] = x
         return X, n
 
-    def _check_data(self, data, mask, n, X=None):
+    def _check_data(self, data, mask, n, X=None, validate=True):
         """Returns ``{node: (y_filled [n, d], mask [n, d] bool)}``; ``X`` (the checked inputs) names the root that
-        gave ``n`` in the errors."""
+        gave ``n`` in the errors; ``validate=False`` skips the checks of the values (already made on these
+        tensors)."""
         if data is None:
             if mask:
                 raise DAGInputError("a mask was given without data; pass data={node: [n, d] tensor}")
@@ -271,21 +273,22 @@ class InputChecks:
                 if m.shape != y.shape or m.dtype != torch.bool:
                     raise DAGInputError(f"mask[{w!r}] must be a bool tensor of shape {tuple(y.shape)}, got "
                                         f"{m.dtype} {tuple(m.shape)}")
-                if not is_tracing() and bool((m & ~torch.isfinite(y)).any()):
+                if validate and not is_tracing() and bool((m & ~torch.isfinite(y)).any()):
                     float32_overflow(data[w], y, f"data[{w!r}]", error=DAGInputError, fix=_DOUBLE)
                     raise DAGInputError(f"data[{w!r}] has NaN/inf at entries that mask[{w!r}] marks as observed; "
                                         "fix the data or set those mask entries to False")
             else:
-                if not is_tracing() and bool(torch.isinf(y).any()):
+                if validate and not is_tracing() and bool(torch.isinf(y).any()):
                     float32_overflow(data[w], y, f"data[{w!r}]", error=DAGInputError, fix=_DOUBLE)
                     raise DAGInputError(f"data[{w!r}] contains inf; mark missing entries with NaN (or pass a mask)")
                 m = ~torch.isnan(y)
-            if not is_tracing() and not bool(m.any()):
+            if validate and not is_tracing() and not bool(m.any()):
                 raise DAGInputError(f"data[{w!r}] has no observed entries; drop it from data (the node is then "
                                     "latent)")
             filled = torch.where(m, y, torch.zeros_like(y))
-            _check_scale(filled, f"data[{w!r}]")
-            if not is_tracing():
+            if validate:
+                _check_scale(filled, f"data[{w!r}]")
+            if validate and not is_tracing():
                 self._check_support(w, data[w], filled, m)
             out[w] = (filled, m)
         return out
@@ -318,10 +321,43 @@ class InputChecks:
             design matrix), ``n`` the number of cases and
             ``obs = {node: (y [n, d_w] with missing entries zeroed, mask [n, d_w] bool)}``.
         """
-        X, n = self._check_inputs(inputs)
+        key = self._arguments_key(inputs, data, mask)
+        memo = self.__dict__.get("_checked_key")
+        validate = key is None or memo is None or memo[0] != key
+        X, n = self._check_inputs(inputs, validate)
         if n is None:
             n = self._count_cases(data)
-        return X, n, self._check_data(data, mask, n, X)
+        obs = self._check_data(data, mask, n, X, validate)
+        if validate and key is not None:
+            # the tensors are kept with the key, so that their ids cannot be reused by other tensors
+            self.__dict__["_checked_key"] = (key, (inputs, data, mask))
+        return X, n, obs
+
+    def _arguments_key(self, inputs, data, mask):
+        """What the value checks of :meth:`checked_arguments` (finite, scale, support) depend on, for arguments
+        that are dicts of tensors: each tensor's identity and version counter (an in-place change is checked
+        again), the model's dtype, device, set-up and likelihoods; ``None`` (check every call) for other arguments
+        or under a trace. A training loop passes the same tensors at every step: the values are checked at the
+        first and only converted at the others (checking them again cost about a tenth of a collider step). The
+        conversions (masks, zero-filled data) are redone every call, so a change that torch does not count (through
+        ``.data`` or a numpy view) still reaches the model."""
+        if is_tracing():
+            return None
+        parts = [self.dtype, self.device, None if self.input_dims is None else tuple(self.input_dims.items()),
+                 tuple(id(lik) for lik in self.likelihoods.values())]
+        for arg in (inputs, data, mask):
+            if arg is None:
+                parts.append(None)
+                continue
+            if type(arg) is not dict:
+                return None
+            items = []
+            for name, value in arg.items():
+                if not torch.is_tensor(value):
+                    return None
+                items.append((name, id(value), value._version))
+            parts.append(tuple(items))
+        return tuple(parts)
 
     def _count_cases(self, data):
         """``n`` from the data, for a model whose roots are all latent inputs (no design matrix counts the cases)."""

@@ -72,12 +72,25 @@ def forward_marginal(model, estimator, X, obs, plate, cache):
     posterior = estimator.posterior(model._key, model.topo_nodes[0])
     observed = model._observation_nodes(obs, generate=False)
     with plate as idx:
+        # full batch: the cases in their order, so index nothing (the same values); the design matrices then stay
+        # the very tensors of every step, and inside fixed_kernels() the nodes whose parents are roots reuse their
+        # whitened conditionals (keyed on the tensor's identity)
+        idx = None if _all_cases(idx, plate.size) else idx
         passes = marginal_pass(model, posterior, X, estimator.num_particles, idx, cache, estimator.sampler,
                                     estimator.antithetic, latent=latent)
         for w in observed:
             _, loc, var = passes[w]
             y, m = obs[w]
-            ell = model.likelihoods[w].expected_log_prob(y[idx], loc, var)
-            ell = torch.where(m[idx], ell, torch.zeros_like(ell)).sum(-1).mean(0)
+            if idx is not None:
+                y, m = y[idx], m[idx]
+            ell = model.likelihoods[w].expected_log_prob(y, loc, var)
+            ell = torch.where(m, ell, torch.zeros_like(ell)).sum(-1).mean(0)
             pyro.factor(f"{w}.y", ell)
     return {w: passes[w][0] for w in model.topo_nodes}
+
+
+def _all_cases(idx, size):
+    """Whether the plate's indices ``idx`` are ``0, 1, ..., size - 1`` in order (a full batch: Pyro's plate draws
+    ``arange(size)`` when it is not subsampled)."""
+    return (isinstance(size, int) and idx.dim() == 1 and idx.shape[0] == size
+            and torch.equal(idx, torch.arange(size, device=idx.device)))

@@ -75,6 +75,13 @@ class DenseAncestralState:
         self.chol = None    # C  [..., K, K]
         self.white = None   # e  [..., K]
         self._pending = None
+        # While every node drawn so far has one output (d = 1), C and e are kept entry by entry instead:
+        # rows[k] = [C_k0, ..., C_kk] and whites[k] = e_k, each [..., B] at the batch shape it has (a node whose
+        # parents are roots varies by case only), so a node's conditional is a few elementwise products (forward
+        # substitution) instead of a batched K x K triangular solve over every (sample, case) pair, and C grows
+        # without concatenation. Same formulas, so the same numbers to rounding.
+        self._scalar = all(b.dim == 1 for b in posterior.blocks)
+        self._rows, self._whites = [], []
 
     def _cross(self, u, a_u, w, a_w):
         """``v⁰_uw = G_u Σ_uw G_wᵀ`` ``[..., d_u, d_w]`` for interpolation vectors ``a_u [..., M_u]``,
@@ -101,7 +108,43 @@ class DenseAncestralState:
         t = torch.einsum("...n,imjn->...imj", a_w, S)                          # [..., d_u, M_u, d_w]
         return (t * a_u[..., None, :, None]).sum(-2)
 
+    def _cross_scalar(self, u, a_u, w, a_w):
+        """``v⁰_uw`` ``[...]`` of two one-output nodes (:meth:`_cross` without the trailing ``[1, 1]``)."""
+        post = self.posterior
+        S = self.sigma[post.block_of[u].slice, post.block_of[w].slice]
+        if a_u.shape[:-1].numel() <= a_w.shape[:-1].numel():
+            return ((a_u @ S) * a_w).sum(-1)
+        return ((a_w @ S.T) * a_u).sum(-1)
+
+    def _predict_scalar(self, node, a, r):
+        """:meth:`predict` when every node has one output: ``c = C⁻¹ v⁰_{<w,w}`` by forward substitution on the rows
+        of ``C``, ``μ_w = μ⁰_w + cᵀe``, ``σ²_w = v⁰_ww - cᵀc``."""
+        post = self.posterior
+        b = post.block_of[node]
+        v_ww = self._cross_scalar(node, a, node, a) + r
+        loc = (a @ post.loc[b.slice].unsqueeze(-1)).squeeze(-1)      # μ⁰_w  [..., B]
+        c = []
+        for k, (u, a_u) in enumerate(self.drawn):
+            row = self._rows[k]
+            v = self._cross_scalar(u, a_u, node, a)
+            for j in range(k):
+                v = v - row[j] * c[j]
+            c.append(v / row[k])
+        if c:
+            loc = loc + _dot(c, self._whites)
+            v_ww = v_ww - _dot(c, c)
+        self._pending = (node, loc, v_ww, c)
+        return loc.unsqueeze(-1), v_ww[..., None, None]
+
+    def _update_scalar(self, node, f):
+        _, loc, var, c = self._pending
+        D = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()
+        self._whites.append((f.squeeze(-1) - loc) / D)
+        self._rows.append(c + [D])
+
     def predict(self, node, a, r):
+        if self._scalar:
+            return self._predict_scalar(node, a, r)
         post = self.posterior
         b = post.block_of[node]
         v_ww = self._cross(node, a, node, a)                         # G_w Σ_ww G_wᵀ
@@ -127,6 +170,11 @@ class DenseAncestralState:
         pnode, loc, cov, c = self._pending
         if pnode != node:
             raise RuntimeError(f"update({node!r}) must follow predict({node!r})")
+        if self._scalar:
+            self._update_scalar(node, f)
+            self.drawn.append((node, a))
+            self._pending = None
+            return
         d = cov.shape[-1]
         if d == 1:
             D = cov.clamp_min(torch.finfo(cov.dtype).tiny).sqrt()
@@ -146,6 +194,14 @@ class DenseAncestralState:
             self.white = torch.cat([self.white.expand(batch + (K,)), e], dim=-1)
         self.drawn.append((node, a))
         self._pending = None
+
+
+def _dot(xs, ys):
+    """``Σ_k x_k y_k`` of two lists of broadcastable tensors."""
+    out = xs[0] * ys[0]
+    for x, y in zip(xs[1:], ys[1:]):
+        out = out + x * y
+    return out
 
 
 class JointSampleState:

@@ -5,13 +5,16 @@ update rule (Kingma & Ba 2015) to all parameters at once with torch's multi-tens
 lower per-step overhead, following Pyro's "custom objectives" recipe (``elbo.differentiable_loss`` then
 ``backward``). It also holds chosen parameters fixed for a step (their gradients are dropped, so neither the
 values nor the optimiser's moments move), which the freezing schedules and the natural-gradient steps of
-:func:`~pyro_dag.infer.training.train` use.
+:func:`~pyro_dag.infer.training.train` use. The update is :class:`~pyro_dag.infer.training.foreach_adam.ForeachAdam`
+(torch's multi-tensor Adam, bit for bit, without ``torch.optim``'s per-step overhead) unless an option needs
+``torch.optim.Adam``.
 """
 import pyro
 import pyro.poutine as poutine
 import torch
 
 from ..checks import check_finite_gradients
+from .foreach_adam import ForeachAdam, supports
 
 __all__ = ["JointAdam"]
 
@@ -76,7 +79,11 @@ class JointAdam:
         if not groups:
             raise ValueError("JointAdam: the model and guide have no trainable parameter (all are fixed or none "
                              "requires gradients); there is nothing for Adam to train")
-        self.optim = torch.optim.Adam([dict(args, params=params) for args, params in groups.values()], foreach=True)
+        groups = [dict(args, params=params) for args, params in groups.values()]
+        if all(supports({k: v for k, v in g.items() if k != "params"}) for g in groups):
+            self.optim = ForeachAdam(groups)
+        else:
+            self.optim = torch.optim.Adam(groups, foreach=True)
 
     def build_from_names(self, names):
         """Create the optimiser over the parameters of Pyro's parameter store called ``names`` (in this order), as
