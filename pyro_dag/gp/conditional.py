@@ -18,6 +18,7 @@ when it sits on the first.
 import torch
 from pyro.ops.integrator import register_exception_handler
 
+from ..ops.quadratic import sum_squares
 from ..utils import is_fx_tracing, is_tracing
 
 __all__ = ["NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter", "whitened_conditional",
@@ -160,5 +161,6 @@ def whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
         # is a difference of two O(1) numbers down to the jitter, and amplifies any other rounding of a).
         a = torch.linalg.solve_triangular(L, Kxz.transpose(-1, -2), upper=upper).transpose(-1, -2)
     # Floor at the smallest positive number: sqrt(r) then has a finite gradient even where r underflows.
-    r = (kernel(X, diag=True) - (a * a).sum(-1)).clamp_min(torch.finfo(a.dtype).tiny)
+    # sum_squares: (a * a).sum(-1) with a one-pass backward (autograd's takes three [..., B, M] passes).
+    r = (kernel(X, diag=True) - sum_squares(a)).clamp_min(torch.finfo(a.dtype).tiny)
     return a, r

@@ -63,6 +63,40 @@ def test_rbf_kernel_uses_the_fused_path_with_the_same_values():
     assert torch.allclose(k(X, diag=True), k.variance.expand(3, 6))
 
 
+@pytest.mark.parametrize("shape", [(7, 5), (3, 7, 5), (2, 3, 4, 5)])
+def test_mean_and_quadratic_matches_autograd_composition(shape):
+    from pyro_dag.ops.quadratic import mean_and_quadratic, sum_squares
+
+    g = torch.Generator().manual_seed(2)
+    A = torch.randn(shape, dtype=torch.float64, generator=g).requires_grad_()
+    m = torch.randn(shape[-1], dtype=torch.float64, generator=g).requires_grad_()
+    T = torch.randn(shape[-1], shape[-1], dtype=torch.float64, generator=g).tril().requires_grad_()
+    loc, q = mean_and_quadratic(A, m, T @ T.T)
+    ss = sum_squares(A)
+    AL = A @ T
+    ref_loc, ref_q, ref_ss = A @ m, (AL * AL).sum(-1), (A * A).sum(-1)
+    assert loc.shape == q.shape == ss.shape == shape[:-1]
+    assert torch.allclose(loc, ref_loc, rtol=1e-12) and torch.allclose(q, ref_q, rtol=1e-12)
+    assert torch.equal(ss, ref_ss)
+    w1, w2, w3 = (torch.randn(shape[:-1], dtype=torch.float64, generator=g) for _ in range(3))
+    got = torch.autograd.grad((loc * w1 + q * w2 + ss * w3).sum(), [A, m, T])
+    ref = torch.autograd.grad((ref_loc * w1 + ref_q * w2 + ref_ss * w3).sum(), [A, m, T])
+    for a, b in zip(got, ref):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_mean_and_quadratic_gradcheck():
+    from pyro_dag.ops.quadratic import mean_and_quadratic, sum_squares
+
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(2, 4, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    m = torch.randn(3, dtype=torch.float64, generator=g, requires_grad=True)
+    B = torch.randn(3, 3, dtype=torch.float64, generator=g)
+    S = (B @ B.T).requires_grad_()
+    assert torch.autograd.gradcheck(mean_and_quadratic, (A, m, S))
+    assert torch.autograd.gradcheck(sum_squares, (A,))
+
+
 # ---------------------------------------------------------------------------------------------- end to end
 def _reference_whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
     """whitened_conditional before the flattened solve: a batched right-sided triangular solve."""
@@ -77,6 +111,41 @@ def _reference_whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
 
 def _reference_rbf_forward(self, X, Z=None, diag=False):
     return kernels.Stationary.forward(self, X, Z, diag)
+
+
+def _reference_mean_field_predict(self, node, a, r):
+    """MeanFieldState.predict before the fused mean and quadratic form: A L and autograd's squares."""
+    post = self.posterior
+    b = post.block_of[node]
+    m = post.locs[node].reshape(b.dim, b.num_inducing)
+    L = post.scale_trils[node].reshape(b.dim, b.num_inducing, b.size)
+    loc = a @ m.T
+    if b.dim == 1:
+        AL = a @ L[0]
+        var = (AL * AL).sum(-1) + r
+        return loc, var[..., None, None]
+    AL = torch.stack([a @ L[j] for j in range(b.dim)], dim=-2)
+    cov = torch.einsum("...jp,...kp->...jk", AL, AL)
+    return loc, cov + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
+
+
+def _reference_paths(m):
+    """Monkeypatch (context ``m``) every fast path of a DAGELBO step back to the code it replaced."""
+    from pyro_dag.dgp import conditionals as dgp
+    from pyro_dag.infer.autoguide import samplers
+
+    m.setattr(dgp, "whitened_conditional", _reference_whitened_conditional)
+    m.setattr(kernels.RBF, "forward", _reference_rbf_forward)
+    m.setattr(samplers.MeanFieldState, "predict", _reference_mean_field_predict)
+
+
+def _assert_same(fast, ref):
+    assert torch.allclose(fast[0], ref[0], rtol=1e-10, atol=0)
+    assert len(fast[1]) == len(ref[1])
+    for g, h in zip(fast[1], ref[1]):
+        assert (g is None) == (h is None)
+        if g is not None:
+            assert torch.allclose(g, h, rtol=1e-10, atol=1e-10 * float(h.abs().max().clamp_min(1.0)))
 
 
 def _loss_and_grads(make, structure, sampler, seed=3, fixed=False):
@@ -117,20 +186,48 @@ def _problems():
 def test_elbo_and_gradients_equal_the_previous_code_path(monkeypatch, problem, structure, sampler, fixed):
     """DAGELBO's loss and every parameter gradient, with the fast paths and with the code they replaced
     (same random stream), agree to 1e-10 in float64."""
-    from pyro_dag.dgp import conditionals as dgp
-
     make = _problems()[problem]
     fast = _loss_and_grads(make, structure, sampler, fixed=fixed)
     with monkeypatch.context() as m:
-        m.setattr(dgp, "whitened_conditional", _reference_whitened_conditional)
-        m.setattr(kernels.RBF, "forward", _reference_rbf_forward)
+        _reference_paths(m)
         ref = _loss_and_grads(make, structure, sampler, fixed=fixed)
-    assert torch.allclose(fast[0], ref[0], rtol=1e-10, atol=0)
-    assert len(fast[1]) == len(ref[1])
-    for g, h in zip(fast[1], ref[1]):
-        assert (g is None) == (h is None)
-        if g is not None:
-            assert torch.allclose(g, h, rtol=1e-10, atol=1e-10 * float(h.abs().max().clamp_min(1.0)))
+    _assert_same(fast, ref)
+
+
+def _benchmark_chain(n=60, M=12):
+    """The two-layer chain of benchmarks/chain_dgp_vs_gpytorch.py (like for like), small: RBF kernels at
+    softplus(0), inducing inputs on a grid, a mean-field guide at the prior's scale."""
+    import math
+
+    import networkx as nx
+
+    from pyro_dag import DAGDGP
+    from pyro_dag.gp.likelihoods import Gaussian
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(n, 1, generator=g, dtype=torch.float64) * 4 - 2
+    y = torch.where(x < 0, torch.sin(3 * x), 0.7 + 0.3 * torch.cos(5 * x)) + 0.1 * torch.randn(
+        n, 1, generator=g, dtype=torch.float64)
+    init = math.log(2.0)
+    kern = {w: kernels.RBF(variance=init, lengthscale=init) for w in ("h", "y")}
+    Z = {"h": torch.linspace(-2, 2, M, dtype=torch.float64).unsqueeze(-1),
+         "y": torch.linspace(-2, 2, M, dtype=torch.float64).unsqueeze(-1)}
+    model = DAGDGP(nx.DiGraph([("x", "h"), ("h", "y")]), kernels=kern, num_inducing=M,
+                   likelihoods={"y": Gaussian(0.1)}, inducing_inputs=Z).double()
+    return model, {"x": x}, {"y": y}
+
+
+def test_chain_dgp_step_equals_the_previous_code_path(monkeypatch):
+    """The benchmarked chain deep GP (x -> h -> y, mean field, 4 samples): the ELBO and the gradient of every
+    parameter (kernels, inducing inputs, likelihood, guide) of the fast path equal the pre-change formulas
+    (A L with autograd's squares, the autograd RBF, the batched solve) to 1e-10 in float64, for the same draws."""
+    make = _benchmark_chain
+    fast = _loss_and_grads(make, "mean_field", "conditional")
+    with monkeypatch.context() as m:
+        _reference_paths(m)
+        ref = _loss_and_grads(make, "mean_field", "conditional")
+    assert sum(g is not None for g in fast[1]) == len(fast[1]) - 1   # all but the hidden node's unused noise
+    _assert_same(fast, ref)
 
 
 def test_equivalence_test_has_teeth(monkeypatch):

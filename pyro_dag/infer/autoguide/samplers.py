@@ -18,6 +18,7 @@ conditions on the drawn values ``f``.
 import torch
 
 from ...dgp.handoff import standard_normal
+from ...ops.quadratic import mean_and_quadratic
 from ...utils import broadcast_shapes
 
 __all__ = ["MeanFieldState", "DenseAncestralState", "JointSampleState"]
@@ -39,14 +40,16 @@ class MeanFieldState:
         :returns: ``(loc [..., B, d], cov [..., B, d, d])``."""
         post = self.posterior
         b = post.block_of[node]
+        if b.dim == 1:
+            # aᵀ S a with S = L Lᵀ formed once ([M, M]): one [S B, M] x [M, M] product over all (sample, case)
+            # pairs and none backwards (∂/∂a = 2 S a is kept from the forward), instead of A L and two products
+            # backwards; the mean rides in the same fused op (pyro_dag.ops.quadratic).
+            L = post.scale_trils[node]
+            loc, q = mean_and_quadratic(a, post.locs[node], L @ L.T)
+            return loc.unsqueeze(-1), (q + r)[..., None, None]
         m = post.locs[node].reshape(b.dim, b.num_inducing)
         L = post.scale_trils[node].reshape(b.dim, b.num_inducing, b.size)
         loc = a @ m.T
-        if b.dim == 1:
-            # One matmul over all (sample, case) pairs; avoids a batched [1, P] @ [P, 1] product per case.
-            AL = a @ L[0]
-            var = (AL * AL).sum(-1) + r
-            return loc, var[..., None, None]
         AL = torch.stack([a @ L[j] for j in range(b.dim)], dim=-2)  # [..., d, P]
         cov = torch.einsum("...jp,...kp->...jk", AL, AL)
         cov = cov + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
