@@ -23,6 +23,20 @@ def environment():
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
+def code_state():
+    """The commit the library was measured at and the library files that differed from it (a shared working tree can
+    hold other people's uncommitted edits while a benchmark runs)."""
+    import subprocess
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    modified = [line[3:] for line in git("status", "--porcelain", "--", "../pyro_dag").splitlines() if line.strip()]
+    return {"commit": git("rev-parse", "HEAD").strip(), "modified": modified}
+
+
 def write_json(name, payload):
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"{name}.json")

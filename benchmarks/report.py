@@ -233,36 +233,53 @@ def sec_gradient_variance(R):
 def sec_tree_scaling(R):
     d = R("tree_scaling.json")
     rows = []
+    # runs from before the methods were interleaved recorded no memory saved for the backward pass
+    saved = all("mean_field_saved_mib" in r for r in d["rows"])
     for r in d["rows"]:
         mf = r["mean_field_cpu_s"]
 
         def c(k):
             return f"{r[k + '_cpu_s']:.3f}" if k + "_cpu_s" in r else "–"
 
-        def rss(k):
-            return f"{r[k + '_rss_mib']:.0f}" if k + "_rss_mib" in r else "–"
-        rows.append([r["depth"], r["gp_nodes"], f"{mf:.3f}", c("chordal_dense"), c("chordal_sparse"),
-                     c("chordal_sparse_sqrt"), c("chordal_sparse_joint"),
-                     f"{r['chordal_sparse_sqrt_cpu_s'] / mf:.2f}", f"{r['chordal_sparse_joint_cpu_s'] / mf:.2f}",
-                     " / ".join(rss(k) for k in ("mean_field", "chordal_sparse_sqrt", "chordal_sparse_joint",
-                                                  "chordal_dense"))])
+        def rss(k, what="rss"):
+            return f"{r[f'{k}_{what}_mib']:.0f}" if f"{k}_{what}_mib" in r else "–"
+        kinds = ("mean_field", "chordal_sparse_sqrt", "chordal_sparse_joint", "chordal_dense")
+        row = [r["depth"], r["gp_nodes"], f"{mf:.3f}", c("chordal_dense"), c("chordal_sparse"),
+               c("chordal_sparse_sqrt"), c("chordal_sparse_joint"),
+               f"{r['chordal_sparse_sqrt_cpu_s'] / mf:.2f}", f"{r['chordal_sparse_joint_cpu_s'] / mf:.2f}",
+               " / ".join(rss(k) for k in kinds)]
+        if saved:
+            row.append(" / ".join(rss(k, "saved") for k in kinds))
+        rows.append(row)
     sm = d["summary"]
     sq, fa, jo = sm["conditional_square_root"], sm["conditional"], sm["joint"]
     loads = [r["load"] for r in d["rows"]]
     met = (sq["max_sparse_over_mean_field"] <= TARGETS["tree_ratio"]
            and sq["sparse_loglog_slope"] <= TARGETS["tree_slope"])
+    joint_note = '`DAGELBO(sampler="joint")` for large trees.'
+    if os.path.exists(os.path.join(R.folder, "sampler_work.json")):
+        rule = sampler_rule(R("sampler_work.json")["rows"])
+        joint_note = (f"its variance-adjusted work stays above the conditional sampler's on every tree measured, "
+                      f"{rule['work_ratio_depth9']:.1f}× at depth 9 on the measured trend, so the conditional "
+                      "sampler stays the default (the rule and the numbers: the sampler-work section below).")
     tab = table(["depth", "GP nodes", "mean field (CPU s)", "dense, cond.", "sparse, cond. (factor)",
                  "sparse, cond. (square root, default)", "sparse, joint", "square root / mean field",
-                 "joint / mean field", "peak RSS MiB (MF / square root / joint / dense)"], rows)
+                 "joint / mean field", "peak RSS MiB (MF / square root / joint / dense)"] +
+                (["saved for backward MiB (MF / square root / joint / dense)"] if saved else []), rows)
+    protocol = ("methods interleaved in one process (order rotated each round) after one warm-up call each" if saved
+                else "methods side by side in one process")
+    memory = ("Peak RSS (of the warm-up call, methods in the columns' order after mean field; it includes the "
+              "interpreter, torch and heap kept from earlier calls) and the tensors autograd saved for the backward "
+              "pass (distinct storages; what an ELBO holds until its gradient)" if saved else
+              "Peak RSS includes the interpreter and torch")
     notes = [para(f"""One ELBO + gradient on binary trees (the DAG-DGP paper's Fig. 2): CPU seconds, median of
-        {d['settings']['repeats']} repeats, methods side by side in one process, float64, one thread, dense backend up
+        {d['settings']['repeats']} repeats, {protocol}, float64, one thread, dense backend up
         to
         depth {sm['deepest_dense_depth']}. *cond.*: DAGELBO's default sampler (Algorithms 1 and 2), on the sparse
         backend in
-        its square-root form (the default) and its block-Cholesky factor form (same draws to rounding). Peak RSS
-        includes
-        the interpreter and torch. Load average {rng(loads, 1)}: compare within a row. Plot:
-        `results/tree_scaling.png`."""),
+        its square-root form (the default) and its block-Cholesky factor form (same draws to rounding). {memory}.
+        Load average {rng(loads, 1)}: compare within a row. Plot:
+        `results/tree_scaling.png`. {code_note(d['rows'])}"""),
              para(f"""Target for the default: within {TARGETS['tree_ratio']:g}× mean field up to
         {d['rows'][-1]['gp_nodes']} GP
         nodes, log-log slope ≤ {TARGETS['tree_slope']:g}: {yes(met)} (worst ratio
@@ -274,9 +291,94 @@ def sec_tree_scaling(R):
         ancestors, cannot be drawn in one batched step without changing the draws; memory traffic, not flops, is the
         cost
         on deep trees. The joint sampler stays within {jo['max_sparse_over_mean_field']:.2f}× mean field (slope
-        {jo['sparse_loglog_slope']:.2f}) but is noisier: `DAGELBO(sampler="joint")` for large trees.""")]
+        {jo['sparse_loglog_slope']:.2f}) but is noisier: {joint_note}""")]
     return Section("How does the ELBO's cost scale on large trees?", "`python benchmarks/tree_scaling.py`", tab,
                    notes, ["tree_scaling.json"])
+
+
+def code_note(rows):
+    """'Measured at commit ...' from the rows' ``code`` (``common.code_state``), naming the library files that differed
+    from the commit (other people's uncommitted edits in a shared working tree); empty for rows without it."""
+    states = {(r["code"]["commit"][:7], str(r["code"]["modified"])) for r in rows if "code" in r}
+    if not states:
+        return ""
+    parts = []
+    for commit, modified in sorted(states):
+        mod = ast.literal_eval(modified) if modified.startswith("[") else modified
+        edits = (" with uncommitted edits to " + ", ".join(f"`{m}`" for m in mod) if isinstance(mod, list) and mod
+                 else "" if isinstance(mod, list) else f" ({mod})")
+        parts.append(f"{commit}{edits}")
+    return "Measured at commit " + "; ".join(parts) + "."
+
+
+def _linear_fit(xs, ys):
+    """Least-squares ``(intercept, slope)`` of ``ys`` on ``xs``."""
+    mx, my = mean(xs), mean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
+def sampler_rule(rows):
+    """What the sampler-work measurements say about a per-model choice of DAGELBO's sampler on the binary trees: the
+    mean variance ratio joint / conditional, the CPU ratio conditional / joint as a linear function of the depth, the
+    depth where that line reaches the variance ratio (where the joint sampler's work would drop below the
+    conditional's) and the work ratio the two give at depth 9 (1022 GP nodes)."""
+    trees = [r for r in rows if r["kind"] == "tree"]
+    var = mean([r["var_joint"] / r["var_conditional"] for r in trees])
+    a, b = _linear_fit([r["size"] for r in trees], [r["cpu_s_conditional"] / r["cpu_s_joint"] for r in trees])
+    return {"var_ratio": var, "cpu_intercept": a, "cpu_slope": b, "crossing_depth": (var - a) / b if b > 0 else None,
+            "work_ratio_depth9": var / (a + 9 * b)}
+
+
+def sec_sampler_work(R):
+    d = R("sampler_work.json")
+    s = d["settings"]
+    rows = []
+    for r in d["rows"]:
+        cond, joint, mf = r["cpu_s_conditional"], r["cpu_s_joint"], r["cpu_s_mean_field"]
+        rows.append([r["problem"], r["gp_nodes"], f"{r['mean_path']:.2f}", r["train_steps"],
+                     f"{g(r['var_conditional'])} ({1000 * cond:.0f} ms)", f"{g(r['var_joint'])} ({1000 * joint:.0f} ms)",
+                     f"{r['var_joint'] / r['var_conditional']:.1f} ({r['var_ratio_geomean']:.1f})",
+                     f"{cond / joint:.2f}", f"**{r['work_ratio']:.2f}**", f"{1000 * mf:.0f} ms",
+                     f"{cond / mf:.2f} / {joint / mf:.2f}"])
+    tab = table(["problem", "GP nodes", "mean elimination path (blocks)", "trained steps",
+                 "conditional: variance (CPU)", "joint: variance (CPU)",
+                 "variance joint / cond. (per-coordinate geometric mean)", "CPU cond. / joint",
+                 "work joint / cond.", "mean field CPU", "cond. / MF, joint / MF CPU"], rows)
+    works = [r["work_ratio"] for r in d["rows"]]
+    joint_wins = [f"{r['problem']} ({r['train_steps']} steps)" for r in d["rows"] if r["work_ratio"] < 1]
+    verdict = ("lower for the conditional sampler on every problem, so the default stays `sampler=\"conditional\"` "
+               "(no `\"auto\"`: a per-model choice would pick it on every model measured)" if not joint_wins else
+               "lower for the joint sampler on " + ", ".join(joint_wins) + ": a per-model choice would differ there")
+    rule = sampler_rule(d["rows"])
+    trees = [r for r in d["rows"] if r["kind"] == "tree"]
+    loads = [r["load"] for r in d["rows"]]
+    notes = [para(f"""A chordal guide (sparse backend) trained for {s['train_steps']} steps with the conditional sampler
+        (the collider: 0 and 500), then {s['draws']} gradient draws of the ELBO per sampler, {s['num_particles']}
+        samples each, the samplers interleaved in blocks of {s['block']}; total gradient variance over the guide's
+        parameters, in brackets the CPU seconds per ELBO + gradient (median of the blocks). *Work* = variance × CPU
+        seconds: joint / conditional above 1 means the conditional sampler reaches a given gradient precision sooner.
+        Mean field: a mean-field guide of the same model (untrained), timed in the same blocks. Trees and chains:
+        `tree_scaling.py`'s data, learned Gaussian noise from 0.1 and unit kernels (the pre-rule defaults, as in
+        the gradient-variance section; with the noise rule the pilot GP fits the deep leaves almost exactly and the
+        100-step ELBO is still about -4e8). Load average {rng(loads, 1)} on 2 cores: compare within a row.
+        {code_note(d['rows'])}"""),
+             para(f"""The rule (DAGELBO's default sampler for structured guides): the sampler with the lower work.
+        Measured: joint / conditional work {rng(works, 2)}, {verdict}.
+        On the trees the joint sampler's total variance is {rng([r['var_joint'] / r['var_conditional'] for r in
+        trees], 1)}× the conditional's at every depth (per coordinate {rng([r['var_ratio_geomean'] for r in trees],
+        0)}×, growing with depth), while its CPU advantage grows by {rule['cpu_slope']:.2f} per level
+        ({rng([r['cpu_s_conditional'] / r['cpu_s_joint'] for r in trees], 2)}× at depths
+        {trees[0]['size']}-{trees[-1]['size']}); on that line the two samplers' work would be equal at depth
+        {rule['crossing_depth']:.0f}, and at depth 9 (1022 GP nodes) the joint sampler would still need
+        {rule['work_ratio_depth9']:.1f}× the conditional's work. Target (the default chosen per model by its
+        variance-adjusted cost, the rule documented): {yes(not joint_wins)}, the default is the sampler of lower
+        work on {'every problem' if not joint_wins else 'the other problems'} measured; its cost is {rng([r['cpu_s_conditional'] / r['cpu_s_mean_field'] for r in trees], 2)}×
+        mean field's here (the other form of the target, within {TARGETS['tree_ratio']:g}× mean field up to 1022
+        nodes, is missed: tree-scaling section). `DAGELBO(sampler="joint")` stays for users who want the cheaper
+        gradient (e.g. a fixed budget of steps rather than of CPU time).""")]
+    return Section("Which DAGELBO sampler reaches a given gradient precision with less CPU time?",
+                   "`python benchmarks/sampler_work.py`", tab, notes, ["sampler_work.json"])
 
 
 COLLIDER_LABELS = {
@@ -1760,7 +1862,7 @@ def sec_robustness(R):
 
 PARTS = [
     ("Variational inference: estimator, guides, speed", [
-        sec_gradient_variance, sec_tree_scaling, sec_collider, sec_collider_timing, sec_quickstart,
+        sec_gradient_variance, sec_tree_scaling, sec_sampler_work, sec_collider, sec_collider_timing, sec_quickstart,
         sec_collider_data_seeds, sec_chain_gpytorch, sec_gpu, sec_distributed, sec_threads, sec_generic,
         sec_conformance]),
     ("MCMC, calibration and the prior", [sec_nuts, sec_traced, sec_sbc, sec_prior_collapse]),

@@ -8,7 +8,10 @@ float64. We time one ELBO + gradient (forward and backward, no optimiser) for DA
 chordal with the dense backend (while ``P = 20 J`` stays small enough) and with the sparse backend, all
 from the same initial parameters, in one run, one thread. Each chordal backend is timed with both of
 DAGELBO's samplers: ``"conditional"`` (the paper's Algorithms 1 and 2) and ``"joint"`` (one joint draw of
-the inducing outputs per case, sinks Rao-Blackwellised; same ELBO in expectation).
+the inducing outputs per case, sinks Rao-Blackwellised; same ELBO in expectation). At each depth every method
+runs once as a warm-up (in a fixed order, mean field first; it records the process's peak RSS and the memory
+autograd saves for the backward pass), then the methods are timed interleaved, the order rotated each round,
+and the median of the rounds is kept.
 
     python benchmarks/tree_scaling.py [--max-depth 9] [--max-dense-depth 6] [--repeats 3]
 """
@@ -21,7 +24,7 @@ import time
 import networkx as nx
 import pyro
 import torch
-from common import RESULTS, one_thread, write_json, write_readme_section
+from common import RESULTS, code_state, one_thread, write_json, write_readme_section
 
 from pyro_dag import DAGDGP
 from pyro_dag.infer import DAGELBO
@@ -89,35 +92,68 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def timed_with_rss(row, key, fn):
-    """``row[key]``, ``row[key[:-2] + "_cpu_s"] = fn()`` (wall-clock and CPU seconds) and
-    ``row[key[:-2] + "_rss_mib"]``, the peak RSS while ``fn`` ran."""
-    reset_peak_rss()
-    row[key], row[key[:-2] + "_cpu_s"] = fn()
-    row[key[:-2] + "_rss_mib"] = peak_rss_mib()
+def saved_mib(fn):
+    """``fn()`` and the MiB of the distinct tensor storages that autograd saved for the backward pass while it ran (the
+    memory an ELBO holds until its gradient is taken, independent of the allocator, unlike the process's RSS)."""
+    storages = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        storages[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, sum(storages.values()) / 2 ** 20
 
 
-def time_elbo(model, guide, inputs, data, repeats, sampler="conditional", conditioning="square_root"):
-    """Median wall-clock and CPU seconds of one ELBO + gradient over ``repeats`` calls after a warm-up call, with the
-    sparse posterior's conditional state in form ``conditioning``."""
+def elbo_call(model, guide, inputs, data, sampler="conditional", conditioning=None, backend=None, memory=False):
+    """One ELBO + gradient (``S = 1``) with the sparse posterior's conditional state in form ``conditioning`` and the
+    guide's backend ``backend`` (both restored after the call): ``(wall s, CPU s)``, and with ``memory`` also the peak
+    RSS (MiB, counter reset before the call) and the MiB saved for the backward pass."""
     elbo = DAGELBO(num_particles=1, sampler=sampler)
     params = list(guide.parameters())
     family = getattr(guide, "family", None)
-    saved = getattr(family, "conditioning", None)
-    if saved is not None:
-        family.conditioning = conditioning
-    walls, cpus = [], []
+    saved = {k: getattr(family, k) for k, v in (("conditioning", conditioning), ("backend", backend))
+             if v is not None}
+    for k, v in (("conditioning", conditioning), ("backend", backend)):
+        if v is not None:
+            setattr(family, k, v)
     try:
-        for _ in range(repeats + 1):  # the first call is a warm-up
-            t, c = time.perf_counter(), time.process_time()
+        if memory:
+            reset_peak_rss()
+        t, c = time.perf_counter(), time.process_time()
+        if memory:
+            loss, held = saved_mib(lambda: elbo.differentiable_loss(model, guide, inputs, data))
+        else:
             loss = elbo.differentiable_loss(model, guide, inputs, data)
-            torch.autograd.grad(loss, params)
-            walls.append(time.perf_counter() - t)
-            cpus.append(time.process_time() - c)
+        torch.autograd.grad(loss, params)
+        out = (time.perf_counter() - t, time.process_time() - c)
+        del loss
+        return out + ((peak_rss_mib(), held) if memory else ())
     finally:
-        if saved is not None:
-            family.conditioning = saved
-    return sorted(walls[1:])[len(walls[1:]) // 2], sorted(cpus[1:])[len(cpus[1:]) // 2]
+        for k, v in saved.items():
+            setattr(family, k, v)
+
+
+def time_methods(row, methods, repeats):
+    """Times one ELBO + gradient of every method, interleaved: one warm-up call per method in the given order (it
+    records the method's peak RSS and the memory saved for backward), then ``repeats`` rounds in which every method runs
+    once, the order rotated from round to round; ``row[key]`` / ``row[key[:-2] + "_cpu_s"]`` get the median wall-clock
+    / CPU seconds, ``_rss_mib`` and ``_saved_mib`` the warm-up's memory. ``methods``: ``{key: call}``."""
+    for key, call in methods.items():
+        _, _, rss, held = call(memory=True)
+        row[key[:-2] + "_rss_mib"], row[key[:-2] + "_saved_mib"] = rss, held
+    keys = list(methods)
+    walls, cpus = {k: [] for k in keys}, {k: [] for k in keys}
+    for rep in range(repeats):
+        for key in keys[rep % len(keys):] + keys[:rep % len(keys)]:
+            w, c = methods[key]()
+            walls[key].append(w)
+            cpus[key].append(c)
+    for key in keys:
+        row[key] = sorted(walls[key])[len(walls[key]) // 2]
+        row[key[:-2] + "_cpu_s"] = sorted(cpus[key])[len(cpus[key]) // 2]
 
 
 def markdown_table(rows):
@@ -229,22 +265,21 @@ def main():
         row = {"depth": depth, "gp_nodes": len(model.gp_nodes), "inducing_dim": 20 * len(model.gp_nodes)}
         mf = AutoStructuredGuide(model, precision="mean_field", name="mf")
         mf(inputs, data)
-        timed_with_rss(row, "mean_field_s", lambda: time_elbo(model, mf, inputs, data, args.repeats))
         st = AutoStructuredGuide(model, precision="chordal", backend="sparse", name="chordal")
         st(inputs, data)
-        timed_with_rss(row, "chordal_sparse_s",
-                       lambda: time_elbo(model, st, inputs, data, args.repeats, conditioning="factor"))
-        timed_with_rss(row, "chordal_sparse_sqrt_s",
-                       lambda: time_elbo(model, st, inputs, data, args.repeats, conditioning="square_root"))
-        timed_with_rss(row, "chordal_sparse_joint_s",
-                       lambda: time_elbo(model, st, inputs, data, args.repeats, "joint"))
+
+        def call(guide, *a, **k):
+            return lambda memory=False: elbo_call(model, guide, inputs, data, *a, memory=memory, **k)
+        methods = {"mean_field_s": call(mf),
+                   "chordal_sparse_s": call(st, conditioning="factor", backend="sparse"),
+                   "chordal_sparse_sqrt_s": call(st, conditioning="square_root", backend="sparse"),
+                   "chordal_sparse_joint_s": call(st, "joint", backend="sparse")}
         if depth <= args.max_dense_depth:
-            st.family.backend = "dense"
-            timed_with_rss(row, "chordal_dense_s", lambda: time_elbo(model, st, inputs, data, args.repeats))
-            timed_with_rss(row, "chordal_dense_joint_s",
-                           lambda: time_elbo(model, st, inputs, data, args.repeats, "joint"))
-            st.family.backend = "sparse"
+            methods["chordal_dense_s"] = call(st, backend="dense")
+            methods["chordal_dense_joint_s"] = call(st, "joint", backend="dense")
+        time_methods(row, methods, args.repeats)
         row["load"] = os.getloadavg()[0]
+        row["code"] = code_state()
         rows.append(row)
         rows.sort(key=lambda r: r["depth"])
         print(row, flush=True)

@@ -52,7 +52,13 @@ class DAGELBO(ELBO):
         (sample, case) pair by a single block back-substitution, and each sink's predictive Rao-Blackwellised
         over its own block (:class:`~pyro_dag.infer.autoguide.samplers.JointSampleState`); the same ELBO in
         expectation at a cost per node independent of the graph's depth, with more gradient variance.
-        Mean-field guides are unaffected.
+        Mean-field guides are unaffected. The default is the sampler that reaches a given gradient precision with
+        less CPU time (variance × seconds per ELBO + gradient): the conditional one on every model measured
+        (binary trees of 6-254 GP nodes, chains, the latent collider; the joint sampler's gradient variance was
+        1.3-12× the conditional's, 7.6-9.8× on trees and chains, at 1.1-3.7× less CPU per gradient;
+        ``benchmarks/sampler_work.py``). On that trend the joint sampler would need less work only beyond a mean
+        elimination-tree path of about 18 blocks (a binary tree of depth ~20); it suits a budget of steps rather
+        than of CPU time.
     :param bool antithetic: draw the ``S`` samples in antithetic pairs, ``ε`` and ``-ε`` (``S`` must be even;
         beyond the paper). Each draw keeps its law, so the estimate stays unbiased; the odd-order terms of the
         integrand in ``ε`` cancel within each pair.
