@@ -146,3 +146,30 @@ def test_order_circuit_on_the_gp_score_answers_queries_exactly(gp_post):
     ev = {(0, 1): True}
     np.testing.assert_allclose(spn.edge_probs(given=ev).numpy(), gp_post.edge_probs(given=ev).numpy(), atol=1e-8)
     assert spn.prob(ev) == pytest.approx(gp_post.prob(ev), abs=1e-8)
+
+
+def test_three_parent_sets_are_fitted_within_the_wide_candidates_and_find_a_collider_of_three():
+    from pyro_dag.structure.gp_scores import GP_DEFAULT_MAX_PARENTS
+
+    rng = np.random.default_rng(8)
+    n = 100
+    Z = rng.normal(size=(n, 4))
+    y = np.sin(Z[:, 0]) + 0.8 * np.tanh(2 * Z[:, 1]) + 0.6 * Z[:, 2] ** 2 + 0.2 * rng.normal(size=n)
+    X = np.c_[Z, y]
+    s = GPFamilyScorer(X, wide_candidates=3)
+    assert GP_DEFAULT_MAX_PARENTS == 3
+    table = s.subsets(4, np.arange(4), 3)
+    wide = s.wide_set(4, range(4))
+    assert sorted(wide) == [0, 1, 2]
+    for m in range(16):
+        G = [b for b in range(4) if (m >> b) & 1]
+        if len(G) <= 2:
+            assert np.isfinite(table[m])
+        elif len(G) == 3:
+            assert np.isfinite(table[m]) == set(G).issubset(wide)
+        else:
+            assert table[m] == -np.inf
+    assert max(range(16), key=lambda m: table[m]) == 0b0111          # y's three parents
+    full = s.local_scores(3)                                         # the exact table: the same rule per node
+    assert full[4, 0b00111] == table[0b0111]
+    assert np.isfinite(full[4]).sum() == np.isfinite(table).sum()
