@@ -353,8 +353,11 @@ def sec_sampler_work(R):
     rule = sampler_rule(d["rows"])
     trees = [r for r in d["rows"] if r["kind"] == "tree"]
     loads = [r["load"] for r in d["rows"]]
+    counts = sorted({r["draws_conditional"] for r in d["rows"]}, reverse=True)
+    draws = str(counts[0]) + "".join(f" ({', '.join(r['problem'] for r in d['rows'] if r['draws_conditional'] == n)}: "
+                                     f"{n})" for n in counts[1:])
     notes = [para(f"""A chordal guide (sparse backend) trained for {s['train_steps']} steps with the conditional sampler
-        (the collider: 0 and 500), then {s['draws']} gradient draws of the ELBO per sampler, {s['num_particles']}
+        (the collider: 0 and 500), then {draws} gradient draws of the ELBO per sampler, {s['num_particles']}
         samples each, the samplers interleaved in blocks of {s['block']}; total gradient variance over the guide's
         parameters, in brackets the CPU seconds per ELBO + gradient (median of the blocks). *Work* = variance × CPU
         seconds: joint / conditional above 1 means the conditional sampler reaches a given gradient precision sooner.

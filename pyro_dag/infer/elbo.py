@@ -54,10 +54,10 @@ class DAGELBO(ELBO):
         expectation at a cost per node independent of the graph's depth, with more gradient variance.
         Mean-field guides are unaffected. The default is the sampler that reaches a given gradient precision with
         less CPU time (variance × seconds per ELBO + gradient): the conditional one on every model measured
-        (binary trees of 6-254 GP nodes, chains, the latent collider; the joint sampler's gradient variance was
-        1.3-12× the conditional's, 7.6-9.8× on trees and chains, at 1.1-3.7× less CPU per gradient;
+        (binary trees of 6-510 GP nodes, chains, the latent collider; the joint sampler's gradient variance was
+        1.3-12× the conditional's, 7.6-10.3× on trees and chains, at 1.1-4.4× less CPU per gradient;
         ``benchmarks/sampler_work.py``). On that trend the joint sampler would need less work only beyond a mean
-        elimination-tree path of about 18 blocks (a binary tree of depth ~20); it suits a budget of steps rather
+        elimination-tree path of about 17 blocks (a binary tree of depth ~19); it suits a budget of steps rather
         than of CPU time.
     :param bool antithetic: draw the ``S`` samples in antithetic pairs, ``ε`` and ``-ε`` (``S`` must be even;
         beyond the paper). Each draw keeps its law, so the estimate stays unbiased; the odd-order terms of the
