@@ -7,7 +7,7 @@ import contextlib
 
 import torch
 
-from ..gp.conditional import NonFiniteGramError, cholesky_with_jitter, whitened_conditional
+from ..gp.conditional import NonFiniteGramError, cholesky_with_jitter, whitened_conditional, whitened_predictive
 from ..utils import broadcast_shapes, is_tracing
 from .inputs import DAGInputError
 
@@ -79,12 +79,7 @@ class NodeConditionals:
         :param dict parent_values: ``{parent: [..., B, d_p]}``.
         :returns: ``(a [..., B, M_w], r [..., B])``.
         """
-        if cache is not None and w in cache:
-            Z, L = cache[w]
-        else:
-            Z, L = self._node_cholesky(w)
-            if cache is not None:
-                cache[w] = (Z, L)
+        Z, L = self._cached_cholesky(w, cache)
         x = _concat_values([parent_values[p] for p in self.parents[w]])
         fixed = self.__dict__.get("_fixed_conditionals")
         if fixed is None:
@@ -100,6 +95,31 @@ class NodeConditionals:
         out = whitened_conditional(self.kernels[w], Z, L, x, upper=True)
         fixed[w] = (x, x._version, out)
         return out
+
+    def _cached_cholesky(self, w, cache):
+        if cache is not None and w in cache:
+            return cache[w]
+        Z, L = self._node_cholesky(w)
+        if cache is not None:
+            cache[w] = (Z, L)
+        return Z, L
+
+    def node_predictive(self, w, parent_values, m, S, cache=None):
+        """Predictive mean and variance of a one-output node ``w`` under ``q(V_w) = N(m, S)`` (Perlino et al. 2026,
+        Eq. (93)), the conditional and the moments in one op (:func:`~pyro_dag.gp.conditional.whitened_predictive`).
+
+        :param dict parent_values: ``{parent: [..., B, d_p]}``. :param torch.Tensor m: ``[M_w]``.
+        :param torch.Tensor S: ``[M_w, M_w]``.
+        :returns: ``(loc [..., B], var [..., B])``, or ``None`` where :meth:`node_conditional` has its own path
+            (inside :meth:`fixed_kernels`, which reuses conditionals, and for a batch of kernel hyperparameter draws).
+        """
+        if self.__dict__.get("_fixed_conditionals") is not None:
+            return None
+        Z, L = self._cached_cholesky(w, cache)
+        if L.dim() != 2:
+            return None
+        x = _concat_values([parent_values[p] for p in self.parents[w]])
+        return whitened_predictive(self.kernels[w], Z, L, x, m, S, upper=True)
 
     def _fixed_inverse(self, w, L):
         """``L_w⁻ᵀ`` of the factor cached by :meth:`fixed_kernels` (computed on first use, kept while the same

@@ -18,11 +18,12 @@ when it sits on the first.
 import torch
 from pyro.ops.integrator import register_exception_handler
 
+from ..ops.predictive import whitened_moments
 from ..ops.quadratic import sum_squares
 from ..utils import is_fx_tracing, is_tracing
 
 __all__ = ["NotPositiveDefiniteError", "NonFiniteGramError", "cholesky_with_jitter", "whitened_conditional",
-           "default_jitter"]
+           "whitened_predictive", "default_jitter"]
 
 
 class NotPositiveDefiniteError(RuntimeError):
@@ -164,3 +165,23 @@ def whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
     # sum_squares: (a * a).sum(-1) with a one-pass backward (autograd's takes three [..., B, M] passes).
     r = (kernel(X, diag=True) - sum_squares(a)).clamp_min(torch.finfo(a.dtype).tiny)
     return a, r
+
+
+def whitened_predictive(kernel, Z, L, X, m, S, upper=False):
+    """Predictive mean and variance of a one-output node under ``q(V) = N(m, S)`` over its whitened inducing outputs
+    (Perlino et al. 2026, Eqs. (80) and (93)): ``μ = aᵀ m``, ``σ² = r + aᵀ S a`` with ``(a, r)`` of
+    :func:`whitened_conditional`, in one op whose backward skips an ``[M, S B] x [S B, M]`` product
+    (:func:`pyro_dag.ops.predictive.whitened_moments`).
+
+    :param kernel: the node's kernel. :param torch.Tensor Z: ``[M, D]`` inducing inputs.
+    :param torch.Tensor L: ``[M, M]`` triangular factor with ``K(Z, Z) = L Lᵀ`` (one factor: for a batch of factors
+        use :func:`whitened_conditional`). :param bool upper: whether ``L`` is upper-triangular.
+    :param torch.Tensor X: ``[..., B, D]`` node inputs. :param torch.Tensor m: ``[M]``. :param torch.Tensor S:
+        ``[M, M]`` symmetric.
+    :returns: ``(loc [..., B], var [..., B])``.
+    """
+    Kxz = kernel(X, Z)  # [..., B, M]
+    batch = Kxz.shape[:-1]
+    kdiag = kernel(X, diag=True).expand(batch).reshape(-1)
+    loc, var = whitened_moments(Kxz.reshape(-1, Kxz.shape[-1]), L, kdiag, m, S, upper)
+    return loc.reshape(batch), var.reshape(batch)

@@ -49,9 +49,15 @@ def marginal_pass(model, posterior, X, num_samples, idx=None, cache=None, sample
     values.update({h: latent[h] for h in model.latent_inputs})
     out = {}
     cache = model.cholesky_cache() if cache is None else cache
+    direct = getattr(state, "predict_node", None)
     for w in model.topo_nodes:
-        a, r = model.node_conditional(w, values, cache)
-        loc, cov = state.predict(w, a, r)
+        # a state that can take a node's moments straight from the model's GP pieces (mean field: one fused op)
+        moments = None if direct is None else direct(model, w, values, cache)
+        if moments is None:
+            a, r = model.node_conditional(w, values, cache)
+            loc, cov = state.predict(w, a, r)
+        else:
+            (loc, cov), a, r = moments, None, None
         batch = (num_samples,) + loc.shape[-2:]
         eps = standard_normal(batch, loc, antithetic) if noise is None else noise[w]
         if cov.shape[-1] == 1:

@@ -97,6 +97,51 @@ def test_mean_and_quadratic_gradcheck():
     assert torch.autograd.gradcheck(sum_squares, (A,))
 
 
+@pytest.mark.parametrize("upper", [True, False])
+def test_whitened_moments_match_autograd_composition(upper):
+    """(μ, σ²) and the gradients of K_xz, L, k_xx, m and S equal the composition solve -> floor of r -> mean and
+    quadratic form, also where the floor of r is active (cases on inducing inputs, no jitter)."""
+    from pyro_dag.ops.predictive import whitened_moments
+
+    g = torch.Generator().manual_seed(4)
+    Z = torch.randn(5, 1, dtype=torch.float64, generator=g)
+    X = torch.cat([torch.randn(9, 1, dtype=torch.float64, generator=g), Z[:2]])
+    K = torch.exp(-0.5 * (Z - Z.T) ** 2)
+    Kxz = torch.exp(-0.5 * (X - Z.T) ** 2).requires_grad_()
+    L = (torch.linalg.cholesky(K.flip(-1, -2)).flip(-1, -2) if upper else torch.linalg.cholesky(K)).requires_grad_()
+    kdiag = torch.ones(X.shape[0], dtype=torch.float64).requires_grad_()
+    m = torch.randn(5, dtype=torch.float64, generator=g).requires_grad_()
+    T = torch.randn(5, 5, dtype=torch.float64, generator=g).tril().requires_grad_()
+    loc, var = whitened_moments(Kxz, L, kdiag, m, T @ T.T, upper)
+    a = torch.linalg.solve_triangular(L, Kxz.T, upper=upper).T
+    r_unclamped = kdiag - (a * a).sum(-1)
+    assert bool((r_unclamped < torch.finfo(a.dtype).tiny).any())    # the floor is exercised
+    ref_loc = a @ m
+    ref_var = ((a @ T) ** 2).sum(-1) + r_unclamped.clamp_min(torch.finfo(a.dtype).tiny)
+    assert torch.allclose(loc, ref_loc, rtol=1e-12) and torch.allclose(var, ref_var, rtol=1e-12)
+    w1, w2 = (torch.randn(loc.shape, dtype=torch.float64, generator=g) for _ in range(2))
+    wrt = [Kxz, L, kdiag, m, T]
+    got = torch.autograd.grad((loc * w1 + var * w2).sum(), wrt)
+    ref = torch.autograd.grad((ref_loc * w1 + ref_var * w2).sum(), wrt)
+    for x, y in zip(got, ref):
+        assert torch.allclose(x, y, rtol=1e-10, atol=1e-12)
+
+
+def test_whitened_moments_gradcheck():
+    from pyro_dag.ops.predictive import whitened_moments
+
+    g = torch.Generator().manual_seed(5)
+    B = torch.randn(4, 4, dtype=torch.float64, generator=g)
+    L = (torch.linalg.cholesky(B @ B.T + 4 * torch.eye(4, dtype=torch.float64)).T).requires_grad_()
+    Kxz = torch.randn(6, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    kdiag = (10 + torch.rand(6, dtype=torch.float64, generator=g)).requires_grad_()
+    m = torch.randn(4, dtype=torch.float64, generator=g, requires_grad=True)
+    C = torch.randn(4, 4, dtype=torch.float64, generator=g)
+    S = (C @ C.T).requires_grad_()
+    assert torch.autograd.gradcheck(lambda k, l, d, mm, ss: whitened_moments(k, l, d, mm, ss, True),
+                                    (Kxz, L, kdiag, m, S))
+
+
 # ---------------------------------------------------------------------------------------------- end to end
 def _reference_whitened_conditional(kernel, Z, L, X, upper=False, inverse=None):
     """whitened_conditional before the flattened solve: a batched right-sided triangular solve."""
@@ -137,6 +182,7 @@ def _reference_paths(m):
     m.setattr(dgp, "whitened_conditional", _reference_whitened_conditional)
     m.setattr(kernels.RBF, "forward", _reference_rbf_forward)
     m.setattr(samplers.MeanFieldState, "predict", _reference_mean_field_predict)
+    m.setattr(samplers.MeanFieldState, "predict_node", lambda self, *args, **kwargs: None)  # no fused moments
 
 
 def _assert_same(fast, ref):
@@ -230,10 +276,33 @@ def test_chain_dgp_step_equals_the_previous_code_path(monkeypatch):
     _assert_same(fast, ref)
 
 
+def test_mean_field_step_uses_the_fused_moments(monkeypatch):
+    """The comparisons above compare something: a mean-field DAGELBO step takes every one-output node's moments from
+    the fused op (pyro_dag.ops.predictive), and the reference paths do not."""
+    from pyro_dag.gp import conditional
+
+    calls = []
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return whitened_moments(*args)
+
+    whitened_moments = conditional.whitened_moments
+    monkeypatch.setattr(conditional, "whitened_moments", counted)
+    _loss_and_grads(_benchmark_chain, "mean_field", "conditional")
+    assert len(calls) == 2                     # h ([n, M]: its parent is a root) and y ([S n, M])
+    with monkeypatch.context() as m:
+        _reference_paths(m)
+        _loss_and_grads(_benchmark_chain, "mean_field", "conditional")
+    assert len(calls) == 2
+
+
 def test_equivalence_test_has_teeth(monkeypatch):
     """The comparison above sees a wrong conditional (a residual variance off by 1e-8)."""
     from pyro_dag.dgp import conditionals as dgp
+    from pyro_dag.infer.autoguide import samplers
 
+    monkeypatch.setattr(samplers.MeanFieldState, "predict_node", lambda self, *args, **kwargs: None)
     make = _problems()["chain"]
     ref = _loss_and_grads(make, "mean_field", "conditional")
 

@@ -55,6 +55,22 @@ class MeanFieldState:
         cov = cov + r[..., None, None] * torch.eye(b.dim, dtype=a.dtype, device=a.device)
         return loc, cov
 
+    def predict_node(self, model, node, values, cache=None):
+        """:meth:`predict` of a one-output node straight from the model's GP pieces: the whitened conditional and
+        the moments in one op (:meth:`~pyro_dag.DAGDGP.node_predictive`, whose backward reuses ``∂/∂S``).
+
+        :returns: ``(loc [..., B, 1], cov [..., B, 1, 1])``, or ``None`` (then call
+            :meth:`~pyro_dag.DAGDGP.node_conditional` and :meth:`predict`).
+        """
+        post = self.posterior
+        if post.block_of[node].dim != 1:
+            return None
+        L = post.scale_trils[node]
+        out = model.node_predictive(node, values, post.locs[node], L @ L.T, cache)
+        if out is None:
+            return None
+        return out[0].unsqueeze(-1), out[1][..., None, None]
+
     def update(self, node, a, r, f):
         """Nothing to condition on under mean field."""
 
