@@ -162,8 +162,9 @@ class GaussianNaturalGradient:
         """
         family = self.guide.family
         with torch.no_grad():
-            L = family.dense_tril()
-            m0 = family.loc().detach().clone()
+            # loc() and dense_tril(), bit for bit, without PyroModule's attribute machinery (outside a guide run it
+            # reads the same tensors through the same transforms)
+            m0, L = family.factor_values()
             lam0 = L @ L.T
             cov0 = torch.cholesky_inverse(L)
             kl = 0.5 * (cov0.diagonal().sum() + m0.pow(2).sum() - m0.shape[0] + 2 * L.diagonal().log().sum())
@@ -172,8 +173,15 @@ class GaussianNaturalGradient:
         with substituted_posterior(family, _MomentPosterior(family.blocks, m, cov, kl)):
             loss = self.elbo.differentiable_loss(self.model, self.guide, *args, **kwargs)
         g_m, g_cov = torch.autograd.grad(-loss, [m, cov])            # of the expected log-likelihood
-        eye = torch.eye(m0.shape[0], dtype=m0.dtype, device=m0.device)
-        return loss, g_m - m0, g_cov - 0.5 * (eye - lam0), lam0, m0
+        self._factor0 = L                                              # a Cholesky factor of lam0, for _step
+        return loss, g_m - m0, g_cov - 0.5 * (self._eye(lam0) - lam0), lam0, m0
+
+    def _eye(self, like):
+        """The identity of ``like``'s size, dtype and device (made once)."""
+        eye = self.__dict__.get("_eye_cache")
+        if eye is None or eye.shape != like.shape or eye.dtype != like.dtype or eye.device != like.device:
+            eye = self._eye_cache = torch.eye(like.shape[-1], dtype=like.dtype, device=like.device)
+        return eye
 
     def _write(self, m, lam, chol):
         family = self.guide.family
@@ -197,6 +205,7 @@ class GaussianNaturalGradient:
     def _step(self, args, kwargs):
         family = self.guide.family
         structured = isinstance(family, StructuredFamily)
+        self._factor0 = None
         if structured and self._conditional_dagelbo():
             loss, g_m, g_cov, lam0, m0 = self._moment_gradients(args, kwargs)
         else:
@@ -207,9 +216,12 @@ class GaussianNaturalGradient:
                 raise NonFiniteLossError(f"the ELBO's gradient with respect to the posterior {name} has NaN/inf "
                                          f"entries (the loss is finite, {loss.item():.6g}). {LIKELY_CAUSES}")
         with torch.no_grad():
-            chol0 = None if self.max_kl is None else torch.linalg.cholesky(lam0)
+            # the trust region's KL needs a Cholesky factor of Λ0: the family's own factor L (Λ0 = L Lᵀ) when the
+            # gradients came from it (the same factor to rounding, and the KL only decides whether γ is halved)
+            chol0 = None if self.max_kl is None else (
+                self._factor0 if self._factor0 is not None else torch.linalg.cholesky(lam0))
             g_cov = 0.5 * (g_cov + g_cov.T) * self._mask
-            eye = torch.eye(lam0.shape[0], dtype=lam0.dtype, device=lam0.device)
+            eye = self._eye(lam0)
             # -2 ∂L/∂Σ = (I - Λ) + Ĥ: the KL's part is exact; Ĥ = -2 ∂E[log p(y|V)]/∂Σ = -E[∇² log p(y|V)]
             # is the likelihood's curvature, a noisy Monte Carlo estimate.
             curv = (-2 * g_cov - (eye - lam0)) * self._mask

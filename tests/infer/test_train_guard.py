@@ -37,9 +37,11 @@ def test_the_default_trust_region_stops_a_divergence_that_no_limit_allows():
     default, caught = _early_natural_gradients()
     start = unguarded.losses[20]                                        # the first natural-gradient step's loss
     assert default.losses[20] == start
-    # the old default diverges: the size of the jump is chaotic (430x with torch's two threads here, 90x with
-    # one, ~4000x on earlier versions), so only a jump far beyond the guarded run's 1.5x is asserted
-    assert max(unguarded.losses[20:]) > 20 * start
+    # the old default diverges: the size of its excursion is chaotic, a rounding-level change of the arithmetic
+    # moves it by orders of magnitude (at 68e81be 1.4e5x with one thread, 145x with two; 4.0x after the collider
+    # speed-ups of issue 36, whose losses agree with 68e81be's to 1e-12 before step 20), so only a jump beyond the
+    # guarded run's 1.5x is asserted
+    assert max(unguarded.losses[20:]) > 2 * start
     assert max(default.losses[20:]) < 1.5 * start                       # no jump (one noisy estimate: 1.15x)
     assert np.mean(default.losses[-20:]) < 0.5 * start
     assert default.settings["natural_gradient_max_kl"] == DEFAULT_NATURAL_GRADIENT_MAX_KL

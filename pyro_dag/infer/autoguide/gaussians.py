@@ -21,6 +21,7 @@ import math
 
 import torch
 
+from ...ops.triangular import tril_inverse
 from .samplers import DenseAncestralState, JointSampleState, MeanFieldState
 
 __all__ = ["Block", "InducingPosterior", "MeanFieldPosterior", "DenseGaussianPosterior", "SparseChordalPosterior",
@@ -189,8 +190,7 @@ class DenseGaussianPosterior(InducingPosterior):
         super().__init__(blocks)
         self.loc = loc
         self.precision_tril = precision_tril
-        eye = torch.eye(self.size, dtype=loc.dtype, device=loc.device)
-        self._tril_inv = torch.linalg.solve_triangular(precision_tril, eye, upper=False)  # L⁻¹
+        self._tril_inv = tril_inverse(precision_tril)  # L⁻¹ (a two-product backward: pyro_dag.ops.triangular)
 
     @property
     def covariance(self):

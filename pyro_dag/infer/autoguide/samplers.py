@@ -127,10 +127,26 @@ class DenseAncestralState:
         t = torch.einsum("...n,imjn->...imj", a_w, S)                          # [..., d_u, M_u, d_w]
         return (t * a_u[..., None, :, None]).sum(-2)
 
+    def _sigma_block(self, u, w):
+        """``Σ_uw`` ``[P_u, P_w]``: the blocks are split off ``Σ`` once per pass (one split per block row), so that
+        the backward assembles ``∂/∂Σ`` with one concatenation per row instead of a zero-padded ``[P, P]`` per block
+        read."""
+        blocks = self.__dict__.get("_sigma_blocks")
+        if blocks is None:
+            post = self.posterior
+            sizes = [b.size for b in post.blocks]
+            if [b.offset for b in post.blocks] != [sum(sizes[:i]) for i in range(len(sizes))] or \
+                    sum(sizes) != self.sigma.shape[-1]:
+                return self.sigma[post.block_of[u].slice, post.block_of[w].slice]
+            index = {b.node: i for i, b in enumerate(post.blocks)}
+            rows = [row.split(sizes, dim=-1) for row in self.sigma.split(sizes, dim=-2)]
+            blocks = self._sigma_blocks = (index, rows)
+        index, rows = blocks
+        return rows[index[u]][index[w]]
+
     def _cross_scalar(self, u, a_u, w, a_w):
         """``v⁰_uw`` ``[...]`` of two one-output nodes (:meth:`_cross` without the trailing ``[1, 1]``)."""
-        post = self.posterior
-        S = self.sigma[post.block_of[u].slice, post.block_of[w].slice]
+        S = self._sigma_block(u, w)
         if a_u.shape[:-1].numel() <= a_w.shape[:-1].numel():
             return ((a_u @ S) * a_w).sum(-1)
         return ((a_w @ S.T) * a_u).sum(-1)
@@ -140,8 +156,9 @@ class DenseAncestralState:
         of ``C``, ``μ_w = μ⁰_w + cᵀe``, ``σ²_w = v⁰_ww - cᵀc``."""
         post = self.posterior
         b = post.block_of[node]
-        v_ww = self._cross_scalar(node, a, node, a) + r
-        loc = (a @ post.loc[b.slice].unsqueeze(-1)).squeeze(-1)      # μ⁰_w  [..., B]
+        # μ⁰_w = a m_w and aᵀ Σ_ww a in one op whose backward reuses the forward's a Σ_ww (pyro_dag.ops.quadratic)
+        loc, v_ww = mean_and_quadratic(a, post.loc[b.slice], self._sigma_block(node, node))
+        v_ww = v_ww + r
         c = []
         for k, (u, a_u) in enumerate(self.drawn):
             row = self._rows[k]
