@@ -164,3 +164,21 @@ def test_structured_family_writes_and_reads_the_factor_as_block_by_block():
             _assign(family.offdiag, f"e{k}", L[family.block_of[v].slice, family.block_of[w].slice] * s_w)
         for a, b in zip(ours, family.parameters()):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("variance_shape", [(), (1,), (3, 1, 1)])
+def test_gaussian_expected_log_prob_is_torchs_normal_written_out(variance_shape):
+    """Gaussian.expected_log_prob computes torch's Normal.log_prob operation for operation (bit for bit) without
+    building the distribution."""
+    import pyro.distributions as dist
+
+    from pyro_dag.gp.likelihoods import Gaussian
+
+    g = torch.Generator().manual_seed(0)
+    lik = Gaussian(variance=torch.rand(variance_shape, dtype=torch.float64, generator=g) + 0.01).double()
+    y = torch.randn(5, 1, dtype=torch.float64, generator=g)
+    loc = torch.randn(3, 5, 1, dtype=torch.float64, generator=g)
+    var = torch.rand(3, 5, 1, dtype=torch.float64, generator=g)
+    tau2 = lik.hyper("variance")
+    ref = dist.Normal(loc, tau2.sqrt()).log_prob(y) - var / (2 * tau2)
+    assert torch.equal(lik.expected_log_prob(y, loc, var), ref)
