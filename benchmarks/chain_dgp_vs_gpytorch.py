@@ -197,11 +197,16 @@ FINDINGS = (
 
 SPEED = (
     "Per step, pyro_dag computes the RBF cross-covariance K(X, Z) as one fused op with a hand-written backward "
-    "(pyro_dag.ops.rbf) and the whitened interpolation vectors with one triangular solve over all (sample, case) "
-    "rows; what is left at n = 2000 is the [S n, M] x [M, M] work both libraries do (the solve, the products with "
-    "the posterior's factor and their backward passes). Forming the predictive variance as k + K_xz R^-T (S - I) R^-1 "
-    "K_zx without the solve would save about a third of that, but it differs from the solve by up to 3e-6 relative "
-    "in float64 on these problems' ill-conditioned K(Z, Z) (M = 64 in 1-D), so pyro_dag keeps the solve.")
+    "(pyro_dag.ops.rbf), and each mean-field node's predictive mean and variance as one op "
+    "(pyro_dag.ops.predictive.whitened_moments): the whitened interpolation vectors by one triangular solve over all "
+    "(sample, case) rows, then a m and a^T S a with S = L L^T; its backward takes the factor's gradient from "
+    "A^T diag(g) A, which the gradient of S needs anyway, instead of an [M, S n] x [S n, M] product, and sums the "
+    "interpolation vectors' gradients in one pass. What is left at n = 2000 is one solve and one [S n, M] x [M, M] "
+    "product each way; much of the rest is page faults on fresh [S, n, M] tensors (GPyTorch's step allocates "
+    "about twice as many; with glibc's trim threshold raised both steps take ~35 ms at M = 64). Forming the predictive "
+    "variance as k + K_xz R^-T (S - I) R^-1 K_zx without the solve would save another product, but it differs from "
+    "the solve by up to 3e-6 relative in float64 on these problems' ill-conditioned K(Z, Z) (M = 64 in 1-D), so "
+    "pyro_dag keeps the solve.")
 
 
 def main():
