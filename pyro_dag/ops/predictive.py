@@ -24,7 +24,7 @@ evaluation orders of the same formula (e.g. ~1e-6 relative at M = 64 on a 1-D in
 """
 import torch
 
-from ..utils import is_fx_tracing
+from ..utils import is_tracing
 
 __all__ = ["whitened_moments"]
 
@@ -80,7 +80,7 @@ def whitened_moments(Kxz, L, kdiag, m, S, upper=False):
         whitened inducing outputs.
     :returns: ``(loc [N], var [N])``.
     """
-    if is_fx_tracing():  # a make_fx recording (CompiledNUTS) is differentiated by the compiler: the composition
+    if is_tracing():  # a make_fx recording (CompiledNUTS) is differentiated by the compiler: the composition
         A = torch.linalg.solve_triangular(L, Kxz.transpose(-1, -2), upper=upper).transpose(-1, -2)
         r = (kdiag - (A * A).sum(-1)).clamp_min(torch.finfo(A.dtype).tiny)
         return A @ m, (A * (A @ S)).sum(-1) + r

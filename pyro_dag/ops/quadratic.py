@@ -14,7 +14,7 @@ forwards and two products and an addition backwards, and ``aᵀ L Lᵀ a`` throu
 """
 import torch
 
-from ..utils import is_fx_tracing
+from ..utils import is_tracing
 
 __all__ = ["sum_squares", "mean_and_quadratic"]
 
@@ -36,7 +36,7 @@ def sum_squares(x):
 
     :param torch.Tensor x: ``[..., M]``. :returns: ``[...]``, the same values as ``(x * x).sum(-1)``.
     """
-    if is_fx_tracing():  # a make_fx recording (CompiledNUTS) is differentiated by the compiler: the composition
+    if is_tracing():  # a make_fx recording (CompiledNUTS) is differentiated by the compiler: the composition
         return (x * x).sum(-1)
     return _SumSquares.apply(x)
 
@@ -76,7 +76,7 @@ def mean_and_quadratic(A, m, S):
 
         loc, q = mean_and_quadratic(a, m, L @ L.T)   # == (a @ m, ((a @ L) ** 2).sum(-1)) to rounding
     """
-    if is_fx_tracing():  # as in sum_squares
+    if is_tracing():  # as in sum_squares
         AS = A @ S
         return A @ m, (A * AS).sum(-1)
     shape = A.shape[:-1]

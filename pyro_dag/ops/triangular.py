@@ -13,7 +13,7 @@ rounding.
 """
 import torch
 
-from ..utils import is_fx_tracing
+from ..utils import is_tracing
 
 __all__ = ["tril_inverse"]
 
@@ -38,7 +38,9 @@ def tril_inverse(L):
 
     :param torch.Tensor L: ``[..., P, P]`` lower-triangular. :returns: ``[..., P, P]``, lower-triangular.
     """
-    if is_fx_tracing():  # a make_fx recording is differentiated by the compiler: the plain solve
+    # a make_fx recording is differentiated by the compiler, and a torch.jit.trace cannot be saved with a Python
+    # autograd.Function in it (Pyro's test_serialization): the plain solve
+    if is_tracing():
         eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
         return torch.linalg.solve_triangular(L, eye, upper=False)
     return _TrilInverse.apply(L)

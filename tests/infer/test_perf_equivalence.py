@@ -329,3 +329,17 @@ def test_broadcast_shapes_matches_torch():
                 broadcast_shapes(*shapes)
             continue
         assert broadcast_shapes(*shapes) == ref
+
+
+def test_fused_ops_leave_no_python_function_in_a_jit_trace():
+    """A torch.jit.trace that holds a Python autograd.Function cannot be saved (Pyro's autoguide test_serialization):
+    under tracing the ops take their plain compositions."""
+    import io
+
+    from pyro_dag.ops.quadratic import sum_squares
+    from pyro_dag.ops.triangular import tril_inverse
+
+    L = torch.tril(torch.rand(4, 4, dtype=torch.float64)) + 2 * torch.eye(4, dtype=torch.float64)
+    traced = torch.jit.trace(lambda A: tril_inverse(A) + sum_squares(A).unsqueeze(-1).unsqueeze(-1), (L,))
+    torch.jit.save(traced, io.BytesIO())
+    torch.testing.assert_close(traced(L), tril_inverse(L) + sum_squares(L).unsqueeze(-1).unsqueeze(-1))
