@@ -78,15 +78,11 @@ def _with_ridge(f, g, x):
 
 
 def _kernel(kernel, X1, X2, log_ls, log_sf2):
-    """``[B, m, k]`` kernel matrices of ``X1 [B, m, D]`` and ``X2 [B, k, D]`` (autograd-friendly)."""
-    d = (X1.unsqueeze(-2) - X2.unsqueeze(-3)) / log_ls.exp()[:, None, None, :]
-    r2 = d.pow(2).sum(-1)
-    sf2 = log_sf2.exp()[:, None, None]
-    if kernel == "rbf":
-        return sf2 * torch.exp(-0.5 * r2)
-    r = (r2 + 1e-30).sqrt()
-    s5 = math.sqrt(5.0)
-    return sf2 * (1 + s5 * r + 5.0 / 3.0 * r2) * torch.exp(-s5 * r)
+    """``[B, m, k]`` kernel matrices of ``X1 [B, m, D]`` and ``X2 [B, k, D]``: ExactGP's kernels with per-problem
+    hyperparameters ``log_ls [B, D]``, ``log_sf2 [B]``."""
+    from pyro_dag.baselines.exact_gp import _kernel as exact_kernel
+
+    return exact_kernel(kernel, X1, X2, log_ls[:, None, None, :], log_sf2[:, None, None])
 
 
 def _sparse_nll_and_grad(kernel, X, Z, y, params):
