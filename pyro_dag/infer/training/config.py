@@ -92,6 +92,11 @@ class TrainConfig:
     :param int validate_every: steps between validations (default 50).
     :param int patience: stop after this many validations without a new best (default ``None``: never).
     :param bool restore_best: with validation, end with the parameters of the best validation loss (default).
+    :param bool best_iterate: without validation, end with the parameters of the window of 50 steps with the lowest
+        mean loss when the last window is worse than it by more than ``max(3 sd, 5 %)``
+        (:class:`~pyro_dag.infer.training.best.BestIterate`; :attr:`TrainResult.restored_step` and a
+        :class:`~pyro_dag.infer.training.best.BestIterateWarning` say so). Default on: a run that degraded is
+        never returned in its degraded state.
     :param callbacks: callables ``(step, loss) -> bool`` called after every step (1-based step); a true return
         value stops the run.
     :param bool progress: a tqdm bar with the running ELBO (mean of the last 25 steps).
@@ -150,6 +155,7 @@ class TrainConfig:
     validate_every: int = 50
     patience: int = None
     restore_best: bool = True
+    best_iterate: bool = True
     callbacks: tuple = field(default=())
     progress: bool = True
     num_threads: object = DEFAULT_NUM_THREADS
@@ -222,6 +228,7 @@ class TrainConfig:
         _check(self.patience is None or (_is_int(self.patience) and self.patience >= 1),
                f"patience must be a positive integer (validations without improvement) or None, got {self.patience!r}")
         _check(self.patience is None or self.validation is not None, "patience needs validation= (an (inputs, data) pair)")
+        _check(self.best_iterate in (True, False), f"best_iterate must be True or False, got {self.best_iterate!r}")
         for cb in self.callbacks:
             _check(callable(cb), f"callbacks must be callables (step, loss) -> bool, got {cb!r}")
         _check(self.fixed_kernels in ("auto", True, False), f"fixed_kernels must be 'auto', True or False, got "

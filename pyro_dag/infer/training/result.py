@@ -31,6 +31,8 @@ class TrainResult:
     :ivar float collapse_seconds: wall-clock seconds of that fit.
     :ivar dict started_nodes: ``{node: "hidden" or "child"}``, the nodes started at the shallow fit
         (:func:`~pyro_dag.infer.training.start_hidden_nodes`).
+    :ivar restored_step: the last step of the window whose parameters the run ended with because the run ended worse
+        than that window (:class:`~pyro_dag.infer.training.best.BestIterate`), else ``None``.
     """
 
     losses: list = field(default_factory=list)
@@ -49,6 +51,7 @@ class TrainResult:
     collapsed_losses: dict = field(default_factory=dict)
     collapse_seconds: float = 0.0
     started_nodes: dict = field(default_factory=dict)
+    restored_step: int = None
 
     @property
     def num_steps(self):

@@ -4,6 +4,7 @@ import contextlib
 import math
 import os
 import time
+import warnings
 
 from pyro.infer import Trace_ELBO
 
@@ -13,6 +14,7 @@ from ..distributed import DataParallel
 from ..elbo import DAGELBO
 from .collapsed import fit_collapsed, learnable_node_tensors
 from .hidden_start import start_hidden_nodes
+from .best import BestIterate, BestIterateWarning
 from .checkpoint import capture_params, capture_rng_state, load_checkpoint, restore_params, restore_rng_state, save_checkpoint
 from .groups import find_dagdgp, group_tensors
 from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings, signal_warnings
@@ -130,7 +132,7 @@ class TrainingRun:
             "likelihood_lr_multiplier": config.likelihood_lr_multiplier,
             "validate_every": config.validate_every if config.validation is not None else None,
             "patience": config.patience, "fixed_kernels": self.use_fixed, "collapse": self.collapse,
-            "start_hidden": self.start_hidden,
+            "start_hidden": self.start_hidden, "best_iterate": bool(config.best_iterate and config.validation is None and self.dp is None),
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
@@ -141,6 +143,9 @@ class TrainingRun:
         self.natural = NaturalGradientPhase(self, self.adam_phase, ng, ng_after, ng_max_kl)
         self.best_params = None
         self.bad = 0
+        # a run judged by its validation loss ends at its best validation (restore_best) instead
+        self.best_iterate = (BestIterate(start=warm) if config.best_iterate and config.validation is None
+                             and self.dp is None else None)
         self.pretrained = False
         self._no_freeze = {}
 
@@ -191,6 +196,7 @@ class TrainingRun:
             "sink": None if sink is None else {"num_steps": sink.num_steps},
             "guard": None if self.natural.guard is None else self.natural.guard.state(),
             "ng_stopped": self.natural.stopped,
+            "best_iterate": None if self.best_iterate is None else self.best_iterate.state(),
             "setup": {"guide": _setup_done(self.guide), "warm": mf is not None and _setup_done(mf)},
             "rng": capture_rng_state(),
         }
@@ -247,6 +253,8 @@ class TrainingRun:
         r.best_step, r.best_validation_loss = state["best_step"], state["best_validation_loss"]
         self.best_params, self.bad = state["best_params"], state["bad"]
         r.stopped = state["stopped"]
+        if self.best_iterate is not None and state.get("best_iterate") is not None:
+            self.best_iterate = BestIterate.from_state(state["best_iterate"])
         r.resumed_from = self.step
         restore_rng_state(state["rng"])
 
@@ -283,6 +291,15 @@ class TrainingRun:
             self._loop()
         if self.config.validation is not None and self.config.restore_best and self.best_params is not None:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
+        tracker = self.best_iterate
+        if tracker is not None and r.stopped is None and tracker.worse_at_end():
+            tracker.restore()
+            r.restored_step = tracker.best_step
+            warnings.warn(f"{self.name}: the loss ended worse than it was (mean of the last {tracker.window} steps "
+                          f"{tracker.last:.6g} against {tracker.best:.6g} over steps {tracker.best_step - tracker.window + 1}-"
+                          f"{tracker.best_step}); the fit returned is the one after step {tracker.best_step} "
+                          "(TrainResult.restored_step). Pass best_iterate=False to keep the last parameters.",
+                          BestIterateWarning, stacklevel=4)
         if self.config.natural_gradient_guard:
             noise_warnings(self.dgp, self.data, self.name)
         signal_warnings(self.dgp, self.name)
@@ -337,6 +354,8 @@ class TrainingRun:
                 loss = self._one_step(s)
             self.step = s
             r.losses.append(loss)
+            if self.best_iterate is not None:
+                self.best_iterate.observe(s, loss)
             if config.validation is not None and s > self.warm and (s % config.validate_every == 0 or s == num_steps):
                 self._validate(s)
             if self.path is not None and s % config.checkpoint_every == 0:
