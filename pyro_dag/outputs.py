@@ -106,6 +106,11 @@ def torch_save(obj, f):
     """
     import torch
 
+    if isinstance(f, (str, bytes, os.PathLike)):
+        # our own file object, closed on every path: torch's C++ writer would keep its file open (a deleted temporary
+        # file, after a failed write) for as long as the exception's traceback lives
+        with open(f, "wb") as fh:
+            return torch_save(obj, fh)
     try:
         torch.save(obj, f)
     except RuntimeError as e:

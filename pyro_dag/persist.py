@@ -11,51 +11,105 @@ saved values in. Predictions of the loaded model are then those of the saved one
 The file is a ``torch.save`` of plain containers, strings, numbers and tensors only, so it loads with
 ``torch.load(path, weights_only=True)`` (no code runs from the file); it is written to a temporary file beside
 ``path``, then moved over it, so that an interrupted save leaves the previous file or the new one.
+
+A file proves what it holds (format 2): it carries the SHA-256 checksum of everything in it
+(:func:`pyro_dag.fingerprint.checksum`; a byte changed on disk or by hand is refused at load, naming the file) and a
+record of what it is: its kind, the classes of the model's and the guide's modules (kernels, likelihoods), the
+guide's precision, the graph, the dtype and the fingerprint of the training inputs and data. :func:`load` refuses a
+model or guide that differs from the record, naming the difference. :func:`save` never replaces a file of another
+kind (a training checkpoint, a saved emulator, a file that pyro_dag did not write). Files of format 1 (before
+checksums) still load, with a :class:`SavedFormatWarning` saying what could not be verified.
 """
 import os
 import tempfile
+import warnings
 
 import torch
 
+from .fingerprint import checksum, data_fingerprint
 from .outputs import OutputError, torch_save
 
-__all__ = ["SavedFileError", "load", "load_state", "read_saved", "save", "write_saved", "module_state"]
+__all__ = ["SavedFileError", "SavedFormatWarning", "load", "load_state", "read_saved", "save", "write_saved",
+           "module_state", "file_kind"]
 
 #: The value of a saved file's ``"pyro_dag_format"`` entry (and its version, in ``"version"``).
 FORMAT = "pyro_dag.saved"
-VERSION = 1
+VERSION = 2
+#: Versions this pyro_dag reads: 1 (no checksum, no record of the guide's precision or modules) and 2.
+READABLE_VERSIONS = (1, 2)
+#: dtypes a saved file may name.
+DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 
 class SavedFileError(ValueError):
     """A file that is not a pyro_dag saved model of the expected kind, or that does not fit the object loading it."""
 
 
+class SavedFormatWarning(UserWarning):
+    """A saved file of an earlier format: it loads, but what that format did not record could not be verified."""
+
+
+# ------------------------------------------------------------------------------------------------ what a file is
+def file_kind(path):
+    """What the file at ``path`` holds, in words (``None`` if there is no file or it is empty): ``"a saved
+    DAGDGP"`` (or another kind), ``"a train() checkpoint"``, or a description of a file pyro_dag did not write.
+    Used so that no writer replaces a file of another kind."""
+    path = os.fspath(path)
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 -- any unreadable content is "not ours"
+        return "a file that is not a torch file written by pyro_dag (unreadable with torch.load(weights_only=True))"
+    if isinstance(state, dict) and state.get("pyro_dag_format") == FORMAT:
+        return f"a saved {state.get('kind')}"
+    if isinstance(state, dict) and "settings" in state and "params" in state and "format" in state:
+        return "a train() checkpoint"
+    return f"a torch file of a {type(state).__name__} not written by pyro_dag"
+
+
 # ------------------------------------------------------------------------------------------------ the file
 def write_saved(path, kind, payload):
     """Write ``payload`` (plain containers, strings, numbers, tensors) as a saved ``kind`` to ``path``, atomically
-    (a temporary file in the same directory, flushed and synced, then ``os.replace``).
+    (a temporary file in the same directory, flushed and synced, then ``os.replace``), with the checksum of all it
+    holds. A missing folder is created. A file already at ``path`` is replaced only if it is a saved ``kind``.
 
+    :raises SavedFileError: naming ``path``, when it is a directory or holds a file of another kind.
     :raises pyro_dag.outputs.OutputError: naming ``path`` when the file cannot be written (a full disk: torch's
         ``RuntimeError`` included); a file already at ``path`` is then left as it was."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise SavedFileError(f"save: {path!r} is a directory; pass a file path (e.g. {os.path.join(path, 'fit.pt')!r})")
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
+    existing = file_kind(path)
+    if existing is not None and existing != f"a saved {kind}":
+        raise SavedFileError(f"save: {path!r} already holds {existing}; save() does not replace a file of another "
+                             f"kind: pass another path (or delete that file first)")
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch_save({"pyro_dag_format": FORMAT, "version": VERSION, "kind": kind, **payload}, f)
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise OutputError(e.errno, f"save: could not create the folder {directory!r} for {path!r} "
+                          f"({e.strerror or e}); save to a writable folder", path) from None
+    content = {"pyro_dag_format": FORMAT, "version": VERSION, "kind": kind, **payload}
+    content["checksum"] = checksum(content)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
+        with os.fdopen(fd, "wb") as f:   # closed on every path, a failed write included
+            torch_save(content, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        tmp = None
     except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         if isinstance(e, OSError) and not isinstance(e, OutputError):
             raise OutputError(e.errno, f"save: could not write {path} ({e.strerror or e}); a file already there was "
                               "left as it was (no partial file): free some space or save to another disk",
                               path) from e
         raise
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
     return path
 
 
@@ -80,13 +134,55 @@ def read_saved(path, kind):
             else f"a {type(state).__name__}" if not isinstance(state, dict) else "a dict without pyro_dag's format tag"
         raise SavedFileError(f"load: {path!r} holds {what}, not a fitted model saved by pyro_dag (resume a train() "
                              "checkpoint with train(..., checkpoint=path)); save the fitted model with its save()")
-    if state.get("version") != VERSION:
-        raise SavedFileError(f"load: {path!r} was saved in format version {state.get('version')!r}; this pyro_dag "
-                             f"reads version {VERSION}")
+    version = state.get("version")
+    if version not in READABLE_VERSIONS:
+        raise SavedFileError(f"load: {path!r} was saved in format version {version!r}; this pyro_dag reads versions "
+                             f"{list(READABLE_VERSIONS)}: save it again with this version (or upgrade pyro_dag)")
     if state.get("kind") != kind:
         raise SavedFileError(f"load: {path!r} holds a saved {state.get('kind')}, not a {kind}; load it with the "
                              f"{state.get('kind')}'s own load")
+    if version == 1:
+        warnings.warn(f"load: {path!r} is a saved {kind} of format 1 (written before saved files carried a checksum "
+                      "and a record of the guide's precision and module classes): its bytes, and a guide or kernels "
+                      "built differently from the saved ones with the same parameter names, cannot be verified; save "
+                      "it again to upgrade it to format 2", SavedFormatWarning, stacklevel=3)
+        return state
+    stored = state.pop("checksum", None)
+    if stored is None or checksum(state) != stored:
+        raise SavedFileError(f"load: {path!r} does not match its checksum: its contents changed after it was written "
+                             "(corrupted on disk, or edited); its values cannot be trusted: save the fit again (or "
+                             "restore the file from a backup)")
     return state
+
+
+def saved_dtype(state, path):
+    """The torch dtype a saved file names.
+
+    :raises SavedFileError: naming ``path`` for an entry that is not one of :data:`DTYPES`."""
+    name = state.get("dtype")
+    if name not in DTYPES:
+        raise SavedFileError(f"load: {path!r} names the dtype {name!r}, which is not one of {list(DTYPES)}: the file "
+                             "is corrupt or was edited; save the fit again")
+    return getattr(torch, name)
+
+
+def module_classes(module):
+    """``{name: class name}`` of ``module`` and its submodules (kernels, likelihoods, ...): two modules with the same
+    parameter names and shapes but other classes (an RBF and a Matérn kernel) compute other things."""
+    return {name: type(m).__name__ for name, m in module.named_modules()}
+
+
+def check_module_classes(saved, module, what, path):
+    """Refuse ``module`` when its :func:`module_classes` differ from the ``saved`` record, naming the first one."""
+    if saved is None:
+        return
+    mine = module_classes(module)
+    for name in sorted(set(saved) | set(mine)):
+        if saved.get(name) != mine.get(name):
+            where = f"{what}'s {name!r}" if name else what
+            raise SavedFileError(f"load: {where} is a {mine.get(name) or 'missing module'} here and a "
+                                 f"{saved.get(name) or 'missing module'} in {path!r}: build it with the same "
+                                 "constructor arguments (kernels, likelihoods) as the saved one")
 
 
 # --------------------------------------------------------------------------------------------- module states
@@ -181,13 +277,17 @@ def model_payload(model, guide, inputs, data, mask=None):
     if guide is not None and getattr(guide, "prototype_trace", None) is None:
         raise SavedFileError("save: the guide has not been run yet, so there is nothing fitted to save; train the "
                              "model and guide first")
+    inputs = {r: x.detach().cpu() for r, x in X.items()}
+    data = {w: y.detach().cpu() for w, (y, _) in obs.items()}
+    masks = {w: m.detach().cpu() for w, (_, m) in obs.items()}
     return {
         "model": module_state(model), "guide": None if guide is None else module_state(guide),
         "guide_class": None if guide is None else type(guide).__name__,
+        "precision": getattr(guide, "precision", None) if guide is not None else None,
+        "modules": {"model": module_classes(model), "guide": None if guide is None else module_classes(guide)},
         "graph": _graph_state(model.graph), "dtype": _dtype_name(model.dtype),
-        "inputs": {r: x.detach().cpu() for r, x in X.items()},
-        "data": {w: y.detach().cpu() for w, (y, _) in obs.items()},
-        "mask": {w: m.detach().cpu() for w, (_, m) in obs.items()},
+        "fingerprint": data_fingerprint(inputs, data, masks),
+        "inputs": inputs, "data": data, "mask": masks,
     }
 
 
@@ -202,10 +302,15 @@ def restore_model(state, model, guide, path):
     if guide is not None and type(guide).__name__ != state["guide_class"]:
         raise SavedFileError(f"load: {path!r} was saved with a guide of class {state['guide_class']}, this guide is "
                              f"of class {type(guide).__name__}; build the guide as the saved one was")
+    if guide is not None and "precision" in state and state["precision"] != getattr(guide, "precision", None):
+        raise SavedFileError(f"load: {path!r} was saved with a guide of precision {state.get('precision')!r}, this "
+                             f"guide has precision {getattr(guide, 'precision', None)!r}; build it as the saved one "
+                             f"was ({type(guide).__name__}(model, precision={state.get('precision')!r}))")
     if guide is not None and getattr(guide, "prototype_trace", None) is not None:
         raise SavedFileError("load: the guide has already been run; pass a fresh guide (built on the fresh model "
                              "with the same arguments)")
-    dtype = getattr(torch, state["dtype"])
+    modules = state.get("modules") or {}
+    dtype = saved_dtype(state, path)
     model.to(dtype=dtype)
     device = model.device
     inputs = {r: x.to(device=device, dtype=dtype) for r, x in state["inputs"].items()}
@@ -216,10 +321,12 @@ def restore_model(state, model, guide, path):
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         if not model.is_setup:
             model.setup(inputs, data, mask)
+        check_module_classes(modules.get("model"), model, "the model", path)
         load_state(model, state["model"], "the model")
         if guide is not None:
             with torch.no_grad():
                 guide(inputs, data, mask)
+            check_module_classes(modules.get("guide"), guide, "the guide", path)
             load_state(guide, state["guide"], "the guide")
     return model
 

@@ -3,6 +3,13 @@ import os
 import pyro
 import pytest
 import torch
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (derandomize=True, no example database): a landing must not
+# fail by chance (issue 42). The random search stays available: HYPOTHESIS_PROFILE=random pytest tests/...
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("random", derandomize=False, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 # One thread: on 2-core machines two threads under load are much slower, and results stay reproducible.
 torch.set_num_threads(1)

@@ -74,9 +74,8 @@ def test_torch_save_reports_torchs_write_failure_as_the_oserror_behind_it(tmp_pa
     assert exc.value.errno == errno.ENOSPC and isinstance(exc.value.__cause__, RuntimeError)
     real = torch.save
 
-    def full_save(obj, f, *a, **k):
-        with open(f, "wb") as fh:
-            return real(obj, _FullFile(fh, 100), *a, **k)
+    def full_save(obj, f, *a, **k):        # torch_save opens a path itself and gives torch the file object
+        return real(obj, _FullFile(f, 100), *a, **k)
 
     monkeypatch.setattr(torch, "save", full_save)
     with pytest.raises(OutputError, match=r"could not write .*state.pt \(torch.save failed: No space left") as exc:
@@ -85,6 +84,6 @@ def test_torch_save_reports_torchs_write_failure_as_the_oserror_behind_it(tmp_pa
     assert sorted(os.listdir(tmp_path)) == ["other.pt", "state.pt"]          # no temporary file left
     monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("file write failed")))
     with pytest.raises(OSError, match=r"torch.save failed: is the disk full\? \(file write failed\)") as exc:
-        torch_save({}, path)
+        torch_save({}, tmp_path / "new.pt")
     assert exc.value.errno == errno.EIO
     assert torch.load(path, weights_only=True)["w"].shape == (3,)            # the earlier file is intact

@@ -168,3 +168,87 @@ def test_a_full_disk_while_saving_is_an_output_error_and_keeps_the_earlier_file(
     monkeypatch.undo()
     assert [p.name for p in tmp_path.iterdir()] == ["f.pt"]
     assert persist.read_saved(tmp_path / "f.pt", "DAGDGP")["x"].shape == (2,)
+
+
+# --------------------------------------------------------------------------- files that prove what they hold (issue 42)
+def _flip_tensor_bytes(path, tensor):
+    """Change 8 bytes inside ``tensor``'s data in the torch zip file at ``path`` (its first float64 value)."""
+    raw = bytearray(path.read_bytes())
+    needle = tensor.reshape(-1)[:2].numpy().tobytes()
+    at = raw.find(needle)
+    assert at >= 0
+    raw[at:at + 8] = torch.tensor([1e300], dtype=torch.float64).numpy().tobytes()
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("fitted", ["chordal"], indirect=True)
+def test_changed_bytes_are_refused_by_the_checksum(fitted):
+    kind, model, guide, inputs, path = fitted
+    value = dict(guide.named_parameters())["family.locs.a_unconstrained"].detach().cpu()
+    _flip_tensor_bytes(path, value)
+    state = torch.load(path, weights_only=True)   # torch itself reads the changed file
+    assert state["guide"]["family.locs.a_unconstrained"].reshape(-1)[0] == 1e300
+    pyro.clear_param_store()
+    model2, guide2 = _build(kind)
+    with pytest.raises(SavedFileError, match="does not match its checksum"):
+        persist.load(path, model2, guide2)
+
+
+@pytest.mark.parametrize("fitted", ["chordal"], indirect=True)
+def test_another_precision_or_kernel_is_refused(fitted):
+    from pyro_dag.kernels import Matern52
+
+    kind, model, guide, inputs, path = fitted
+    pyro.clear_param_store()
+    model2, _ = _build(kind)
+    with pytest.raises(SavedFileError, match="precision 'chordal'.*precision 'full'"):
+        persist.load(path, model2, AutoStructuredGuide(model2, precision="full"))
+    pyro.clear_param_store()
+    model3 = DAGDGP(GRAPH, num_inducing=6, kernels={"b": Matern52()}).double()
+    with pytest.raises(SavedFileError, match="'kernels.b.*Matern52 here and a RBF"):
+        persist.load(path, model3, AutoStructuredGuide(model3, precision="chordal"))
+
+
+@pytest.mark.parametrize("fitted", ["chordal"], indirect=True)
+def test_format_1_files_load_with_a_warning_and_bad_dtypes_are_named(fitted):
+    kind, model, guide, inputs, path = fitted
+    state = torch.load(path, weights_only=True)
+    for key in ("checksum", "precision", "modules", "fingerprint"):
+        del state[key]
+    state["version"] = 1
+    old = path.parent / "old.pt"
+    torch.save(state, old)
+    pyro.clear_param_store()
+    model2, guide2 = _build(kind)
+    with pytest.warns(persist.SavedFormatWarning, match="format 1"):
+        persist.load(old, model2, guide2)
+    test = {"x": torch.linspace(0, 1, 5, dtype=torch.float64)[:, None]}
+    assert torch.equal(_predict(model, guide, test)["b"].mean, _predict(model2, guide2, test)["b"].mean)
+    state["dtype"] = "int7"
+    torch.save(state, old)
+    pyro.clear_param_store()
+    model3, guide3 = _build(kind)
+    with pytest.warns(persist.SavedFormatWarning), pytest.raises(SavedFileError, match="dtype 'int7'"):
+        persist.load(old, model3, guide3)
+    state["version"] = 9
+    torch.save(state, old)
+    with pytest.raises(SavedFileError, match="format version 9"):
+        persist.load(old, *_build(kind))
+
+
+@pytest.mark.parametrize("fitted", ["chordal"], indirect=True)
+def test_save_never_replaces_a_file_of_another_kind(fitted, tmp_path):
+    kind, model, guide, inputs, path = fitted
+    _, data = _data()
+    other = tmp_path / "notes.pt"
+    other.write_text("my notes")
+    with pytest.raises(SavedFileError, match="not a torch file written by pyro_dag.*another path"):
+        persist.save(other, model, guide, inputs, data)
+    assert other.read_text() == "my notes"
+    ckpt = tmp_path / "ckpt.pt"
+    torch.save({"format": 1, "settings": {}, "params": {}}, ckpt)
+    with pytest.raises(SavedFileError, match="a train\\(\\) checkpoint"):
+        persist.save(ckpt, model, guide, inputs, data)
+    persist.save(path, model, guide, inputs, data)            # a saved fit of the same kind is replaced
+    nested = tmp_path / "new" / "folder" / "fit.pt"             # a missing folder is created
+    assert persist.save(nested, model, guide, inputs, data) == str(nested) and nested.is_file()

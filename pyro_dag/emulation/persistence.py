@@ -7,6 +7,7 @@ and its training history.
 """
 import uuid
 
+from ..fingerprint import data_fingerprint
 from ..persist import SavedFileError, model_payload, read_saved, restore_model, write_saved
 
 __all__ = ["save_emulator", "load_emulator"]
@@ -18,6 +19,14 @@ def _scalings(em):
     return {"fidelities": list(em.mf.fidelities), "lower": [float(v) for v in em.lower],
             "span": [float(v) for v in em.span], "y_loc": dict(em.y_loc), "y_scale": dict(em.y_scale),
             "kernel": em.kernel_name, "num_inducing": dict(em.num_inducing)}
+
+
+def _runs(em):
+    """The emulator's scaled designs, outputs and masks, as :func:`pyro_dag.persist.model_payload` records them."""
+    payload_inputs = {k: v.detach().cpu() for k, v in em.model_inputs().items()}
+    X, n, obs = em.model.checked_arguments(payload_inputs, em.model_data(), None)
+    return ({r: x.detach().cpu() for r, x in X.items()}, {w: y.detach().cpu() for w, (y, _) in obs.items()},
+            {w: m.detach().cpu() for w, (_, m) in obs.items()})
 
 
 def save_emulator(path, em):
@@ -45,6 +54,12 @@ def load_emulator(path, em):
                                  f"{mine[key]!r}: build it with the same runs and arguments as the saved one")
     if em.model is None:
         em.build()
+    saved_runs = state["fit"].get("fingerprint")
+    runs = data_fingerprint(*_runs(em))
+    if saved_runs is not None and saved_runs != runs:
+        raise SavedFileError(f"load: {path!r} holds an emulator fitted to other runs (fingerprint {saved_runs} of "
+                             f"its designs and outputs, this emulator's runs {runs}) with the same fidelities, "
+                             "bounds and summary statistics: build it with the saved emulator's runs")
     # a fresh name: the guide's parameters must not meet a live emulator's in Pyro's parameter store
     guide = AutoStructuredGuide(em.model, precision=state["precision"],
                                 name=f"MultiFidelityEmulator_{uuid.uuid4().hex[:12]}_loaded")

@@ -40,5 +40,12 @@ def test_round_trip_predicts_identically(precision, tmp_path):
     runs[f] = (runs[f][0], runs[f][1] * 2.0)
     with pytest.raises(SavedFileError, match="y_"):
         MultiFidelityEmulator(runs, p.parents, precision=precision, num_inducing=15).load(path)
+    swapped = dict(p.train)              # issue 42: other runs, with the same bounds and summary statistics
+    X, y = swapped[f]
+    y = np.array(y, dtype=float).copy()
+    y[[0, 1]] = y[[1, 0]]
+    swapped[f] = (X, y)
+    with pytest.raises(SavedFileError, match="fitted to other runs"):
+        MultiFidelityEmulator(swapped, p.parents, precision=precision, num_inducing=15).load(path)
     with pytest.raises(SavedFileError, match="not been fitted"):
         MultiFidelityEmulator(p.train, p.parents).save(tmp_path / "unfitted.pt")

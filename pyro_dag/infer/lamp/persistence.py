@@ -10,7 +10,7 @@ import dataclasses
 
 import torch
 
-from ...persist import SavedFileError, _dtype_name, _graph_state, read_saved, write_saved
+from ...persist import SavedFileError, _dtype_name, _graph_state, read_saved, saved_dtype, write_saved
 from .algorithm import LaMPHistory
 from .objective import LaMPObjective
 from .schedule import LaMPSettings
@@ -66,7 +66,7 @@ def load_lamp(path, lamp):
     if any(dims[v] != d for v, d in saved_dims.items()):
         raise SavedFileError(f"load: the hidden nodes of {path!r} have output dims {saved_dims}, this model's "
                              f"{dims}; build the model with the saved output_dims")
-    dtype = getattr(torch, state["dtype"])
+    dtype = saved_dtype(state, path)
     lamp.model.to(dtype=dtype)
     device = lamp.device
 

@@ -6,22 +6,44 @@ A checkpoint is a ``torch.save`` file of plain containers, tensors and numbers o
 and moved over the old one with ``os.replace``, so that a run killed at any moment leaves either the previous
 checkpoint or the new one, never a partial file (the temporary files of killed writes are removed at the next
 write or resume). A file that is not a readable checkpoint raises :class:`CheckpointError` naming it.
+
+A checkpoint proves what it holds (format 2, issue 42): the SHA-256 checksum of its content
+(:func:`pyro_dag.fingerprint.checksum`) and a record of the run (:func:`run_record`: the guide's class and precision,
+the graph, the dtype and the fingerprint of the training inputs and data). Resuming verifies both and refuses a
+mismatch by name (:func:`check_record`), so a run never continues from changed bytes or from another run's
+parameters. One process writes a checkpoint at a time (:class:`CheckpointLock`, an advisory ``fcntl`` lock on
+``.{name}.lock`` beside it with the owner's pid, host and start time), and a run never replaces a file that is not a
+checkpoint (:func:`check_replaceable`). Checkpoints of format 1 still resume, with a :class:`CheckpointFormatWarning`.
 """
 import contextlib
 import glob
+import json
 import os
 import random
+import socket
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import pyro
 import torch
 
+from ...fingerprint import checksum, data_fingerprint
 from ...outputs import OutputError, atomic_write, remove_leftovers, torch_save
 
-__all__ = ["CheckpointError", "capture_rng_state", "restore_rng_state", "capture_params", "restore_params",
-           "save_checkpoint", "load_checkpoint", "check_writable", "checkpoint_file", "CHECKPOINT_NAME"]
+try:
+    import fcntl
+except ImportError:  # not on POSIX: no lock (the owner record is still written)
+    fcntl = None
+
+__all__ = ["CheckpointError", "CheckpointInUseError", "CheckpointFormatWarning", "CheckpointLock", "capture_rng_state",
+           "restore_rng_state", "capture_params", "restore_params", "save_checkpoint", "load_checkpoint",
+           "check_writable", "check_replaceable", "checkpoint_file", "run_record", "check_record", "CHECKPOINT_NAME",
+           "FORMAT"]
+
+#: The ``"format"`` entry of checkpoints written now; format 1 (no checksum, no record) is still read.
+FORMAT = 2
 
 #: File name used when a checkpoint path names a directory.
 CHECKPOINT_NAME = "train_checkpoint.pt"
@@ -113,6 +135,14 @@ class CheckpointError(ValueError):
     :func:`~pyro_dag.infer.train`); the message names the file and the fix."""
 
 
+class CheckpointInUseError(CheckpointError):
+    """Another process holds the checkpoint (:class:`CheckpointLock`); the message names its owner."""
+
+
+class CheckpointFormatWarning(UserWarning):
+    """A checkpoint of format 1: it resumes, but its bytes and the data it belongs to cannot be verified."""
+
+
 #: Entries every checkpoint of :func:`~pyro_dag.infer.train` holds (format 1).
 _REQUIRED = ("settings", "step", "losses", "params", "adam", "setup", "rng")
 #: Age (seconds) past which a temporary file of the earlier naming (``.tmp-*.pt``, shared with other writers) is a
@@ -140,6 +170,8 @@ def save_checkpoint(path, state):
         previous checkpoint is then left intact.
     """
     _remove_leftovers(path)
+    state = {k: v for k, v in state.items() if k != "checksum"}
+    state["checksum"] = checksum(state)
     try:
         atomic_write(path, lambda tmp: torch_save(state, tmp))   # torch's write failures are OSErrors there
     except OutputError as e:
@@ -170,7 +202,7 @@ def load_checkpoint(path, map_location=None):
         raise CheckpointError(f"train: the checkpoint {path!r} cannot be read ({type(e).__name__}{detail}); it is "
                               "truncated, corrupt or not a checkpoint written by train(checkpoint=...): "
                               f"{fix}") from None
-    if not isinstance(state, dict) or state.get("format") != 1 or any(k not in state for k in _REQUIRED):
+    if not isinstance(state, dict) or state.get("format") not in (1, FORMAT) or any(k not in state for k in _REQUIRED):
         if isinstance(state, dict) and "pyro_dag_format" in state:
             what = "a saved model (pyro_dag.persist.save), which pyro_dag.persist.load reads"
         elif isinstance(state, dict):
@@ -179,4 +211,142 @@ def load_checkpoint(path, map_location=None):
             what = f"a {type(state).__name__}"
         raise CheckpointError(f"train: {path!r} is not a checkpoint written by train(checkpoint=...) (it holds "
                               f"{what}): {fix}")
+    if state["format"] == 1:
+        warnings.warn(f"train: the checkpoint {path!r} is of format 1 (written before checkpoints carried a checksum "
+                      "and a record of the run's data, guide and graph): resuming from it, but its bytes and the data "
+                      "it belongs to cannot be verified", CheckpointFormatWarning, stacklevel=3)
+        return state
+    stored = state.pop("checksum", None)
+    if stored is None or checksum(state) != stored:
+        raise CheckpointError(f"train: the checkpoint {path!r} does not match its checksum: its contents changed "
+                              "after it was written (corrupted on disk, or edited), so its values cannot be trusted: "
+                              f"{fix}")
     return state
+
+
+# ------------------------------------------------------------------------------------------ what a run is
+def _data_fingerprint(inputs, data, mask):
+    try:
+        parts = [p if p is None or isinstance(p, dict) else {"": p} for p in (inputs, data, mask)]
+        return data_fingerprint(*parts)
+    except (TypeError, ValueError, RuntimeError):  # a generic model's arguments: not fingerprinted
+        return None
+
+
+def run_record(model, guide, inputs, data, mask=None, dgp=None):
+    """What a checkpoint belongs to: the guide's class and precision, the DAG-DGP's graph and dtype (``dgp``, when
+    the model is or holds one) and the fingerprint of the training inputs and data
+    (:func:`pyro_dag.fingerprint.data_fingerprint`)."""
+    record = {"guide_class": type(guide).__name__, "precision": getattr(guide, "precision", None),
+              "graph": None, "dtype": None, "data": _data_fingerprint(inputs, data, mask)}
+    if dgp is not None:
+        record["graph"] = {"nodes": sorted(str(v) for v in dgp.graph.nodes),
+                           "edges": sorted([str(a), str(b)] for a, b in dgp.graph.edges)}
+        record["dtype"] = str(dgp.dtype).rsplit(".", 1)[-1]
+    return record
+
+
+_RECORD_WORDS = {"guide_class": ("a guide of class", "build the guide as in the saved run"),
+                 "precision": ("a guide of precision", "build the guide with the saved run's precision"),
+                 "graph": ("a model of the graph", "build the model on the saved run's graph"),
+                 "dtype": ("a model of dtype", "build the model in the saved run's dtype"),
+                 "data": ("training inputs and data of fingerprint",
+                          "resume with the saved run's inputs and data (another data set needs its own checkpoint)")}
+
+
+def check_record(state, record, path):
+    """Refuse to resume ``state`` (a loaded checkpoint) in a run whose :func:`run_record` differs, naming what.
+
+    :raises CheckpointError: naming the checkpoint, the entry (guide class, precision, graph, dtype, data), both
+        values and the fix."""
+    saved = state.get("record")
+    if saved is None:   # format 1: warned at load
+        return
+    for key, (words, fix) in _RECORD_WORDS.items():
+        old, new = saved.get(key), record.get(key)
+        if old is None or new is None or old == new:
+            continue
+        if key == "graph":
+            old, new = old["edges"], new["edges"]
+        raise CheckpointError(f"train: the checkpoint {path!r} was written by a run on {words} {old!r}, this run "
+                              f"has {new!r}: {fix}, or pass checkpoint= another path to start afresh")
+
+
+def check_replaceable(path):
+    """Refuse to start a run whose checkpoint path holds a file that is not a :func:`~pyro_dag.infer.train`
+    checkpoint (a saved fit, another torch file, any other file): the run would replace it.
+
+    :raises CheckpointError: naming the file, what it holds and the fix."""
+    from ...persist import file_kind
+
+    kind = file_kind(path)
+    if kind is not None and kind != "a train() checkpoint":
+        raise CheckpointError(f"train: the checkpoint path {os.fspath(path)!r} holds {kind}; a run writes its "
+                              "checkpoints there and would replace it: pass checkpoint= another path")
+
+
+# ------------------------------------------------------------------------------------------ one writer
+class CheckpointLock:
+    """One writer per checkpoint: an exclusive advisory lock (``fcntl.flock``) on ``.{name}.lock`` beside the
+    checkpoint, taken for a whole run, with an owner record (pid, host, start time) that a refused process names.
+    The lock goes with the process (a killed run leaves no stale lock, only the small lock file, which the next run
+    takes over); a finished run removes the lock file.
+
+    :raises CheckpointInUseError: on entering, when another process holds the lock."""
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        self.path = path
+        self.lock_path = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.lock")
+        self._fd = None
+
+    def __enter__(self):
+        for _ in range(10):  # the lock file of a run that just finished may be removed under us: take the new one
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if fcntl is not None:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        owner = self._owner(fd)
+                        raise CheckpointInUseError(
+                            f"train: the checkpoint {self.path!r} is in use by another run ({owner}); two runs "
+                            "writing one checkpoint would overwrite each other's state: wait for that run to finish, "
+                            "or pass checkpoint= another path") from None
+                try:
+                    current = os.stat(self.lock_path).st_ino
+                except FileNotFoundError:
+                    current = None
+                if current != os.fstat(fd).st_ino:
+                    os.close(fd)
+                    continue
+                record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                     "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode()
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, record, 0)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+            return self
+        raise CheckpointInUseError(f"train: could not take the lock {self.lock_path!r} of the checkpoint "
+                                   f"{self.path!r}: other runs keep replacing it; pass checkpoint= another path")
+
+    @staticmethod
+    def _owner(fd):
+        try:
+            owner = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+            return f"pid {owner['pid']} on {owner['host']}, since {owner['since']}"
+        except (OSError, ValueError, KeyError):
+            return "owner unknown"
+
+    def __exit__(self, *exc):
+        if self._fd is not None:
+            with contextlib.suppress(OSError):  # removed while held: a process that opened it retries on the new one
+                os.unlink(self.lock_path)
+            if fcntl is not None:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+        return False

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from ...param_store import adopting_param_store
 from ...threads import limit_threads
 from ..distributed import require_process_group
-from .checkpoint import check_writable, checkpoint_file
+from .checkpoint import CheckpointLock, check_replaceable, check_writable, checkpoint_file
 from .run import TrainingRun
 
 __all__ = ["RECIPES", "SVIRecipe", "register_recipe"]
@@ -66,7 +66,12 @@ class SVIRecipe:
             check_writable(path)
         # resuming overwrites every stored value, so a rebuilt model may take the store's tensors without a warning
         resuming = bool(config.resume) and path is not None and os.path.exists(path)
-        with limit_threads(config.num_threads), (adopting_param_store() if resuming else contextlib.nullcontext()):
+        # one writer per checkpoint, and never over a file of another kind (a saved fit, a user's file)
+        lock = CheckpointLock(path) if path is not None else contextlib.nullcontext()
+        with lock, limit_threads(config.num_threads), \
+                (adopting_param_store() if resuming else contextlib.nullcontext()):
+            if path is not None and not resuming:
+                check_replaceable(path)
             return TrainingRun(model, guide, inputs, data, config, self, path).run()
 
 

@@ -15,7 +15,8 @@ from ..elbo import DAGELBO
 from .collapsed import fit_collapsed, learnable_node_tensors
 from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
-from .checkpoint import capture_params, capture_rng_state, load_checkpoint, restore_params, restore_rng_state, save_checkpoint
+from .checkpoint import (FORMAT, capture_params, capture_rng_state, check_record, load_checkpoint, restore_params,
+                         restore_rng_state, run_record, save_checkpoint)
 from .groups import find_dagdgp, group_tensors
 from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings, signal_warnings
 from .phases import WARM_START_NAME, AdamPhase, NaturalGradientPhase, WarmStartPhase
@@ -136,6 +137,8 @@ class TrainingRun:
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
+        # what a checkpoint of this run belongs to (guide, graph, dtype, data): resuming refuses another run's file
+        self.record = run_record(model, guide, inputs, data, self.kw.get("mask"), dgp) if path is not None else None
         self.result = TrainResult(settings=dict(self.settings, num_steps=config.num_steps))
         self.step = 0
         self.warm_phase = WarmStartPhase(self, warm)
@@ -184,7 +187,7 @@ class TrainingRun:
         r = self.result
         gauss, sink, mf = self.natural.gauss, self.adam_phase.sink, self.warm_phase.guide
         return {
-            "format": 1, "settings": self.settings, "step": self.step, "num_steps": self.config.num_steps,
+            "format": FORMAT, "record": self.record, "settings": self.settings, "step": self.step, "num_steps": self.config.num_steps,
             "losses": list(r.losses), "pretrain_losses": list(r.pretrain_losses),
             "pretrained_nodes": list(r.pretrained_nodes), "pretrained": self.pretrained,
             "collapsed_nodes": list(r.collapsed_nodes), "collapsed_losses": dict(r.collapsed_losses),
@@ -217,7 +220,8 @@ class TrainingRun:
                              "or start a new checkpoint")
         if state["step"] > self.config.num_steps:
             raise ValueError(f"train: the checkpoint {self.path!r} is at step {state['step']}, beyond num_steps = "
-                             f"{self.o['num_steps']}")
+                             f"{self.config.num_steps}: resume with num_steps >= {state['step']} (the total, not the "
+                             "steps still to take), or start a new checkpoint")
         self.step = state["step"]
         in_warm_phase = self.warm and self.step <= self.warm
         if in_warm_phase or state["setup"]["warm"]:
@@ -263,6 +267,7 @@ class TrainingRun:
         state = None
         if self.config.resume and os.path.exists(self.path):
             state = load_checkpoint(self.path)
+            check_record(state, self.record, self.path)
         r = self.result
         if state is None and self.collapse:
             self._fit_collapsed()

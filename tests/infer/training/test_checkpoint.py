@@ -11,7 +11,8 @@ from helpers import collider_problem, FullFile
 from pyro_dag.infer import train
 from pyro_dag.infer.autoguide import AutoStructuredGuide
 from pyro_dag.infer.training import load_checkpoint
-from pyro_dag.infer.training.checkpoint import CheckpointError
+from pyro_dag.infer.training.checkpoint import (CheckpointError, CheckpointFormatWarning, CheckpointInUseError,
+                                                CheckpointLock)
 from pyro_dag.outputs import OutputError
 
 
@@ -56,8 +57,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     def save(obj, f, *args, **kwargs):
         calls.append(f)
         if len(calls) > 2:                  # the third checkpoint finds the disk full half way
-            with open(f, "wb") as fh:
-                fh.write(b"PK\x03\x04partial")
+            f.write(b"PK\x03\x04partial")    # (pyro_dag opens the file itself and passes the file object)
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(obj, f, *args, **kwargs)
 
@@ -82,8 +82,7 @@ def test_torchs_runtime_error_on_a_full_disk_is_an_output_error(tmp_path, monkey
     def save(obj, f, *args, **kwargs):
         calls.append(f)
         if len(calls) > 1:                  # the second checkpoint finds the disk full
-            with open(f, "wb") as fh:
-                return real(obj, Full(fh), *args, **kwargs)
+            return real(obj, Full(f), *args, **kwargs)
         return real(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", save)
@@ -123,3 +122,119 @@ def test_lamp_recipe_refuses_a_checkpoint(tmp_path):
         train(model, LatentMAP(model), {"x": x}, {"y": torch.sin(6 * x)}, num_steps=3, recipe="lamp",
               checkpoint=tmp_path / "lamp.pt")
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------- checkpoints that prove what they hold (issue 42)
+def _deleted_open_files(directory):
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(directory)) and target.endswith("(deleted)"):
+            out.append(target)
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_failed_write_closes_its_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.pt"
+    real, calls = torch.save, []
+
+    def save(obj, f, *args, **kwargs):
+        calls.append(f)
+        return real(obj, FullFile(f) if len(calls) > 1 else f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    with pytest.raises(OutputError) as exc:
+        run(path, num_steps=3)
+    assert exc.value is not None                           # the traceback (and torch's writer) still alive here
+    assert _deleted_open_files(tmp_path) == []
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
+
+
+def _flip(path, value):
+    raw = bytearray(path.read_bytes())
+    at = raw.find(value.reshape(-1)[:2].numpy().tobytes())
+    assert at >= 0
+    raw[at:at + 8] = torch.tensor([1e300], dtype=value.dtype).numpy().tobytes()[:8]
+    path.write_bytes(bytes(raw))
+
+
+def test_changed_bytes_are_refused_by_the_checksum(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    run(path)
+    state = load_checkpoint(path)
+    name, value = max(state["params"].items(), key=lambda kv: kv[1].numel())
+    _flip(path, value)
+    assert not torch.equal(torch.load(path, weights_only=True)["params"][name], value)   # torch reads it
+    with pytest.raises(CheckpointError, match="does not match its checksum"):
+        run(path, num_steps=4, resume=True)
+
+
+def test_resuming_with_other_data_or_another_guide_is_refused(tmp_path):
+    from helpers import collider_problem
+
+    path = tmp_path / "ckpt.pt"
+    run(path)
+    model, inputs, data = collider_problem()
+    other = {k: v + 1.0 for k, v in data.items()}
+    with pytest.raises(CheckpointError, match="training inputs and data of fingerprint.*another data set needs its "
+                                              "own checkpoint"):
+        train(model, AutoStructuredGuide(model), inputs, other, num_steps=4, recipe="adam", checkpoint=path,
+              resume=True, progress=False)
+    import pyro
+    pyro.clear_param_store()
+    model, inputs, data = collider_problem()
+    with pytest.raises(CheckpointError, match="precision 'chordal', this run has 'mean_field'"):
+        train(model, AutoStructuredGuide(model, precision="mean_field"), inputs, data, num_steps=4, recipe="adam",
+              checkpoint=path, resume=True, progress=False)
+
+
+def test_resuming_past_num_steps_names_the_fix(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    run(path, num_steps=3)
+    with pytest.raises(ValueError, match="at step 3, beyond num_steps = 2: resume with num_steps >= 3"):
+        run(path, num_steps=2, resume=True)
+
+
+def test_a_saved_fit_or_another_file_is_never_replaced(tmp_path):
+    from helpers import collider_problem
+    from pyro_dag import persist
+
+    model, inputs, data = collider_problem()
+    guide = AutoStructuredGuide(model)
+    train(model, guide, inputs, data, num_steps=2, recipe="adam", progress=False)
+    fit = tmp_path / "fit.pt"
+    persist.save(fit, model, guide, inputs, data)
+    before = fit.read_bytes()
+    with pytest.raises(CheckpointError, match="holds a saved DAGDGP; a run writes its checkpoints there"):
+        run(fit)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with pytest.raises(CheckpointError, match="not a torch file written by pyro_dag"):
+        run(notes)
+    assert fit.read_bytes() == before and notes.read_text() == "mine"
+
+
+def test_one_writer_per_checkpoint(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    with CheckpointLock(path):                      # another run holds it (flock conflicts across open files)
+        with pytest.raises(CheckpointInUseError, match=f"in use by another run \\(pid {os.getpid()} on"):
+            run(path)
+    assert not path.exists()
+    run(path)                                       # free again
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
+
+
+def test_format_1_checkpoints_resume_with_a_warning(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    run(path)
+    state = load_checkpoint(path)
+    del state["record"]
+    state["format"] = 1
+    torch.save(state, path)
+    with pytest.warns(CheckpointFormatWarning, match="format 1"):
+        result = run(path, num_steps=3, resume=True)
+    assert result.resumed_from == 2 and len(result.losses) == 3
