@@ -92,6 +92,14 @@ class TrainConfig:
     :param int validate_every: steps between validations (default 50).
     :param int patience: stop after this many validations without a new best (default ``None``: never).
     :param bool restore_best: with validation, end with the parameters of the best validation loss (default).
+    :param float spike_factor: Adam's gradient is scaled down to this multiple of the median gradient norm of the
+        last 100 steps when it exceeds it (default 10; ``None``: never): one Monte Carlo gradient far above the usual
+        scale would move every parameter by ~30 learning rates (:mod:`~pyro_dag.infer.training.adam`).
+    :param bool rollback: when the median loss of 10 Adam steps rises far above the last healthy window of 50
+        (by ``max(5 sd, 10 %, 20 nats)``), go back to that window's parameters and Adam moments and halve the
+        learning rate, up to 6 times (:class:`~pyro_dag.infer.training.rollback.DivergenceRollback`; default on;
+        :attr:`TrainResult.rollbacks` and a :class:`~pyro_dag.infer.training.rollback.RollbackWarning` say so). A
+        run that never diverges is unchanged.
     :param bool best_iterate: without validation, end with the parameters of the window of 50 steps with the lowest
         mean loss when the last window is worse than it by more than ``max(3 sd, 5 %)``
         (:class:`~pyro_dag.infer.training.best.BestIterate`; :attr:`TrainResult.restored_step` and a
@@ -156,6 +164,8 @@ class TrainConfig:
     patience: int = None
     restore_best: bool = True
     best_iterate: bool = True
+    rollback: bool = True
+    spike_factor: float = 10.0
     callbacks: tuple = field(default=())
     progress: bool = True
     num_threads: object = DEFAULT_NUM_THREADS
@@ -228,6 +238,9 @@ class TrainConfig:
         _check(self.patience is None or (_is_int(self.patience) and self.patience >= 1),
                f"patience must be a positive integer (validations without improvement) or None, got {self.patience!r}")
         _check(self.patience is None or self.validation is not None, "patience needs validation= (an (inputs, data) pair)")
+        _check(self.spike_factor is None or (_positive_real(self.spike_factor) and self.spike_factor > 1),
+               f"spike_factor must be a number > 1 (or None: never clip), got {self.spike_factor!r}")
+        _check(self.rollback in (True, False), f"rollback must be True or False, got {self.rollback!r}")
         _check(self.best_iterate in (True, False), f"best_iterate must be True or False, got {self.best_iterate!r}")
         for cb in self.callbacks:
             _check(callable(cb), f"callbacks must be callables (step, loss) -> bool, got {cb!r}")

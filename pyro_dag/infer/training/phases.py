@@ -67,7 +67,7 @@ class AdamPhase:
         """The Adam stepper (and sink step) for ``guide``, as the phase's first step needs them."""
         run = self.run
         self.adam = JointAdam(run.model, guide, run.elbo if run.dp is None else run.dp.scaled_elbo(),
-                              run.optim_args, run.lr_scale)
+                              run.optim_args, run.lr_scale, spike_factor=run.config.spike_factor)
         if run.dp is not None:
             self.adam.reduce = run.dp.reduce_gradients
         self.sink = None

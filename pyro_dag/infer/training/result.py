@@ -31,6 +31,8 @@ class TrainResult:
     :ivar float collapse_seconds: wall-clock seconds of that fit.
     :ivar dict started_nodes: ``{node: "hidden" or "child"}``, the nodes started at the shallow fit
         (:func:`~pyro_dag.infer.training.start_hidden_nodes`).
+    :ivar list rollbacks: ``(step, back to step, learning-rate factor)`` of each rollback of a diverging Adam phase
+        (:class:`~pyro_dag.infer.training.rollback.DivergenceRollback`).
     :ivar restored_step: the last step of the window whose parameters the run ended with because the run ended worse
         than that window (:class:`~pyro_dag.infer.training.best.BestIterate`), else ``None``.
     """
@@ -52,6 +54,7 @@ class TrainResult:
     collapse_seconds: float = 0.0
     started_nodes: dict = field(default_factory=dict)
     restored_step: int = None
+    rollbacks: list = field(default_factory=list)
 
     @property
     def num_steps(self):

@@ -15,6 +15,7 @@ from ..elbo import DAGELBO
 from .collapsed import fit_collapsed, learnable_node_tensors
 from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
+from .rollback import DivergenceRollback, RollbackWarning
 from .checkpoint import (FORMAT, capture_params, capture_rng_state, check_record, load_checkpoint, restore_params,
                          restore_rng_state, run_record, save_checkpoint)
 from .groups import find_dagdgp, group_tensors
@@ -134,6 +135,7 @@ class TrainingRun:
             "validate_every": config.validate_every if config.validation is not None else None,
             "patience": config.patience, "fixed_kernels": self.use_fixed, "collapse": self.collapse,
             "start_hidden": self.start_hidden, "best_iterate": bool(config.best_iterate and config.validation is None and self.dp is None),
+            "spike_factor": config.spike_factor, "rollback": bool(config.rollback and self.dp is None),
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
@@ -149,6 +151,8 @@ class TrainingRun:
         # a run judged by its validation loss ends at its best validation (restore_best) instead
         self.best_iterate = (BestIterate(start=warm) if config.best_iterate and config.validation is None
                              and self.dp is None else None)
+        # data-parallel processes would have to agree on every rollback: Adam steps there are left as they are
+        self.rollback = DivergenceRollback() if config.rollback and self.dp is None else None
         self.pretrained = False
         self._no_freeze = {}
 
@@ -161,6 +165,21 @@ class TrainingRun:
             loss = self.adam_phase.step(frozen)
         check_finite_loss(loss, "the loss", self.inputs, self.data)
         return loss
+
+    def _watch(self, s, loss, natural_step):
+        """Feed the divergence rollback the loss of step ``s``; roll back (with a warning) when it says so."""
+        rb = self.rollback
+        if natural_step:   # the natural-gradient phase has its own guard
+            rb.reset()
+            return
+        if not rb.observe(s, loss, self.adam_phase.adam):
+            return
+        back, factor = rb.roll_back(s, self.adam_phase.adam)
+        self.result.rollbacks.append((s, back, factor))
+        warnings.warn(f"{self.name}, step {s}: the loss rose far above its level of steps {back - rb.window + 1}-"
+                      f"{back} (median of the last {rb.probe} steps); went back to the parameters after step {back} "
+                      f"and halved Adam's learning rate (now {factor:g} of the original). Pass rollback=False to "
+                      "turn this off.", RollbackWarning, stacklevel=4)
 
     def _validate(self, s):
         validation = self.config.validation
@@ -200,6 +219,7 @@ class TrainingRun:
             "guard": None if self.natural.guard is None else self.natural.guard.state(),
             "ng_stopped": self.natural.stopped,
             "best_iterate": None if self.best_iterate is None else self.best_iterate.state(),
+            "rollback": None if self.rollback is None else self.rollback.state(),
             "setup": {"guide": _setup_done(self.guide), "warm": mf is not None and _setup_done(mf)},
             "rng": capture_rng_state(),
         }
@@ -259,6 +279,9 @@ class TrainingRun:
         r.stopped = state["stopped"]
         if self.best_iterate is not None and state.get("best_iterate") is not None:
             self.best_iterate = BestIterate.from_state(state["best_iterate"])
+        if self.rollback is not None and state.get("rollback") is not None:
+            self.rollback = DivergenceRollback.from_state(state["rollback"])
+            r.rollbacks = [tuple(e) for e in self.rollback.events]
         r.resumed_from = self.step
         restore_rng_state(state["rng"])
 
@@ -354,13 +377,18 @@ class TrainingRun:
                 warm_end = time.perf_counter()
                 self.warm_phase.hand_over()
                 self.adam_phase.start(self.guide)
+                if self.rollback is not None:   # the warm start's snapshots belong to another guide and optimiser
+                    self.rollback = DivergenceRollback()
             label = f"{self.name} (mean-field warm start)" if s <= self.warm else self.name
+            natural_step = self.natural.active(s)
             with training_step(label, s):
                 loss = self._one_step(s)
             self.step = s
             r.losses.append(loss)
             if self.best_iterate is not None:
                 self.best_iterate.observe(s, loss)
+            if self.rollback is not None:
+                self._watch(s, loss, natural_step)
             if config.validation is not None and s > self.warm and (s % config.validate_every == 0 or s == num_steps):
                 self._validate(s)
             if self.path is not None and s % config.checkpoint_every == 0:
