@@ -21,7 +21,7 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import one_thread, write_json, write_readme_section  # noqa: E402
+from common import one_thread, write_json  # noqa: E402
 
 TRUE_NOISE_SD = 0.015
 
@@ -116,7 +116,7 @@ def main(argv=None):
                   f"restored {row['restored_step']} ng_stopped {row['natural_gradient_stopped']}", flush=True)
             write_json(args.name, {"runs": runs, "targets": {"rmse_test": 0.1, "noise_factor": 10,
                                                              "parent_var": 0.05, "mean_abs_corr": 0.3}})
-    write_readme_section(args.name, None)
+    print("wrote", path)
 
 
 if __name__ == "__main__":
