@@ -299,6 +299,11 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         Also fixes which nodes are observed: :attr:`observed_nodes`.
         """
         X, n, obs = self.checked_arguments(inputs, data, mask)
+        if n == 0:  # the inducing inputs are initialised from the cases: none (with or without data) is no fit
+            first = next(iter(X), None)
+            raise DAGInputError((f"inputs[{first!r}] has" if first is not None else "the data have") + " zero rows "
+                                "(zero cases), so there is nothing to fit or to set the model up from: pass at least "
+                                "one case (zero-row inputs are fine for predict, after training)")
         self._setup(X, obs)
         return self
 
