@@ -300,8 +300,8 @@ class TrainingRun:
         if self.config.validation is not None and self.config.restore_best and self.best_params is not None:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
         if self.config.natural_gradient_guard:
-            noise_warnings(self.dgp, self.data, self.name)
-        signal_warnings(self.dgp, self.name)
+            noise_warnings(self.dgp, self.data, self.name, inputs=self.inputs)
+        signal_warnings(self.dgp, self.name, inputs=self.inputs, data=self.data)
         return r
 
     def _fit_collapsed(self):
