@@ -9,7 +9,6 @@ sparse GP on its own data), the ``predmean`` or ``free`` initialisation of the i
 fidelities (Cutajar et al. 2019, Sec. 4.4), then joint training with :func:`pyro_dag.infer.train` under DAG-VI
 (mean field) or DAG-SVI (chordal, warm-started from a mean-field fit).
 """
-import inspect
 import math
 import uuid
 import warnings
@@ -25,7 +24,7 @@ from ..infer.training.collapsed import collapsed_bound, lbfgs
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
 from ..scaling import column_moments
 from ..utils import freeze, renamed_argument
-from .arguments import check_fit_arguments, design_box
+from .arguments import check_exact_fit_arguments, check_fit_arguments, design_box
 from .data import multifidelity_data
 from .persistence import load_emulator, save_emulator
 
@@ -163,11 +162,6 @@ def _transfer(source, target, rel_floor=1e-12):
         prec = (V / lam) @ V.T
         target.family.set_node(b.node, means[b.node].reshape(-1), torch.linalg.cholesky(0.5 * (prec + prec.T)))
     target.family.zero_offdiagonal()
-
-
-def _same(value, default):
-    """``value`` is the argument's default (``nan`` is never one)."""
-    return value is default or (type(value) is type(default) and value == default)
 
 
 class MultiFidelityEmulator:
@@ -414,17 +408,10 @@ class MultiFidelityEmulator:
         if method not in ("svi", "exact"):
             raise ValueError(f"MultiFidelityEmulator.fit: method must be 'svi' or 'exact', got {method!r}")
         if method == "exact":
-            # the exact fit takes no steps: a step option given with it would be ignored without a word (issue 42)
-            given = {"num_steps": num_steps, "pretrain_steps": pretrain_steps, "warm_start": warm_start, "lr": lr,
-                     "pretrain_lr": pretrain_lr, "num_particles": num_particles,
-                     "likelihood_lr_multiplier": likelihood_lr_multiplier, "pretrain_optimizer": pretrain_optimizer}
-            defaults = inspect.signature(type(self).fit).parameters
-            changed = [k for k, v in given.items() if not _same(v, defaults[k].default)]
-            if changed:
-                raise ValueError(f"MultiFidelityEmulator.fit(method='exact'): {changed[0]}={given[changed[0]]!r} "
-                                 "does not apply: the exact fit runs L-BFGS to convergence on each fidelity's "
-                                 f"collapsed bound, with no steps or learning rates; drop {', '.join(changed)} (or "
-                                 "use method='svi')")
+            check_exact_fit_arguments(type(self).fit, num_steps=num_steps, pretrain_steps=pretrain_steps,
+                                      warm_start=warm_start, lr=lr, pretrain_lr=pretrain_lr,
+                                      num_particles=num_particles, likelihood_lr_multiplier=likelihood_lr_multiplier,
+                                      pretrain_optimizer=pretrain_optimizer)
             return self._fit_exact(num_threads)
 
         warm = check_fit_arguments(num_steps=num_steps, pretrain_steps=pretrain_steps, warm_start=warm_start,
