@@ -50,3 +50,15 @@ def test_the_noise_warnings_name_the_scale():
     assert scale_hint(model, "node_b", *_data()) == ""
     inputs, data = _data(scale_data=1e8)
     assert "its data have standard deviation" in scale_hint(model, "leaf_c", inputs, data)
+
+
+def test_a_bound_past_float64_names_the_scale_instead_of_a_raw_cholesky_error():
+    """Issue 42: data at 1e-8 with unit-started kernels broke the exact fit's Cholesky with a raw torch error."""
+    from pyro_dag.gp.conditional import NotPositiveDefiniteError
+    from pyro_dag.infer import train
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    inputs, data = _data(scale_data=1e-8)
+    model = DAGDGP(GRAPH, kernels={"node_b": kernels.RBF(), "leaf_c": kernels.RBF()}).double()
+    with pytest.warns(ScaleWarning), pytest.raises(NotPositiveDefiniteError, match="scale.*rescale 'node_b'"):
+        train(model, AutoStructuredGuide(model), inputs, data, num_steps=2, progress=False)
