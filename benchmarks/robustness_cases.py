@@ -2256,3 +2256,7 @@ _interruption("int_persist_save", "persist.save", "KeyboardInterrupt while a fit
               after=lambda ctx: broken_files(ctx.path("fits")) or (
                   None if os.listdir(ctx.path("fits")) == ["fit.pt"] else
                   f"files left: {sorted(os.listdir(ctx.path('fits')))}"))
+
+
+# the classes of issue 42 (files, concurrency, new inputs, scale): registered into CASES on import
+import robustness_cases_files  # noqa: E402,F401

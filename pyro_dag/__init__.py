@@ -28,9 +28,7 @@ __all__ = ["DAGDGP", "DAGInputError", "DAGStructureError", "NodePrediction", "No
 
 def __getattr__(name):
     if name in _NAMES:
-        if name in ("DAGDGP", "NodePrediction"):
-            # DAGDGP.predict hands off to pyro_dag.infer.prediction, which registers itself when imported
-            importlib.import_module(".infer", __name__)
+        # DAGDGP.predict loads its implementation (pyro_dag.infer.prediction) at the first call
         value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
     elif name in _SUBMODULES:
         value = importlib.import_module(f".{name}", __name__)

@@ -310,6 +310,7 @@ def restore_model(state, model, guide, path):
         raise SavedFileError("load: the guide has already been run; pass a fresh guide (built on the fresh model "
                              "with the same arguments)")
     modules = state.get("modules") or {}
+    check_module_classes(modules.get("model"), model, "the model", path)   # the set-up creates no module
     dtype = saved_dtype(state, path)
     model.to(dtype=dtype)
     device = model.device
@@ -321,7 +322,6 @@ def restore_model(state, model, guide, path):
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         if not model.is_setup:
             model.setup(inputs, data, mask)
-        check_module_classes(modules.get("model"), model, "the model", path)
         load_state(model, state["model"], "the model")
         if guide is not None:
             with torch.no_grad():

@@ -628,3 +628,15 @@ def test_predict_takes_one_node_name_as_that_node():
     train(model, guide, inputs, data, num_steps=2, progress=False)
     pred = model.predict(guide, inputs, nodes="b", num_samples=3)
     assert list(pred) == ["b"]
+
+
+@pytest.mark.parametrize("data", [None, {}])
+def test_zero_rows_without_data_are_named_before_the_inducing_set_up(data):
+    """Issue 42: zero rows and no data gave a raw error from gp/inducing.py."""
+    import networkx as nx
+
+    from pyro_dag import DAGDGP, DAGInputError
+
+    model = DAGDGP(nx.DiGraph([("root_a", "node_b")])).double()
+    with pytest.raises(DAGInputError, match=r"inputs\['root_a'\] has zero rows"):
+        model.setup({"root_a": torch.zeros(0, 1, dtype=torch.float64)}, data)

@@ -71,3 +71,15 @@ def test_import_pyro_dag_is_lazy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(ROOT.parent)).stdout
     assert out.strip() == "[]"
+
+
+def test_the_model_alone_loads_no_inference_code_until_predict():
+    """Issue 42: ``from pyro_dag import DAGDGP`` imported 51 modules of pyro_dag.infer only so that predict would
+    find its implementation; it is now loaded at the first predict."""
+    code = ("import sys\nfrom pyro_dag import DAGDGP\n"
+            "print(len([m for m in sys.modules if m.startswith('pyro_dag.infer')]))\n"
+            "from pyro_dag.dgp import handoff\n"
+            "print(handoff.prediction('predict').__module__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(ROOT.parent)).stdout.split()
+    assert out == ["0", "pyro_dag.infer.prediction"]

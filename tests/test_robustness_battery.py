@@ -112,3 +112,15 @@ def test_quick_cases_end_to_end(rb, tmp_path):
     assert rows["graph_cycle"]["outcome"] == "clear"
     s = res["summary"]
     assert s["cases"] == len(only) and sum(s["totals"].values()) == len(only) and not s["battery_errors"]
+
+
+def test_issue_42_classes_end_to_end(rb, tmp_path):
+    """A case of each class issue 42 added (files, concurrency, new inputs, scale) runs and comes out clear."""
+    out = tmp_path / "robustness_42.json"
+    only = ["files_persist_flipped_bytes", "files_train_over_saved_fit", "conc_second_writer", "intv_value_inf",
+            "discover_gp_steps", "em_exact_lr_nan", "dgp_zero_rows_no_data"]
+    assert rb.main(["--only", *only, "--out", str(out), "--no-readme"]) == 0
+    rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == set(only)
+    assert {r["class"] for r in rows.values()} >= {"files", "concurrency", "new inputs"}
+    assert {i: r["outcome"] for i, r in rows.items() if r["outcome"] != "clear"} == {}

@@ -25,6 +25,8 @@ def _kernel(name, X1, X2, log_ls, log_sf2):
     r2 = d.pow(2).sum(-1)
     if name == "rbf":
         return log_sf2.exp() * torch.exp(-0.5 * r2)
+    if name != "matern52":   # never a silent Matérn for a misspelt name
+        raise ValueError(f"kernel must be one of {list(KERNELS)} (lower case), got {name!r}")
     r = (r2 + 1e-30).sqrt()
     s5 = math.sqrt(5.0)
     return log_sf2.exp() * (1 + s5 * r + 5.0 / 3.0 * r2) * torch.exp(-s5 * r)

@@ -42,7 +42,8 @@ def main(argv=None):
     with status 2 (``SystemExit``) and a message on stderr naming the option; an output file that cannot be
     written (a full disk) returns 1 with a message naming it and the files of the run that were written
     (:class:`pyro_dag.outputs.OutputError`); a checkpoint that cannot be resumed from returns 2 with a message
-    naming it (:class:`pyro_dag.infer.training.checkpoint.CheckpointError`)."""
+    naming it (:class:`pyro_dag.infer.training.checkpoint.CheckpointError`, and a ``--save`` file that cannot be
+    written, :class:`pyro_dag.persist.SavedFileError`)."""
     from ..outputs import OutputError
 
     parser = build_parser()
@@ -54,8 +55,9 @@ def main(argv=None):
         return 1
     except ValueError as e:
         from ..infer.training.checkpoint import CheckpointError  # here: it loads torch and Pyro
+        from ..persist import SavedFileError
 
-        if not isinstance(e, CheckpointError):
+        if not isinstance(e, (CheckpointError, SavedFileError)):
             raise
         print(f"pyro-dag {args.command}: error: {e}", file=sys.stderr)
         return 2

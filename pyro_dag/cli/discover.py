@@ -42,8 +42,11 @@ def add_parser(subparsers):
                         "score, used for linear/bge up to 14 variables)")
     p.add_argument("--exact", action="store_true",
                    help="compute the exact posterior of the same model instead of fitting it "
-                        "(pyro_dag.structure.exact_posterior: collapsed likelihoods linear/bge, at most 20 variables)")
-    p.add_argument("--steps", type=int, default=None, help="optimisation steps (default: fit's default)")
+                        "(pyro_dag.structure.exact_posterior: likelihoods linear / bge, at most 20 variables, or gp, "
+                        "at most 16)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="SVGD optimisation steps of linear / bge / mlp (default: fit's default; not with gp or "
+                        "--exact, which are scored exactly)")
     p.add_argument("--particles", type=int, default=None,
                    help="SVGD particles over orders (default: fit's, 40 for linear/bge, 20 for mlp)")
     p.add_argument("--samples", type=int, default=1000, help="posterior DAG samples for the metrics (default 1000)")
@@ -301,6 +304,14 @@ def _run(args):
     # from its module, not the package, so that a test's patched fit is the one called
     from ..structure.fitting import fit
 
+    if args.exact or args.likelihood == "gp":
+        # scored exactly: no SVGD steps or particles, which would be ignored without a word (issue 42)
+        what = "--exact computes the posterior exactly" if args.exact else \
+            "--likelihood gp is scored exactly (the exact or hybrid posterior)"
+        for name in ("steps", "particles"):
+            if getattr(args, name) is not None:
+                raise SystemExit(f"pyro-dag discover: --{name} sets the SVGD fit of linear / bge / mlp, but {what}: "
+                                 f"drop --{name}")
     X, names, truth, desc = _load(args)
     evidence = _parse_given(args, names)         # before the fit: a typo must not cost a run
     likelihood = args.likelihood or "linear"
@@ -308,13 +319,15 @@ def _run(args):
     t0 = time.perf_counter()
     if args.exact:
         from ..structure import exact_posterior
-        from ..structure.exact import MAX_NODES
+        from ..structure.exact import GP_MAX_NODES, MAX_NODES
 
         if likelihood not in ("linear", "bge", "gp"):
             raise SystemExit(f"--exact needs a likelihood it can score exactly (--likelihood linear, bge or gp), "
                              f"not {likelihood}")
-        if X.shape[1] > MAX_NODES:
-            raise SystemExit(f"--exact handles at most {MAX_NODES} variables; the data have {X.shape[1]}")
+        limit = GP_MAX_NODES if likelihood == "gp" else MAX_NODES
+        if X.shape[1] > limit:
+            raise SystemExit(f"pyro-dag discover: --exact with --likelihood {likelihood} handles at most {limit} "
+                             f"variables; the data have {X.shape[1]}: drop --exact (fit scales further)")
         post = exact_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
                                node_names=names, num_threads=None)
         settings = {"method": "exact", "num_particles": "exact", "num_steps": 0,

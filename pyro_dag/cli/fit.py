@@ -14,74 +14,93 @@ from .fit_multifidelity import run_multifidelity
 
 __all__ = ["add_parser", "run"]
 
+EXAMPLES = """examples:
+  pyro-dag fit --csv data.csv --graph graph.txt                 # your own data: one column per node
+  pyro-dag fit --csv data.csv --graph graph.txt --inputs A,B --test-fraction 0.2 --save fit.pt
+  pyro-dag fit collider --steps 3000 --out runs/collider        # the DAG-DGP paper's latent collider
+  pyro-dag fit sachs --task extrapolation --seed 1
+  pyro-dag fit multifidelity --problem forrester
+"""
+
 
 def add_parser(subparsers):
     """Register the ``fit`` sub-command on an ``argparse`` sub-parser collection."""
-    fit = subparsers.add_parser("fit", help="fit a DAG-DGP to a built-in data set",
-                                description="Fit a DAG deep GP with SVI and DAGELBO to a built-in data set.")
-    fit.add_argument("dataset", nargs="?", choices=["collider", "sachs", "multifidelity"], default=None,
+    fit = subparsers.add_parser(
+        "fit", help="fit a DAG-DGP to your own CSV file (--csv FILE --graph FILE) or a built-in data set",
+        description="Fit a DAG deep GP (Perlino et al. 2026, arXiv:2607.09645) with SVI and DAGELBO to your own\n"
+                    "CSV file or to a built-in data set; writes held-out metrics (JSON), predictions (CSV) and a\n"
+                    "figure to --out.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = fit.add_argument_group("data")
+    model = fit.add_argument_group("model")
+    training = fit.add_argument_group("training")
+    outputs = fit.add_argument_group("outputs")
+    data.add_argument("dataset", nargs="?", choices=["collider", "sachs", "multifidelity"], default=None,
                      help="built-in data set: collider, sachs (the DAG-DGP paper's protein-signalling regression) or "
                           "multifidelity (simulator hierarchies, see --problem); omit it with --csv")
-    fit.add_argument("--problem", default="graphical",
+    data.add_argument("--problem", default="graphical",
                      help="multifidelity: graphical (default), forrester, borehole, branin, currin, park, hartmann3")
-    fit.add_argument("--protocol", choices=["published", "hf-scarce", "pooled"], default="published",
+    data.add_argument("--protocol", choices=["published", "hf-scarce", "pooled"], default="published",
                      help="multifidelity: the published split (default), 5-fold CV over the high-fidelity runs, or "
                           "the pooled joint 10-fold protocol (weighted energy score)")
-    fit.add_argument("--steps", type=positive_int, default=None,
+    training.add_argument("--steps", type=positive_int, default=None,
                      help="optimisation steps in all (default 3000 for collider, the recipe's for sachs, 2000 for "
                           "--csv)")
-    fit.add_argument("--guide", choices=["chordal", "full", "mean_field"], default="chordal",
+    model.add_argument("--guide", choices=["chordal", "full", "mean_field"], default="chordal",
                      help="variational family: chordal (DAG-SVI, default), full, or mean_field (DAG-VI)")
-    fit.add_argument("--backend", choices=["auto", "dense", "sparse"], default="auto",
+    model.add_argument("--backend", choices=["auto", "dense", "sparse"], default="auto",
                      help="structured-guide backend (default auto)")
-    fit.add_argument("--seed", type=non_negative_int, default=0, help="optimisation seed (default 0)")
-    fit.add_argument("--data-seed", type=non_negative_int, default=0, help="seed of the generated data (default 0)")
-    fit.add_argument("--device", type=torch_device, default="cpu",
+    training.add_argument("--seed", type=non_negative_int, default=0, help="optimisation seed (default 0)")
+    data.add_argument("--data-seed", type=non_negative_int, default=0, help="seed of the generated data (default 0)")
+    training.add_argument("--device", type=torch_device, default="cpu",
                      help="torch device: cpu, cuda or cuda:N (default cpu)")
-    fit.add_argument("--num-particles", type=positive_int, default=4, help="ancestral samples per step (default 4)")
-    fit.add_argument("--lr", type=positive_float, default=None,
+    training.add_argument("--num-particles", type=positive_int, default=4, help="ancestral samples per step (default 4)")
+    training.add_argument("--lr", type=positive_float, default=None,
                      help="Adam learning rate, > 0 (default 0.01; sachs: the recipe's, 1e-3 for paper)")
-    fit.add_argument("--sampler", choices=["conditional", "joint"], default="conditional",
+    training.add_argument("--sampler", choices=["conditional", "joint"], default="conditional",
                      help="DAGELBO sampler for the structured guide (default conditional, the paper's, less CPU "
                           "time per unit of gradient precision on every model measured; joint: cheaper steps on "
                           "deep graphs, 1.3-12x its gradient variance in the measurements)")
-    fit.add_argument("--recipe", choices=["recommended", "paper"], default="recommended",
+    training.add_argument("--recipe", choices=["recommended", "paper"], default="recommended",
                      help="training schedule. recommended (default): antithetic sample pairs; for chordal/full "
                           "guides a cold start and, after 1000 Adam steps, natural-gradient steps on the whole "
                           "posterior; mean_field: Adam only. "
                           "paper: the DAG-DGP paper's protocol (Adam only, plain samples, 1000 mean-field "
                           "warm-start steps for structured guides). The options below override either.")
-    fit.add_argument("--antithetic", action=argparse.BooleanOptionalAction, default=None,
+    training.add_argument("--antithetic", action=argparse.BooleanOptionalAction, default=None,
                      help="draw the ancestral samples in antithetic pairs (eps, -eps); unbiased, less gradient "
                           "variance (needs an even --num-particles; default: on with --recipe recommended)")
-    fit.add_argument("--natural-gradient", type=unit_interval, default=None, metavar="GAMMA",
+    training.add_argument("--natural-gradient", type=unit_interval, default=None, metavar="GAMMA",
                      help="after --natural-gradient-after Adam steps, train the whole Gaussian guide with "
                           "natural-gradient steps of size GAMMA in (0, 1] (0 = Adam only; default: 0.01 for "
                           "chordal/full guides with --recipe recommended, else 0)")
-    fit.add_argument("--natural-gradient-after", type=non_negative_int, default=1000,
+    training.add_argument("--natural-gradient-after", type=non_negative_int, default=1000,
                      help="Adam steps before the natural-gradient steps take over (default 1000)")
-    fit.add_argument("--warm-start", type=non_negative_int, default=None,
+    training.add_argument("--warm-start", type=non_negative_int, default=None,
                      help="for chordal/full guides: the first N of the steps train a mean-field guide that then "
                           "initialises the structured one (0 = cold start; default: 1000 with --recipe paper, "
                           "0 with --recipe recommended)")
-    fit.add_argument("--out", type=output_dir, default="pyro_dag_out",
+    outputs.add_argument("--out", type=output_dir, default="pyro_dag_out",
                      help="output directory, created if needed (default ./pyro_dag_out)")
-    fit.add_argument("--checkpoint", type=output_dir, default=None, metavar="DIR",
+    outputs.add_argument("--checkpoint", type=output_dir, default=None, metavar="DIR",
                      help="save the training state (parameters, optimiser, counters, random-number state) to "
                           "DIR/train_checkpoint.pt every --checkpoint-every steps, atomically; if DIR already holds "
                           "one, continue from it (the same command resumes a killed run, with the same numbers)")
-    fit.add_argument("--checkpoint-every", type=positive_int, default=100, metavar="K",
+    outputs.add_argument("--checkpoint-every", type=positive_int, default=100, metavar="K",
                      help="steps between checkpoints (default 100)")
-    fit.add_argument("--threads", type=positive_int, default=1,
+    training.add_argument("--threads", type=positive_int, default=1,
                      help="CPU threads for torch and BLAS during the fit (default 1: these problems are small, and "
                           "extra threads under background load make each step much slower)")
-    fit.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    fit.add_argument("--distributed", action="store_true",
+    outputs.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    training.add_argument("--distributed", action="store_true",
                      help="with --csv, under torchrun: shard the training rows over the processes and train "
                           "data-parallel (torch.distributed: gloo on CPU, nccl on GPU), e.g. 'torchrun "
                           "--nproc_per_node=2 -m pyro_dag.cli fit --csv data.csv --graph g.txt --distributed'; "
                           "rank 0 writes the outputs")
-    add_data_arguments(fit)
+    outputs.add_argument("--save", default=None, metavar="FILE",
+                         help="with --csv: also save the fitted model and guide to FILE (pyro_dag.persist.save; read "
+                              "it back with pyro_dag.persist.load, see the guide's 'Saving a fit')")
+    add_data_arguments(data, model, training)
     fit.set_defaults(func=run, subparser=fit)
     return fit
 
@@ -106,6 +125,8 @@ def _resolve_fit_options(parser, args):
 def run(args):
     """Execute ``pyro-dag fit`` (see the module docstring); returns the exit status."""
     parser = args.subparser
+    if args.save is not None and args.csv is None:
+        parser.error("argument --save: saves a fit of your own data; use it with 'fit --csv FILE --graph FILE'")
     if args.dataset == "multifidelity":
         return run_multifidelity(parser, args)
     if args.distributed and args.csv is None:

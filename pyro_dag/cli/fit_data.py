@@ -16,8 +16,11 @@ DATA_OPTIONS = ("task", "csv", "graph", "inputs", "latent", "test_fraction", "pr
                 "latent_steps", "predict", "folds")
 
 
-def add_data_arguments(fit):
-    """Options of ``pyro-dag fit sachs`` and ``pyro-dag fit --csv``."""
+def add_data_arguments(fit, model=None, training=None):
+    """Options of ``pyro-dag fit sachs`` and ``pyro-dag fit --csv`` (on the ``data``, ``model`` and ``training``
+    argument groups of ``fit --help``, when given)."""
+    model = fit if model is None else model
+    training = fit if training is None else training
     fit.add_argument("--task", choices=["interpolation", "extrapolation"], default=None,
                      help="sachs: interpolation (random 80/20 split) or extrapolation (test on both 10%% tails of a "
                           "random projection of the standardised PKC, Plcg; default)")
@@ -28,18 +31,18 @@ def add_data_arguments(fit):
                           "('[A][B|A]'), or a .gml / .graphml file")
     fit.add_argument("--inputs", default=None, metavar="A,B",
                      help="with --csv: the observed roots (comma-separated; default every root of the graph)")
-    fit.add_argument("--latent", action="append", default=[], metavar="NAME:DIM:CHILD,CHILD",
+    model.add_argument("--latent", action="append", default=[], metavar="NAME:DIM:CHILD,CHILD",
                      help="with --csv: add a latent input (hidden confounder) NAME of dimension DIM feeding the "
                           "children; repeatable (e.g. --latent h1:1:PKA --latent h2:1:Raf). The children's observed "
                           "test values are used to infer it for the test rows")
     fit.add_argument("--test-fraction", type=fraction, default=None,
                      help="with --csv: share of rows held out at random, in (0, 1) (default 0.2)")
-    fit.add_argument("--pretrain-steps", type=non_negative_int, default=None,
+    training.add_argument("--pretrain-steps", type=non_negative_int, default=None,
                      help="sachs / --csv: node-wise pretraining steps (default: the recipe's; 200 for --csv)")
-    fit.add_argument("--num-inducing", type=positive_int, default=None,
+    model.add_argument("--num-inducing", type=positive_int, default=None,
                      help="with --csv: inducing points per node (default: every training row up to 512 for a node "
                           "whose parents are measured, which is fitted exactly, and up to 64 otherwise)")
-    fit.add_argument("--latent-steps", type=positive_int, default=300,
+    training.add_argument("--latent-steps", type=positive_int, default=300,
                      help="sachs / --csv: steps of the test cases' latent-input fit (default 300)")
     fit.add_argument("--predict", choices=["propagate", "one-step"], default=None,
                      help="with --csv: how the held-out rows are predicted. propagate (default): from the inputs "
@@ -108,6 +111,8 @@ def run_data(args):
         from ..graph import DAGStructureError
 
         inputs = None if args.inputs is None else [s.strip() for s in args.inputs.split(",") if s.strip()]
+        if args.save is not None:
+            _check_save(parser, args)
         rank = 0
         if args.distributed:
             from ..infer.distributed import DistributedSetupError, init_process_group
@@ -129,7 +134,9 @@ def run_data(args):
                                  checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                                  num_threads=args.threads, distributed=args.distributed,
                                  prediction=args.predict or "propagate", folds=args.folds)
-                paths = save_csv_outputs(result, args.out) if rank == 0 else []
+                paths = list(save_csv_outputs(result, args.out)) if rank == 0 else []
+                if args.save is not None and rank == 0:
+                    paths.append(_save_fit(args.save, result))
             if args.distributed:
                 import torch.distributed
 
@@ -142,6 +149,32 @@ def run_data(args):
         _print_csv_report(args, result["metrics"])
     print("  wrote " + ", ".join(paths))
     return 0
+
+
+def _check_save(parser, args):
+    """``--save FILE``, checked before the fit: one fit (not --folds), a file path, never over another kind."""
+    import os
+
+    from ..persist import file_kind
+
+    if args.folds is not None:
+        parser.error("argument --save: --folds fits K models, one per fold; drop --save or --folds")
+    if os.path.isdir(args.save):
+        parser.error(f"argument --save: {args.save!r} is a directory; pass a file path (e.g. "
+                     f"{os.path.join(args.save, 'fit.pt')!r})")
+    kind = file_kind(args.save)
+    if kind is not None and kind != "a saved DAGDGP":
+        parser.error(f"argument --save: {args.save!r} already holds {kind}; pass another path")
+
+
+def _save_fit(path, result):
+    """Save the fitted model and guide with their training rows (:func:`pyro_dag.persist.save`); returns ``path``."""
+    from ..persist import save
+
+    p = result["problem"]
+    train_rows = ~p.test_rows
+    save(path, result["model"], result["guide"], p.tensors(train_rows, p.inputs), p.tensors(train_rows, p.nodes))
+    return str(path)
 
 
 def _print_csv_report(args, m):

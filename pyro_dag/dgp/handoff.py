@@ -31,6 +31,8 @@ DAGELBO instances, or one nested inside another) each see only their own, innerm
 :func:`register_prediction` when it is imported (as ``torch.distributions.kl.register_kl`` lets each family
 register its KL), so that the model stays below the inference code.
 """
+import importlib
+
 import torch
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.runtime import _PYRO_STACK
@@ -103,6 +105,8 @@ def standard_normal(shape, like, antithetic=False, dim=0):
 
 
 _PREDICTION = {}
+#: The module whose import registers the prediction functions (:func:`register_prediction`).
+PREDICTION_MODULE = "pyro_dag.infer.prediction"
 
 
 def register_prediction(predict, infer_latent_inputs):
@@ -122,9 +126,14 @@ def register_prediction(predict, infer_latent_inputs):
 def prediction(name):
     """The registered prediction function ``name`` (``"predict"`` or ``"infer_latent_inputs"``).
 
-    :raises RuntimeError: if :mod:`pyro_dag.infer` has not been imported (``import pyro_dag`` does it when
-        :class:`~pyro_dag.DAGDGP` is first used from the top-level package).
+    Imports :data:`PREDICTION_MODULE` (which registers them) at the first call.
+
+    :raises RuntimeError: if that module registered nothing.
     """
+    if name not in _PREDICTION:
+        # loaded at the first predict, not when DAGDGP is imported (51 modules of pyro_dag.infer, issue 42); by name,
+        # so that the model still imports nothing from pyro_dag.infer
+        importlib.import_module(PREDICTION_MODULE)
     if name not in _PREDICTION:
         raise RuntimeError(f"DAGDGP.{name} is implemented in pyro_dag.infer.prediction, which has not been imported: "
                            "import pyro_dag.infer (or use DAGDGP from the top-level package, pyro_dag.DAGDGP)")

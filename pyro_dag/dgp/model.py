@@ -34,6 +34,7 @@ from .collapse import CollapsedParameterisation
 from .conditionals import NodeConditionals
 from .handoff import current_estimator, suspended
 from .inputs import DAGInputError, InputChecks, positive_number
+from .scale import scale_warnings
 from .observed_inputs import AUTO_INDUCING_EXACT, collapsible_nodes
 from .prediction import Prediction
 
@@ -299,7 +300,13 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         Also fixes which nodes are observed: :attr:`observed_nodes`.
         """
         X, n, obs = self.checked_arguments(inputs, data, mask)
+        if n == 0:  # the inducing inputs are initialised from the cases: none (with or without data) is no fit
+            first = next(iter(X), None)
+            raise DAGInputError((f"inputs[{first!r}] has" if first is not None else "the data have") + " zero rows "
+                                "(zero cases), so there is nothing to fit or to set the model up from: pass at least "
+                                "one case (zero-row inputs are fine for predict, after training)")
         self._setup(X, obs)
+        scale_warnings(self, X, obs)   # inputs or data far from unit scale, met by unit-scale kernels: "rescale"
         return self
 
     def _setup(self, X, obs):

@@ -14,7 +14,6 @@ stacked posterior (Yao et al. 2022, Sec. 3.2). Chains in the same mode share the
 mode that predicts worse gets weight near 0.
 """
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, minimize
 
 from .inference_data import _arviz_major
 
@@ -43,6 +42,9 @@ def stacking_weights(pointwise_elpd):
     num = lpd.shape[1]
     if num == 1:
         return np.ones(1)
+    # here, not at the top: scipy.optimize costs ~0.8 s, and pyro_dag.dgp imports this package (issue 42)
+    from scipy.optimize import Bounds, LinearConstraint, minimize
+
     dens = np.exp(lpd - lpd.max(1, keepdims=True))  # [N, K], each row's largest entry 1
 
     def neg_score(w):

@@ -2,6 +2,7 @@
 (``bounds``) and :meth:`~pyro_dag.emulation.MultiFidelityEmulator.fit`'s step counts and rates, each refused by
 name before any work (Perlino et al. 2026, arXiv:2607.09645, App. G.5, for the workflow they guard).
 """
+import inspect
 import math
 import warnings
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..dgp import DAGInputError
 
-__all__ = ["check_fit_arguments", "design_box"]
+__all__ = ["check_fit_arguments", "check_exact_fit_arguments", "design_box"]
 
 
 def design_box(bounds, X):
@@ -62,3 +63,21 @@ def check_fit_arguments(*, num_steps, pretrain_steps, warm_start, num_particles,
         raise ValueError(f"MultiFidelityEmulator.fit: warm_start ({warm_start}) must be smaller than num_steps "
                          f"({num_steps}): the chordal guide trains for num_steps - warm_start steps after it")
     return int(warm_start)
+
+
+def _same(value, default):
+    """``value`` is the argument's default (``nan`` never is)."""
+    return value is default or (type(value) is type(default) and value == default)
+
+
+def check_exact_fit_arguments(fit, **given):
+    """``fit(method="exact")`` takes no steps: refuse each step option of ``given`` that differs from its default in
+    ``fit``'s signature, which the exact fit would otherwise ignore without a word (issue 42).
+
+    :raises ValueError: naming the first such argument and the fix."""
+    defaults = inspect.signature(fit).parameters
+    changed = [k for k, v in given.items() if not _same(v, defaults[k].default)]
+    if changed:
+        raise ValueError(f"MultiFidelityEmulator.fit(method='exact'): {changed[0]}={given[changed[0]]!r} does not "
+                         "apply: the exact fit runs L-BFGS to convergence on each fidelity's collapsed bound, with no "
+                         f"steps or learning rates; drop {', '.join(changed)} (or use method='svi')")

@@ -24,7 +24,7 @@ from ..infer.training.collapsed import collapsed_bound, lbfgs
 from ..kernels import NARGP, RBF, Concat, Linear, MultiFidelity
 from ..scaling import column_moments
 from ..utils import freeze, renamed_argument
-from .arguments import check_fit_arguments, design_box
+from .arguments import check_exact_fit_arguments, check_fit_arguments, design_box
 from .data import multifidelity_data
 from .persistence import load_emulator, save_emulator
 
@@ -408,6 +408,10 @@ class MultiFidelityEmulator:
         if method not in ("svi", "exact"):
             raise ValueError(f"MultiFidelityEmulator.fit: method must be 'svi' or 'exact', got {method!r}")
         if method == "exact":
+            check_exact_fit_arguments(type(self).fit, num_steps=num_steps, pretrain_steps=pretrain_steps,
+                                      warm_start=warm_start, lr=lr, pretrain_lr=pretrain_lr,
+                                      num_particles=num_particles, likelihood_lr_multiplier=likelihood_lr_multiplier,
+                                      pretrain_optimizer=pretrain_optimizer)
             return self._fit_exact(num_threads)
 
         warm = check_fit_arguments(num_steps=num_steps, pretrain_steps=pretrain_steps, warm_start=warm_start,

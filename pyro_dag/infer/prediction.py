@@ -58,6 +58,11 @@ def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_
         return guide.predict_dag(model, inputs, data, nodes, num_samples, mask)
     X, n, obs = model.checked_arguments(inputs, data, mask)
     _require_setup(model)
+    unfinished = getattr(guide, "_pyro_dag_unfinished_fit", None)
+    if unfinished:
+        raise NotFittedError(f"predict: {unfinished} was interrupted (or stopped by an error), so the guide holds a "
+                             "partial fit: run train(...) again to finish it, or restore a checkpoint or a saved fit "
+                             "(pyro_dag.persist.load)")
     _check_finite_state(model, guide)
     if data is not None and not model.latent_inputs:
         raise DAGInputError("predict: data is used only to infer latent inputs, and this model has none; drop "

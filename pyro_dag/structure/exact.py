@@ -444,6 +444,14 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         X = standardize_columns(X, names)
     if graph_prior not in ("edge", "fair"):
         raise ValueError(f"graph_prior must be 'edge' or 'fair'; got {graph_prior!r}")
+    if lik == "gp" and gp_scorer is None:
+        from ..baselines.exact_gp import KERNELS
+
+        if gp_kernel not in KERNELS:   # "RBF" ran a Matérn-5/2 score without a word (issue 42)
+            raise ValueError(f"exact_posterior: gp_kernel must be one of {list(KERNELS)} (lower case), got "
+                             f"{gp_kernel!r}")
+        if isinstance(gp_restarts, bool) or not isinstance(gp_restarts, numbers.Integral) or gp_restarts < 1:
+            raise ValueError(f"exact_posterior: gp_restarts must be a positive integer, got {gp_restarts!r}")
     with limit_threads(num_threads):
         alpha, beta = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
         q = (alpha / (alpha + beta)).numpy()

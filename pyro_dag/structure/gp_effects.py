@@ -13,6 +13,8 @@ conditioned on all rows), its roots from their empirical marginals: the ancestra
 (Salimbeni & Deisenroth 2017). The DAGs are drawn from the posterior, so the average is a Monte Carlo estimate.
 The values are on the scale the posterior scored (standardised columns by default).
 """
+import warnings
+
 import networkx as nx
 import numpy as np
 import torch
@@ -83,16 +85,47 @@ def gp_interventional_effect(posterior, target, intervene, values, *, num_dags=2
     def index(node, what):
         if isinstance(node, str):
             if node not in names:
-                raise ValueError(f"{what} {node!r} is not a node; nodes: {names}")
+                raise ValueError(f"gp_interventional_effect: {what} {node!r} is not a node; nodes: {names}")
             return names.index(node)
+        if isinstance(node, (bool, np.bool_)) or not isinstance(node, (int, np.integer)):
+            raise TypeError(f"gp_interventional_effect: {what} must be a node name or an integer index in "
+                            f"0..{p - 1}, got {node!r} ({type(node).__name__})")
         if not 0 <= int(node) < p:
-            raise ValueError(f"{what} {node!r} is not a node index in 0..{p - 1}")
+            raise ValueError(f"gp_interventional_effect: {what} {node!r} is not a node index in 0..{p - 1}")
         return int(node)
 
     t, i = index(target, "target"), index(intervene, "intervene")
     if t == i:
-        raise ValueError("target and intervene are the same node: do(x = v) sets it to v")
-    values = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+        raise ValueError("gp_interventional_effect: target and intervene are the same node: do(x = v) sets it to v")
+    for name, v, least in (("num_dags", num_dags, 1), ("draws_per_dag", draws_per_dag, 1)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < least:
+            raise ValueError(f"gp_interventional_effect: {name} must be a positive integer, got {v!r}")
+    if num_dags * draws_per_dag < 2:
+        raise ValueError(f"gp_interventional_effect: num_dags * draws_per_dag = {num_dags * draws_per_dag} draws "
+                         "per value; the standard deviation needs at least 2: raise draws_per_dag")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"gp_interventional_effect: seed must be a non-negative integer, got {seed!r}")
+    try:
+        raw = np.asarray(values.detach().cpu() if isinstance(values, torch.Tensor) else values)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError
+        values = torch.as_tensor(raw.astype(np.float64)).reshape(-1)
+    except (TypeError, ValueError):
+        raise TypeError(f"gp_interventional_effect: values must be numbers (a number or a 1-D array of "
+                        f"intervention values), got {values!r}") from None
+    if values.numel() == 0:
+        raise ValueError("gp_interventional_effect: values is empty; pass at least one intervention value")
+    if not bool(torch.isfinite(values).all()):
+        bad = values[~torch.isfinite(values)][0].item()
+        raise ValueError(f"gp_interventional_effect: values holds {bad} (intervention values must be finite "
+                         f"numbers on the scale of posterior.data)")
+    far = values.abs().max().item()
+    scale = float(X[:, i].abs().max()) if N else 0.0
+    if far > 1e3 * max(scale, 1.0):
+        warnings.warn(f"gp_interventional_effect: do(x_{names[i]} = {far:g}) lies far outside the data of "
+                      f"{names[i]!r} (|x| <= {scale:.3g} on the posterior's scale, standardised by default): the GP "
+                      "predictions there revert to the prior; rescale the values to the scale of posterior.data",
+                      UserWarning, stacklevel=2)
     dags = torch.as_tensor(posterior.sample(num_dags, seed=seed)).to(torch.int64)
     gen = torch.Generator().manual_seed(seed)
     cache = {}

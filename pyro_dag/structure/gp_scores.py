@@ -107,6 +107,12 @@ class GPFamilyScorer:
 
     def __init__(self, X, kernel="rbf", restarts=2, seed=0, hyper_penalty="bic", inducing="auto", hyper="ml",
                  wide_candidates=GP_WIDE_CANDIDATES):
+        from ..baselines.exact_gp import KERNELS
+
+        if kernel not in KERNELS:   # any other string ran the Matérn-5/2 branch of the kernel without a word
+            raise ValueError(f"GPFamilyScorer: kernel must be one of {list(KERNELS)} (lower case), got {kernel!r}")
+        if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
+            raise ValueError(f"GPFamilyScorer: restarts must be a positive integer, got {restarts!r}")
         self.X = np.asarray(torch.as_tensor(X, dtype=torch.float64).cpu())
         self.kernel, self.restarts, self.seed = kernel, int(restarts), int(seed)
         N = self.X.shape[0]

@@ -352,3 +352,44 @@ def test_cli_test_fraction_outside_0_1_is_called_a_fraction(tmp_path, capsys, va
     err = capsys.readouterr().err
     assert exc.value.code == 2 and f"--test-fraction: must be a fraction strictly between 0 and 1 (e.g. 0.2), got " \
         f"{value}" in err and "step size" not in err
+
+
+def test_cli_fit_csv_save_writes_a_fit_that_persist_load_reads(tmp_path, capsys):
+    """Issue 42: ``--save`` writes a fit that :func:`pyro_dag.persist.load` reads; checked before the fit."""
+    import networkx as nx
+    import torch
+
+    from pyro_dag import DAGDGP, persist
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    csv, g = write(tmp_path, chain_frame(n=40))
+    saved = tmp_path / "fits" / "fit.pt"
+    rc = main(["fit", "--csv", csv, "--graph", g, "--steps", "3", "--pretrain-steps", "1", "--no-progress",
+               "--out", str(tmp_path / "out"), "--save", str(saved)])
+    assert rc == 0 and str(saved) in capsys.readouterr().out
+    graph = nx.DiGraph([("x", "a"), ("a", "b")])
+    model = DAGDGP(graph).double()
+    guide = AutoStructuredGuide(model)
+    persist.load(saved, model, guide)
+    pred = model.predict(guide, {"x": torch.linspace(-1, 1, 5, dtype=torch.float64)[:, None]}, num_samples=4)
+    assert bool(torch.isfinite(pred["b"].mean).all())
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    with pytest.raises(SystemExit):
+        main(["fit", "--csv", csv, "--graph", g, "--steps", "3", "--out", str(tmp_path / "o2"), "--save", str(notes)])
+    assert "already holds a file that is not a torch file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fit", "collider", "--save", str(tmp_path / "c.pt")])
+    assert "use it with 'fit --csv FILE --graph FILE'" in capsys.readouterr().err
+
+
+def test_cli_fit_help_is_grouped_with_examples(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = capsys.readouterr().out
+    for group in ("data:", "model:", "training:", "outputs:", "examples:"):
+        assert group in text, group
+    assert "pyro-dag fit --csv data.csv --graph graph.txt" in text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "your own CSV file" in capsys.readouterr().out

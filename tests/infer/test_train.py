@@ -528,3 +528,36 @@ def test_an_encoded_guide_list_gets_dagelbo():
     assert all(math.isfinite(v) for v in result.losses)
     with pytest.raises(ValueError, match="natural_gradient steps need the guide to be an AutoStructuredGuide"):
         train(model, guide, inputs, data, num_steps=3, natural_gradient=0.1, progress=False)
+
+
+def test_an_interrupted_exact_fit_leaves_a_guide_that_predict_refuses(monkeypatch):
+    """Issue 42: Ctrl-C during train's exact L-BFGS (collapse) phase left a half-fitted guide that predict answered
+    from; LaMP and the emulator raise NotFittedError there."""
+    import networkx as nx
+
+    from pyro_dag import DAGDGP
+    from pyro_dag.errors import NotFittedError
+    from pyro_dag.infer.training import collapsed
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(20, 1, generator=g, dtype=torch.float64)
+    a = torch.sin(3 * x) + 0.05 * torch.randn(20, 1, generator=g, dtype=torch.float64)
+    b = a ** 2 + 0.05 * torch.randn(20, 1, generator=g, dtype=torch.float64)
+    model = DAGDGP(nx.DiGraph([("x", "a"), ("a", "b")]), num_inducing=5).double()
+    guide = AutoStructuredGuide(model)
+    real, calls = collapsed.lbfgs, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:                       # the second node's L-BFGS
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(collapsed, "lbfgs", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(model, guide, {"x": x}, {"a": a, "b": b}, num_steps=2, recipe="recommended", progress=False)
+    with pytest.raises(NotFittedError, match="exact fit .* was interrupted .* run train"):
+        model.predict(guide, {"x": x}, num_samples=2)
+    monkeypatch.setattr(collapsed, "lbfgs", real)
+    train(model, guide, {"x": x}, {"a": a, "b": b}, num_steps=2, recipe="recommended", progress=False)
+    assert model.predict(guide, {"x": x}, num_samples=2)["b"].mean.shape == (20, 1)

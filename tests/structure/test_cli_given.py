@@ -138,3 +138,20 @@ def test_discover_with_the_gp_score_is_its_exact_posterior_and_answers_given(tmp
                                rtol=1e-5, atol=1e-6)
     assert res["settings"]["method"] == "exact" and res["settings"]["gp_fits"] > 0
     assert "likelihood=gp" in capsys.readouterr().out
+
+
+def test_discover_refuses_options_that_an_exact_score_ignores(tmp_path, csv):
+    """Issue 42: --likelihood gp ignored --steps / --particles (the API refuses them); --exact on more columns than
+    the GP score handles gave a traceback."""
+    path, X = csv
+    out = str(tmp_path / "out")
+    for extra in (["--likelihood", "gp", "--steps", "5"], ["--likelihood", "gp", "--particles", "4"],
+                  ["--exact", "--steps", "5"]):
+        with pytest.raises(SystemExit, match="drop --(steps|particles)"):
+            main(["discover", "--csv", str(path), *extra, "--out", out, "--no-progress"])
+    wide = tmp_path / "wide.csv"
+    rng = np.random.default_rng(0)
+    np.savetxt(wide, rng.normal(size=(30, 17)), delimiter=",", header=",".join(f"c{i}" for i in range(17)),
+               comments="")
+    with pytest.raises(SystemExit, match="--exact with --likelihood gp handles at most 16 variables; the data have 17"):
+        main(["discover", "--csv", str(wide), "--exact", "--likelihood", "gp", "--out", out, "--no-progress"])

@@ -49,3 +49,43 @@ def test_bad_requests_are_named(chain):
         gp_interventional_effect(chain, "z", "a", [0.0])
     with pytest.raises(ValueError, match="GP network score"):
         gp_interventional_effect(exact_posterior(np.asarray(chain.data)), 0, 1, [0.0])
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(values=[float("inf")]), ValueError, "values holds inf"),
+    (dict(values=[float("nan")]), ValueError, "values holds nan"),
+    (dict(values=[]), ValueError, "values is empty"),
+    (dict(values=["abc"]), TypeError, "values must be numbers"),
+    (dict(intervene=True), TypeError, "intervene must be a node name or an integer index"),
+    (dict(intervene=1.7), TypeError, "intervene must be a node name or an integer index"),
+    (dict(target=-1), ValueError, "target -1 is not a node index"),
+    (dict(num_dags=0), ValueError, "num_dags must be a positive integer"),
+    (dict(draws_per_dag=0), ValueError, "draws_per_dag must be a positive integer"),
+    (dict(num_dags=1, draws_per_dag=1), ValueError, "at least 2: raise draws_per_dag"),
+])
+def test_bad_inputs_are_refused_before_any_draw(chain, kwargs, error, match, monkeypatch):
+    """Issue 42: inf gave a finite effect, NaN / empty / strings, True or 1.7 as an index, num_dags=0 (blamed on
+    num_samples) and draws_per_dag=0 (NaN) were not refused by name."""
+    monkeypatch.setattr(chain, "sample", lambda *a, **k: pytest.fail("drew DAGs before checking the inputs"))
+    call = dict(posterior=chain, target=2, intervene=0, values=[0.5], num_dags=4, draws_per_dag=4)
+    call.update(kwargs)
+    with pytest.raises(error, match=match):
+        gp_interventional_effect(**call)
+
+
+def test_values_far_outside_the_data_are_named(chain):
+    with pytest.warns(UserWarning, match="far outside the data of 'a'.*rescale"):
+        gp_interventional_effect(chain, "c", "a", [1e6], num_dags=2, draws_per_dag=4)
+
+
+def test_a_misspelt_gp_kernel_is_refused(chain):
+    """Issue 42: gp_kernel="RBF" ran the Matérn-5/2 branch without a word."""
+    from pyro_dag.structure.gp_scores import GPFamilyScorer
+
+    X = np.asarray(chain.data)
+    with pytest.raises(ValueError, match=r"gp_kernel must be one of \['rbf', 'matern52'\].*'RBF'"):
+        exact_posterior(X, "gp", gp_kernel="RBF")
+    with pytest.raises(ValueError, match="gp_restarts must be a positive integer"):
+        exact_posterior(X, "gp", gp_restarts=0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        GPFamilyScorer(X, kernel="Matern")

@@ -24,6 +24,7 @@ import torch
 
 from ...dgp import DAGDGP
 from ...dgp.observed_inputs import collapsible_nodes
+from ...dgp.scale import scale_hint
 from ...gp.conditional import NotPositiveDefiniteError
 from ...gp.noise import NUGGET_FRACTION
 from ..autoguide.families import MeanFieldFamily
@@ -72,7 +73,13 @@ def collapsed_bound(model, w, parent_values, y, noise=None):
     tau2 = tau2.double().to(a.device)
     n, M = a.shape
     B = torch.eye(M, dtype=a.dtype, device=a.device) + a.T @ a / tau2
-    LB = torch.linalg.cholesky(B)
+    LB, info = torch.linalg.cholesky_ex(B)
+    if bool(info.any()):   # a noise variance tiny against the kernel's: I + AᵀA/τ² past float64's precision
+        raise NotPositiveDefiniteError(
+            f"node {w!r}: the collapsed bound's matrix I + AᵀA/τ² is not positive definite in float64 (noise "
+            f"variance τ² = {float(tau2):.3g} against a kernel variance of order {float((a * a).sum(-1).max()):.3g})."
+            + (scale_hint(model, w, parent_values, {w: y}) or " Fix the noise variance at a larger value (or use "
+               "the default noise rule, noise='auto'), or rescale the data"))
     c = torch.linalg.solve_triangular(LB, (a.T @ y / tau2)[:, None], upper=False)
     quad = (y * y).sum() / tau2 - (c * c).sum()
     logdet = 2 * LB.diagonal().log().sum() + n * tau2.log()

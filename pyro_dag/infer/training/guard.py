@@ -24,6 +24,7 @@ import warnings
 
 import torch
 
+from ...dgp.scale import scale_hint
 from .checkpoint import capture_params, restore_params
 
 __all__ = ["NaturalGradientGuard", "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_variances",
@@ -153,13 +154,14 @@ def _sd(values):
     return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
-def noise_warnings(dgp, data, name="train", factor=2.0):
+def noise_warnings(dgp, data, name="train", factor=2.0, inputs=None):
     """Warn (:class:`NoiseRunawayWarning`) for each observed node whose mean noise variance exceeds ``factor``
     times the variance of its observed training values, naming the node: the fit is then worse than predicting
     the data's mean, the signature of a diverged run.
 
     :param dgp: a :class:`~pyro_dag.DAGDGP` (or ``None``: nothing to check). :param dict data: ``{node: [n, d]}``
-        (NaN = missing). :returns: the list of the nodes warned about.
+        (NaN = missing). :param dict inputs: the training inputs (to name a scale far from 1 as the cause).
+        :returns: the list of the nodes warned about.
     """
     flagged = []
     if dgp is None or not isinstance(data, dict):
@@ -182,7 +184,8 @@ def noise_warnings(dgp, data, name="train", factor=2.0):
             warnings.warn(f"{name}: node {w!r} ended with noise variance {tau2:.4g}, {tau2 / data_var:.3g} times the "
                           f"variance of its training data ({data_var:.4g}): its fit is worse than its mean, which "
                           "signals a diverged run. Check the loss history; try recipe='adam', a smaller lr, or "
-                          "likelihood_lr_multiplier < 1.", NoiseRunawayWarning, stacklevel=3)
+                          "likelihood_lr_multiplier < 1." + scale_hint(dgp, w, inputs, data), NoiseRunawayWarning,
+                          stacklevel=3)
     return flagged
 
 
@@ -191,7 +194,7 @@ class NoiseExplainsDataWarning(UserWarning):
     the DAG-DGP fits noise instead of signal."""
 
 
-def signal_warnings(dgp, name="train", most=0.5, far_more=4.0):
+def signal_warnings(dgp, name="train", most=0.5, far_more=4.0, inputs=None, data=None):
     """Warn (:class:`NoiseExplainsDataWarning`) for each observed Gaussian node whose fitted noise variance is more
     than ``most`` of its data's variance while the pilot exact GP of the noise rule (:mod:`pyro_dag.gp.noise`, fitted
     at set-up on the node's observed parents or ancestral roots) left less than ``1 / far_more`` of that fraction to
@@ -214,6 +217,6 @@ def signal_warnings(dgp, name="train", most=0.5, far_more=4.0):
                           f"variance, while an exact GP on its observed {choice.inputs} leaves "
                           f"{100 * choice.pilot_fraction:.1f} % to noise: the DAG-DGP fits noise instead of signal. "
                           "Compare it with that baseline (pyro_dag.baselines), and try more steps, restarts with other "
-                          "seeds, kernels that keep the roots (kernels.InputConnected), or fewer hidden nodes.",
-                          NoiseExplainsDataWarning, stacklevel=3)
+                          "seeds, kernels that keep the roots (kernels.InputConnected), or fewer hidden nodes."
+                          + scale_hint(dgp, w, inputs, data), NoiseExplainsDataWarning, stacklevel=3)
     return flagged

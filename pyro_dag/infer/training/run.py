@@ -16,7 +16,8 @@ from .collapsed import fit_collapsed, learnable_node_tensors
 from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
 from .rollback import DivergenceRollback, RollbackWarning
-from .checkpoint import (FORMAT, capture_params, capture_rng_state, check_record, load_checkpoint, restore_params,
+from .checkpoint import (FORMAT, CheckpointError, capture_params, capture_rng_state, check_record, load_checkpoint,
+                         restore_params,
                          restore_rng_state, run_record, save_checkpoint)
 from .groups import find_dagdgp, group_tensors
 from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_warnings, signal_warnings
@@ -32,6 +33,13 @@ def _setup_done(guide):
     if hasattr(guide, "family") and getattr(guide, "_model_key", None) is not None:
         return guide.family is not None
     return getattr(guide, "prototype_trace", None) is not None
+
+
+def _mark_unfinished(guide, what):
+    """Record on the guide that a fit writing it has started and not finished (``what``), or that it finished
+    (``None``); :func:`pyro_dag.infer.prediction.predict` refuses a guide with an unfinished fit."""
+    if guide is not None:
+        object.__setattr__(guide, "_pyro_dag_unfinished_fit", what)
 
 
 class TrainingRun:
@@ -235,11 +243,11 @@ class TrainingRun:
                 if k in state["settings"] and state["settings"][k] != v}
         if diff:
             k, (old, new) = next(iter(diff.items()))
-            raise ValueError(f"train: the checkpoint {self.path!r} was written with {k}={old!r}, this call has "
+            raise CheckpointError(f"train: the checkpoint {self.path!r} was written with {k}={old!r}, this call has "
                              f"{k}={new!r} ({len(diff)} setting(s) differ); resume with the saved run's settings "
                              "or start a new checkpoint")
         if state["step"] > self.config.num_steps:
-            raise ValueError(f"train: the checkpoint {self.path!r} is at step {state['step']}, beyond num_steps = "
+            raise CheckpointError(f"train: the checkpoint {self.path!r} is at step {state['step']}, beyond num_steps = "
                              f"{self.config.num_steps}: resume with num_steps >= {state['step']} (the total, not the "
                              "steps still to take), or start a new checkpoint")
         self.step = state["step"]
@@ -293,7 +301,11 @@ class TrainingRun:
             check_record(state, self.record, self.path)
         r = self.result
         if state is None and self.collapse:
+            # an exact fit stopped half way (Ctrl-C in L-BFGS) leaves some nodes fitted and others at their start:
+            # predict refuses such a guide until a fit finishes (as LaMP and the emulator do)
+            _mark_unfinished(self.guide, "the exact fit of the nodes with observed inputs (train's collapse phase)")
             self._fit_collapsed()
+            _mark_unfinished(self.guide, None)
         if state is None and self.start_hidden and r.stopped is None:
             r.started_nodes = start_hidden_nodes(self.dgp, self.guide, self.inputs, self.data,
                                                  mask=self.kw.get("mask"))
@@ -329,8 +341,8 @@ class TrainingRun:
                           "(TrainResult.restored_step). Pass best_iterate=False to keep the last parameters.",
                           BestIterateWarning, stacklevel=4)
         if self.config.natural_gradient_guard:
-            noise_warnings(self.dgp, self.data, self.name)
-        signal_warnings(self.dgp, self.name)
+            noise_warnings(self.dgp, self.data, self.name, inputs=self.inputs)
+        signal_warnings(self.dgp, self.name, inputs=self.inputs, data=self.data)
         return r
 
     def _fit_collapsed(self):
