@@ -484,4 +484,5 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     post.data = X
     post.gp_scorer = gp_scorer
     post.interventions = mask
+    post._scoring = dict(likelihood=lik, max_parents=max_parents, graph_prior=graph_prior)
     return post

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 import torch
 
+from .mechanisms import BGeSEM
 from .scores import FamilyScorer, _scores_for_masks, collapsed_mechanism
 
 __all__ = ["intervention_mask", "interventional_family_scorer", "interventional_local_scores", "node_row_groups",
@@ -190,9 +191,46 @@ def interventional_local_scores(likelihood, X, mask, config=None, masks=None):
     if mask is None or not np.asarray(mask).any():
         return _scores_for_masks(make(N), X, masks)
     out = np.empty((p, len(masks)))
+    every = len(masks) == 1 << p and np.array_equal(masks, np.arange(1 << p))
     for rows, nodes in node_row_groups(mask):
         sub = X[torch.as_tensor(rows)]
-        out[nodes] = _scores_for_masks(make(int(rows.sum())), sub, masks)[nodes]
+        mech = make(int(rows.sum()))
+        if every and isinstance(mech, BGeSEM):
+            out[nodes] = bge_table(mech, sub, nodes)
+        else:
+            out[nodes] = _scores_for_masks(mech, sub, masks)[nodes]
+    return out
+
+
+def _masked_logdets(R):
+    """``[2^p]`` ``log|R_G|`` of every principal submatrix (bitmask ``G``; ``log|R_∅| = 0``), batched Cholesky."""
+    p = R.shape[0]
+    masks = np.arange(1 << p)
+    out = np.empty(1 << p)
+    chunk = max(256, 2 ** 22 // (p * p))
+    eye = torch.eye(p, dtype=R.dtype)
+    for s in range(0, 1 << p, chunk):
+        a = torch.as_tensor(((masks[s:s + chunk, None] >> np.arange(p)) & 1).astype(float), dtype=R.dtype)
+        M = a[:, :, None] * a[:, None, :] * R + torch.diag_embed(1 - a) * eye
+        out[s:s + chunk] = (2 * torch.linalg.cholesky(M).diagonal(dim1=-2, dim2=-1).log().sum(-1)).numpy()
+    return out
+
+
+def bge_table(mech, X, nodes):
+    """``[len(nodes), 2^p]`` BGe local scores of every parent set of the given nodes on the rows ``X``, from one
+    table of ``log|R_G|`` over all ``2^p`` subsets shared by every node (the family formula needs ``log|R_G|`` and
+    ``log|R_{G ∪ j}|``): ``2^p`` small Cholesky factors per group of rows instead of ``2 p 2^p``."""
+    X = torch.as_tensor(X, dtype=torch.float64)
+    N, p = X.shape
+    R, t = mech._R(X)
+    LD = _masked_logdets(R)
+    masks = np.arange(1 << p, dtype=np.int64)
+    size = torch.as_tensor(((masks[:, None] >> np.arange(p)) & 1).sum(1), dtype=torch.float64)
+    out = np.full((len(nodes), 1 << p), -np.inf)
+    for r, j in enumerate(nodes):
+        free = masks[((masks >> j) & 1) == 0]
+        out[r, free] = mech._family(N, t, size[free], torch.as_tensor(LD[free]),
+                                    torch.as_tensor(LD[free | (1 << j)])).numpy()
     return out
 
 
