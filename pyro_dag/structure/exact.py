@@ -37,6 +37,7 @@ from .data import prepare_data, standardize_columns
 from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import fair_prior_log
 from .interventions import intervention_mask, interventional_local_scores
+from .uncertain_targets import uncertain_target_scores
 from .map_dag import most_probable_equivalent
 from .order_scorer import OrderScorer
 from .posterior import DAGPosterior
@@ -388,7 +389,8 @@ def _draw(rng, logw):
 
 def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=None,
                     num_threads=DEFAULT_NUM_THREADS, graph_prior="edge", max_parents=None, gp_kernel="rbf",
-                    gp_restarts=2, gp_penalty="bic", gp_scorer=None, interventions=None, **settings):
+                    gp_restarts=2, gp_penalty="bic", gp_scorer=None, interventions=None,
+                    target_prior=0.1, **settings):
     """Exact edge posteriors (and exact DAG samples) of the model :func:`~pyro_dag.structure.fit` approximates, for
     ``p ≤ 20`` variables and the collapsed likelihoods; the same prior and settings as :func:`~pyro_dag.structure.fit`.
 
@@ -420,7 +422,11 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         ``[N, p]`` mask, True where the row's variable was set by the experiment, or GIES's
         ``(environments, targets)`` (:func:`~pyro_dag.structure.interventions.intervention_mask`). Node ``j`` is
         scored on the rows where it is not intervened; every query works on the result (``"linear"`` and
-        ``"bge"``). The posterior keeps the mask as ``interventions``.
+        ``"bge"``). The posterior keeps the mask as ``interventions``. In GIES's form an environment's targets may
+        be ``"unknown"``: they are then learned with the graph (Eaton & Murphy 2007; ``"bge"`` only,
+        :mod:`~pyro_dag.structure.uncertain_targets`), and
+        :func:`~pyro_dag.structure.uncertain_targets.target_posterior` reports their posterior.
+    :param float target_prior: the prior probability that an environment with unknown targets targets a given node.
     :returns: :class:`ExactStructurePosterior` (its ``config`` is the :class:`~pyro_dag.structure.StructureConfig`).
     """
     if config is None:
@@ -446,7 +452,9 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         config = config.replace(likelihood=lik, **settings)
     except TypeError as e:
         raise TypeError(f"exact_posterior() got an unexpected keyword argument: {e}") from None
-    mask = intervention_mask(interventions, N, p, names)
+    mask, unknown = intervention_mask(interventions, N, p, names, return_unknown=True)
+    if unknown and lik != "bge":
+        raise ValueError(f"unknown intervention targets are learned for likelihood='bge' only; got {lik!r}")
     if mask is not None and lik == "gp":
         raise ValueError("exact_posterior(likelihood='gp') does not take interventions= yet (it would score the "
                          "interventional rows as observational); use likelihood='bge' or 'linear'")
@@ -464,7 +472,12 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
             cap = GP_DEFAULT_MAX_PARENTS if max_parents is None else max_parents
             log_f = config.likelihood_scale * gp_scorer.local_scores(cap)
         else:
-            if mask is None:
+            if unknown:
+                log_f, target_model = uncertain_target_scores(X, mask, unknown, target_prior, config)
+                log_f = config.likelihood_scale * log_f
+                if max_parents is not None:
+                    log_f[:, mask_bits(np.arange(1 << p), p).sum(1) > max_parents] = -np.inf
+            elif mask is None:
                 mech = collapsed_mechanism(lik, p, N, config)
                 log_f = config.likelihood_scale * local_scores(mech, X)
             else:
@@ -484,5 +497,6 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     post.data = X
     post.gp_scorer = gp_scorer
     post.interventions = mask
+    post.target_model = target_model if unknown else None
     post._scoring = dict(likelihood=lik, max_parents=max_parents, graph_prior=graph_prior)
     return post

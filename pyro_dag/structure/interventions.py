@@ -45,8 +45,9 @@ def _node_index(v, p, names, where):
     raise ValueError(f"{where}: target {v!r} is not among the data's columns ({known})")
 
 
-def _from_environments(labels, targets, N, p, names):
-    """GIES's form (a label per row, a target set per environment) -> ``[N, p]`` mask."""
+def _from_environments(labels, targets, N, p, names, unknown=None):
+    """GIES's form (a label per row, a target set per environment) -> ``[N, p]`` mask; environments whose targets
+    are ``"unknown"`` go into the dict ``unknown`` (label -> rows) when it is given, else are refused."""
     labels = np.asarray(labels.detach().cpu() if torch.is_tensor(labels) else labels)
     if hasattr(labels, "to_numpy"):
         labels = labels.to_numpy()
@@ -71,6 +72,12 @@ def _from_environments(labels, targets, N, p, names):
                              "condition or drop it (a continuous column passed as labels gives one environment per "
                              "row)")
         tset = table[key]
+        if isinstance(tset, str) and tset == "unknown":
+            if unknown is None:
+                raise ValueError(f"environment {key!r} has unknown targets: only exact_posterior(likelihood='bge') "
+                                 "learns them (Eaton & Murphy 2007); give its targets here")
+            unknown[key] = labels == v
+            continue
         if isinstance(tset, (str, numbers.Integral)):
             tset = [tset]
         cols = [_node_index(t, p, names, f"targets of environment {key!r}") for t in tset]
@@ -78,27 +85,32 @@ def _from_environments(labels, targets, N, p, names):
     return mask
 
 
-def intervention_mask(interventions, num_rows, num_nodes, node_names=None):
+def intervention_mask(interventions, num_rows, num_nodes, node_names=None, return_unknown=False):
     """The interventions as a checked boolean ``[N, p]`` numpy mask (``True``: the row's node was set), or ``None``.
 
     :param interventions: ``None``; a boolean (or 0/1) ``[N, p]`` tensor, array or DataFrame (a DataFrame's
         columns are matched to the data's by name); or GIES's form, a pair ``(environments, targets)``:
         ``environments`` ``[N]`` labels (ints, strings), ``targets`` a list indexed by the integer label or a dict
         ``{label: targets}``, each an iterable of column indices or names (empty: observational).
+        A target set may be the string ``"unknown"`` (an experiment whose targets are learned with the graph,
+        :mod:`~pyro_dag.structure.uncertain_targets`; then ``return_unknown`` must be set).
     :param int num_rows, num_nodes: the data's ``N`` and ``p``. :param list node_names: the data's column names.
+    :param bool return_unknown: return ``(mask, unknown)``, ``unknown`` a dict label -> ``[N]`` boolean rows of the
+        environments with unknown targets (empty when none).
     :raises ValueError: naming the problem: wrong shape or type, a target that is not a column, an environment
         without a target set or of one row, a node intervened in every row (or all but one: its mechanism cannot
         be learned from these data).
     """
+    unknown = {} if return_unknown else None
     if interventions is None:
-        return None
+        return (None, {}) if return_unknown else None
     N, p = int(num_rows), int(num_nodes)
     names = [str(v) for v in node_names] if node_names is not None else None
     if isinstance(interventions, tuple):
         if len(interventions) != 2:
             raise ValueError("interventions as a tuple must be (environments, targets): an environment label per "
                              f"row and a target set per environment; got a tuple of {len(interventions)}")
-        mask = _from_environments(interventions[0], interventions[1], N, p, names)
+        mask = _from_environments(interventions[0], interventions[1], N, p, names, unknown)
     else:
         if hasattr(interventions, "columns") and hasattr(interventions, "to_numpy"):
             cols = [str(c) for c in interventions.columns]
@@ -144,6 +156,8 @@ def intervention_mask(interventions, num_rows, num_nodes, node_names=None):
                          f"{int(free[j])} row(s) where its own mechanism acts: its dependence on its parents cannot "
                          "be learned from these data; add observational rows (or rows of experiments on other "
                          "nodes), or drop that column")
+    if return_unknown:
+        return (mask if mask.any() or not unknown else None), unknown
     return mask
 
 

@@ -154,6 +154,10 @@ class DAGPosterior(abc.ABC):
     def _effect_interventions(self, data):
         """The interventions that go with the data of an effect query: the posterior's own mask for its own data
         (``data=None``), none for data a caller passes."""
+        if getattr(self, "target_model", None) is not None:
+            raise NotImplementedError("causal_effects with unknown intervention targets is not implemented: the "
+                                      "weights would have to be averaged over the targets too; fit with known targets "
+                                      "(or drop the environments with unknown ones) for effects")
         return self.interventions if data is None else None
 
     def _data_for_effects(self, data):

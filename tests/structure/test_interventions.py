@@ -250,3 +250,42 @@ def test_sachs_experiments_hold_the_nine_conditions_and_their_targets():
     assert counts == {"Raf": 0, "Mek": 799, "Plcg": 0, "PIP2": 810, "PIP3": 848, "Erk": 0, "Akt": 911, "PKA": 707,
                       "PKC": 723 + 913, "P38": 0, "Jnk": 0}
     assert not d.mask[:853 + 902].any()
+
+
+def test_unknown_targets_are_summed_out_exactly_and_learned():
+    from pyro_dag.structure.uncertain_targets import target_posterior, uncertain_target_scores
+
+    rng = np.random.default_rng(11)
+    n = 150
+    X = rng.normal(size=(3 * n, 3))
+    env = np.repeat(["obs", "b", "c"], n)
+    X[:, 1] += np.where(env == "b", 0.0, X[:, 0])
+    X[:, 2] += np.where(env == "c", -1.0, 1.0) * X[:, 1]
+    U = {"b": env == "b", "c": env == "c"}
+    log_f, _ = uncertain_target_scores(torch.as_tensor(X), None, U, 0.2)
+    mech = BGeSEM(3).double()
+    Xt = torch.as_tensor(X)
+    for j, G in [(1, 0b001), (2, 0b010), (2, 0b011), (0, 0)]:
+        A = torch.zeros(3, 3, dtype=torch.float64)
+        A[[k for k in range(3) if (G >> k) & 1], j] = 1.0
+        terms = []
+        for T in itertools.product([0, 1], repeat=2):
+            shared = (env == "obs") | ((env == "b") & (T[0] == 0)) | ((env == "c") & (T[1] == 0))
+            w = sum(math.log(0.2) if t else math.log(0.8) for t in T)
+            w += float(mech.node_scores(Xt[torch.as_tensor(shared)], A)[j])
+            for t, e in zip(T, ("b", "c")):
+                if t:
+                    w += float(mech.node_scores(Xt[torch.as_tensor(U[e])], A)[j])
+            terms.append(w)
+        assert log_f[j, G] == pytest.approx(float(np.logaddexp.reduce(terms)), rel=1e-9)
+    post = exact_posterior(X, "bge", interventions=(env, {"obs": [], "b": "unknown", "c": "unknown"}))
+    assert float(post.edge_probs()[0, 1]) > 0.95 and float(post.edge_probs()[1, 2]) > 0.95
+    labels, probs, _ = target_posterior(post, 300)
+    assert labels == ["b", "c"]
+    assert probs[0, 1] > 0.95 and probs[1, 2] > 0.95 and probs[0, [0, 2]].max() < 0.05
+    with pytest.raises(NotImplementedError, match="unknown intervention targets"):
+        post.causal_effects(10)
+    with pytest.raises(ValueError, match="likelihood='bge' only"):
+        exact_posterior(X, "linear", interventions=(env, {"obs": [], "b": "unknown", "c": "unknown"}))
+    with pytest.raises(ValueError, match="unknown targets: only exact_posterior"):
+        hybrid_posterior(X, "bge", interventions=(env, {"obs": [], "b": "unknown", "c": [2]}))
