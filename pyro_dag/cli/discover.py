@@ -6,6 +6,12 @@ arXiv:2608.04930; the exact posterior of the same model for small graphs, :mod:`
 * ``pyro-dag discover --csv FILE [--truth ADJ.csv]`` -- your own data (a header row of variable names, one column
   per variable); with ``--truth`` (a ``p x p`` 0/1 CSV, ``A[i, j] = 1`` meaning ``i -> j``, same column order)
   the metrics are printed too.
+* ``--interventions FILE`` -- known perfect interventions: a CSV with a header of (some of) the variable names and
+  one 0/1 row per data row (1: the experiment set that variable in that row); or ``--intervention-column NAME``, a
+  column of ``--csv`` naming the intervened variables of each row (``;``-separated, empty: observational), which is
+  then not a variable; ``sachs --interventions known`` uses the nine conditions and their published targets
+  (:func:`pyro_dag.datasets.sachs_experiments`). The posterior is then the interventional one
+  (Cooper & Yoo 1999; Eaton & Murphy 2007), computed exactly (``linear``/``bge``).
 
 Writes to ``--out``: ``discover.json`` (settings, node names, edge probabilities, metrics, timing),
 ``edge_probs.png`` (heat map of ``P(i -> j)``) and ``posterior_graph.png`` (the posterior-mean graph: edges with
@@ -53,6 +59,13 @@ def add_parser(subparsers):
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     p.add_argument("--expected-parents", type=float, default=1.5,
                    help="sparsity prior: expected number of parents per node (default 1.5)")
+    p.add_argument("--interventions", default=None,
+                   help="known perfect interventions: a CSV with a header of variable names and one 0/1 row per data "
+                        "row (1: set by the experiment); with the sachs data set: 'known' (its nine conditions and "
+                        "their published targets)")
+    p.add_argument("--intervention-column", default=None,
+                   help="a column of --csv naming each row's intervened variables (';'-separated, empty: "
+                        "observational); it is not a variable")
     p.add_argument("--given", default=None,
                    help="edge evidence, e.g. 'A->B,!C->D' (! = absent): also print the conditional edge table and "
                         "MAP DAG and draw the conditional heat map (exact with --exact, else from the samples)")
@@ -83,6 +96,17 @@ def _load(args):
             raise SystemExit("--truth is only for --csv; sachs is scored against its consensus DAG")
         from ..datasets import sachs
 
+        if args.interventions not in (None, "known"):
+            raise SystemExit(f"--interventions with sachs: 'known' (its conditions' published targets); got "
+                             f"{args.interventions!r}")
+        if args.intervention_column:
+            raise SystemExit("--intervention-column is for --csv; use --interventions known with sachs")
+        if args.interventions == "known":
+            from ..datasets import sachs_experiments
+
+            d = sachs_experiments(log=False)
+            args.intervention_mask = d.mask
+            return d.data, list(d.nodes), d.adjacency, "sachs (7466 x 11, 9 conditions, consensus DAG with 17 edges)"
         d = sachs()
         return d.data, list(d.nodes), d.adjacency, "sachs (7466 x 11, consensus DAG with 17 edges)"
     if os.path.isdir(args.csv):
@@ -96,6 +120,16 @@ def _load(args):
     if not has_rows:
         raise SystemExit(f"--csv {args.csv}: only a header row, no data; add one row of numbers per sample")
     names = [h.strip().strip('"') for h in header.split(",")]
+    labels = None
+    if args.intervention_column:
+        if args.interventions:
+            raise SystemExit("give one of --interventions FILE or --intervention-column NAME, not both")
+        if args.intervention_column not in names:
+            raise SystemExit(f"--intervention-column {args.intervention_column!r}: no such column in {args.csv} "
+                             f"(columns: {names})")
+        col = names.index(args.intervention_column)
+        labels = _read_column(args.csv, col)
+        names = names[:col] + names[col + 1:]
     dup = [h for i, h in enumerate(names) if h in names[:i]]
     if dup:
         raise SystemExit(f"--csv {args.csv}: column {dup[0]!r} appears {names.count(dup[0])} times in the header; "
@@ -104,7 +138,8 @@ def _load(args):
         raise SystemExit(f"--csv {args.csv}: the header names {len(names)} variable; structure learning needs at least "
                          "2 comma-separated columns")
     try:
-        data = np.loadtxt(args.csv, delimiter=",", skiprows=1, ndmin=2)
+        keep = None if labels is None else [k for k in range(len(names) + 1) if k != col]
+        data = np.loadtxt(args.csv, delimiter=",", skiprows=1, ndmin=2, usecols=keep)
     except ValueError as e:
         why = _bad_cell(args.csv, names) or f"could not read numbers after the header row ({e})"
         raise SystemExit(f"--csv {args.csv}: {why}") from e
@@ -141,7 +176,66 @@ def _load(args):
             raise SystemExit(f"--truth {args.truth}: entries must be 0 or 1 with a zero diagonal (A[i, j] = 1: i -> j)")
         _check_truth_acyclic(args.truth, truth, names)
         truth = torch.as_tensor(truth, dtype=torch.float32)
+    if labels is not None:
+        args.intervention_mask = _mask_from_labels(args.intervention_column, labels, names)
+    elif args.interventions:
+        args.intervention_mask = _read_mask(args.interventions, names, data.shape[0])
     return torch.as_tensor(data, dtype=torch.float32), names, truth, f"{args.csv} ({data.shape[0]} x {data.shape[1]})"
+
+
+def _read_column(path, col):
+    """The cells of column ``col`` of a CSV (after its header), as stripped strings."""
+    import csv
+
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if any(c.strip() for c in r)][1:]
+    return [r[col].strip().strip('"') if col < len(r) else "" for r in rows]
+
+
+def _mask_from_labels(column, labels, names):
+    """``[N, p]`` mask from a column naming each row's intervened variables (``;``-separated)."""
+    import numpy as np
+
+    mask = np.zeros((len(labels), len(names)), dtype=bool)
+    for r, cell in enumerate(labels):
+        for t in (s.strip() for s in cell.split(";")):
+            if not t:
+                continue
+            if t not in names:
+                raise SystemExit(f"--intervention-column {column!r}: line {r + 2} names {t!r}, which is not a "
+                                 f"variable (variables: {names})")
+            mask[r, names.index(t)] = True
+    return mask
+
+
+def _read_mask(path, names, num_rows):
+    """``[N, p]`` mask from a CSV with a header of variable names and one 0/1 row per data row."""
+    import numpy as np
+
+    if os.path.isdir(path) or not os.path.exists(path):
+        raise SystemExit(f"--interventions {path}: no such file; give a CSV with a header of variable names and one "
+                         "0/1 row per data row")
+    header, _ = _read_header(path)
+    cols = [h.strip().strip('"') for h in header.split(",")]
+    unknown = [c for c in cols if c not in names]
+    if unknown:
+        raise SystemExit(f"--interventions {path}: column {unknown[0]!r} is not a variable of the data "
+                         f"(variables: {names})")
+    try:
+        m = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+    except ValueError as e:
+        raise SystemExit(f"--interventions {path}: could not read 0/1 entries after the header ({e})") from e
+    if m.shape != (num_rows, len(cols)):
+        raise SystemExit(f"--interventions {path}: {m.shape[0]} rows x {m.shape[1]} columns; it needs one row per "
+                         f"data row ({num_rows}) and one column per name in its header ({len(cols)})")
+    if not np.isin(m, (0, 1)).all():
+        r, c = (int(v) for v in np.argwhere(~np.isin(m, (0, 1)))[0])
+        raise SystemExit(f"--interventions {path}: column {cols[c]!r} line {r + 2} holds {m[r, c]:g}; entries are "
+                         "0 or 1 (1: the experiment set that variable in that row)")
+    mask = np.zeros((num_rows, len(names)), dtype=bool)
+    for k, c in enumerate(cols):
+        mask[:, names.index(c)] = m[:, k] > 0.5
+    return mask
 
 
 def _bad_cell(path, names):
@@ -312,12 +406,34 @@ def _run(args):
             if getattr(args, name) is not None:
                 raise SystemExit(f"pyro-dag discover: --{name} sets the SVGD fit of linear / bge / mlp, but {what}: "
                                  f"drop --{name}")
+    args.intervention_mask = None
     X, names, truth, desc = _load(args)
+    mask = args.intervention_mask
     evidence = _parse_given(args, names)         # before the fit: a typo must not cost a run
     likelihood = args.likelihood or "linear"
     weighting = args.weighting  # None: fit's default
     t0 = time.perf_counter()
-    if args.exact:
+    if mask is not None and likelihood not in ("linear", "bge"):
+        raise SystemExit(f"--interventions: the interventional posterior is computed for --likelihood linear or bge; "
+                         f"not {likelihood}")
+    if mask is not None and not args.exact:
+        from ..structure import exact_posterior, hybrid_posterior
+
+        try:
+            if X.shape[1] <= 14:
+                post = exact_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
+                                       node_names=names, num_threads=None, interventions=mask)
+                method = "exact"
+            else:
+                post = hybrid_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
+                                        node_names=names, num_threads=None, interventions=mask, seed=args.seed)
+                method = "hybrid"
+        except ValueError as e:
+            raise SystemExit(f"--interventions: {e}") from None
+        settings = {"method": method, "num_particles": method, "num_steps": 0, "interventions": int(mask.sum()),
+                    "expected_parents": args.expected_parents}
+        P = post.edge_probs().float()
+    elif args.exact:
         from ..structure import exact_posterior
         from ..structure.exact import GP_MAX_NODES, MAX_NODES
 
@@ -328,9 +444,15 @@ def _run(args):
         if X.shape[1] > limit:
             raise SystemExit(f"pyro-dag discover: --exact with --likelihood {likelihood} handles at most {limit} "
                              f"variables; the data have {X.shape[1]}: drop --exact (fit scales further)")
-        post = exact_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
-                               node_names=names, num_threads=None)
+        try:
+            post = exact_posterior(X.double(), likelihood=likelihood, expected_parents=args.expected_parents,
+                                   node_names=names, num_threads=None, interventions=mask)
+        except ValueError as e:
+            if mask is None:
+                raise
+            raise SystemExit(f"--interventions: {e}") from None
         settings = {"method": "exact", "num_particles": "exact", "num_steps": 0,
+                    "interventions": 0 if mask is None else int(mask.sum()),
                     "expected_parents": args.expected_parents, "log_evidence": post.log_evidence}
         P = post.edge_probs().float()
     elif likelihood == "gp":  # scored exactly (fit hands it to the exact or hybrid posterior): no SVI settings

@@ -38,7 +38,8 @@ from typing import List
 import numpy as np
 import torch
 
-__all__ = ["SachsData", "sachs", "sachs_graph", "SACHS_NODES", "SACHS_COLUMNS"]
+__all__ = ["SachsData", "SachsExperiments", "sachs", "sachs_experiments", "sachs_graph", "SACHS_CONDITIONS",
+           "SACHS_NODES", "SACHS_COLUMNS"]
 
 #: Column names of the CSV, in order.
 SACHS_COLUMNS = ["praf", "pmek", "plcg", "PIP2", "PIP3", "p44/42", "pakts473", "PKA", "PKC", "P38", "pjnk"]
@@ -47,6 +48,23 @@ SACHS_NODES = ["Raf", "Mek", "Plcg", "PIP2", "PIP3", "Erk", "Akt", "PKA", "PKC",
 _COLUMN_TO_NODE = dict(zip(SACHS_COLUMNS, SACHS_NODES))
 
 _SUBSETS = {"full": (0, 7466), "cd3cd28": (0, 853), "cd3cd28icam2": (853, 1755)}
+#: The nine conditions of the pooled file, in its row order: ``(name, rows, targets)``. The targets are the
+#: published ones (Sachs et al. 2005, Table 1; as modelled by Eaton & Murphy 2007 and by DCDI, Brouillard et al.
+#: 2020): the five inhibitors AKT inhibitor (Akt), G0076 (PKC), psitectorigenin (PIP2), U0126 (Mek) and
+#: LY294002 (a PI3K inhibitor: PIP3) added to the general CD3/CD28 stimulation, and the two activators PMA (PKC)
+#: and beta2cAMP (PKA) given instead of it. CD3/CD28 and CD3/CD28 + ICAM-2 act upstream of every measured node
+#: (no target: observational for structure learning).
+SACHS_CONDITIONS = [
+    ("cd3cd28", 853, ()),
+    ("cd3cd28icam2", 902, ()),
+    ("cd3cd28+aktinhib", 911, ("Akt",)),
+    ("cd3cd28+g0076", 723, ("PKC",)),
+    ("cd3cd28+psitect", 810, ("PIP2",)),
+    ("cd3cd28+u0126", 799, ("Mek",)),
+    ("cd3cd28+ly", 848, ("PIP3",)),
+    ("pma", 913, ("PKC",)),
+    ("b2camp", 707, ("PKA",)),
+]
 _DROPPED_FOR_CONSENSUS = ("PIP2", "PIP3")
 _BNLEARN_EDGES = [
     ("PKC", "PKA"), ("PKC", "Raf"), ("PKA", "Raf"), ("PKC", "Mek"), ("PKA", "Mek"), ("Raf", "Mek"),
@@ -152,3 +170,50 @@ def sachs(subset="full", graph="consensus", log=False, standardize=False, dtype=
         subset=subset,
         graph=graph,
     )
+
+
+@dataclass
+class SachsExperiments:
+    """The Sachs data with its nine conditions and their published intervention targets
+    (:data:`SACHS_CONDITIONS`), in both forms the structure learners take (``interventions=``).
+
+    :ivar torch.Tensor data: ``[7466, 11]`` measurements (raw or ``log``). :ivar torch.Tensor adjacency: the graph.
+    :ivar list nodes: :data:`SACHS_NODES`. :ivar list environments: ``[7466]`` condition name of each row.
+    :ivar dict targets: condition name -> tuple of target node names (GIES's form:
+        ``interventions=(environments, targets)``).
+    :ivar numpy.ndarray mask: ``[7466, 11]`` boolean, True where the row's node was the condition's target.
+    """
+
+    data: torch.Tensor
+    adjacency: torch.Tensor
+    nodes: List[str]
+    environments: List[str]
+    targets: dict
+    mask: np.ndarray
+    graph: str
+
+
+def sachs_experiments(graph="consensus", log=True, dtype=None):
+    """The pooled Sachs data with its conditions and their published targets (:data:`SACHS_CONDITIONS`), for
+    structure learning from interventional data (Cooper & Yoo 1999; Eaton & Murphy 2007)::
+
+        d = sachs_experiments()
+        post = pyro_dag.structure.exact_posterior(d.data, "bge", node_names=d.nodes, interventions=d.mask)
+
+    :param str graph: ground truth (as :func:`sachs`). :param bool log: ``log(x)`` (default; the raw intensities
+        are heavy-tailed). :param torch.dtype dtype: defaults to ``torch.get_default_dtype()``.
+    :returns: :class:`SachsExperiments`.
+    """
+    d = sachs("full", graph=graph, log=log, dtype=dtype)
+    environments, targets = [], {}
+    for name, n, tset in SACHS_CONDITIONS:
+        environments += [name] * n
+        targets[name] = tuple(tset)
+    if len(environments) != d.data.shape[0]:
+        raise RuntimeError("SACHS_CONDITIONS does not cover the pooled file's rows; the shipped data are damaged")
+    mask = np.zeros(tuple(d.data.shape), dtype=bool)
+    env = np.array(environments)
+    for name, tset in targets.items():
+        for t in tset:
+            mask[env == name, SACHS_NODES.index(t)] = True
+    return SachsExperiments(d.data, d.adjacency, list(SACHS_NODES), environments, targets, mask, graph)

@@ -7,7 +7,8 @@
 * :mod:`~pyro_dag.graph.chordal` -- moralisation, chordal completion (MCS-M), perfect elimination orders,
   maximal cliques, elimination trees and the :class:`ChordalStructure` of a DAG-SVI posterior;
 * :mod:`~pyro_dag.graph.cpdag` -- Markov equivalence classes: :func:`dag_to_cpdag` (Meek's rules) and
-  :func:`cpdag_to_dags` (Dor & Tarsi's extension).
+  :func:`cpdag_to_dags` (Dor & Tarsi's extension); :mod:`~pyro_dag.graph.interventional` -- interventional
+  Markov equivalence: :func:`dag_to_icpdag`, the I-essential graph (Hauser & Bühlmann 2012).
 
 Conventions: DAG-DGP graphs are :class:`networkx.DiGraph` objects with string nodes ("declaration order" = the
 order of ``graph.nodes``); adjacency matrices use ``A[i, j] = 1`` for the edge ``i -> j``.
@@ -25,6 +26,7 @@ from .chordal import (
     perfect_elimination_order,
 )
 from .cpdag import cpdag_to_dags, dag_to_cpdag
+from .interventional import dag_to_icpdag, target_sets
 from .dag import (
     DAGStructureError,
     ancestral_set,
@@ -58,5 +60,7 @@ __all__ = [
     "find_cycle",
     "format_cycle",
     "dag_to_cpdag",
+    "dag_to_icpdag",
+    "target_sets",
     "cpdag_to_dags",
 ]

@@ -26,6 +26,9 @@ Levels (keyword ``level``)
     :func:`dag_to_cpdag`); scores are computed on the ``p (p - 1)`` off-diagonal entries of the CPDAG
     matrices (an undirected edge marks both entries). Probabilities are CPDAG-mark frequencies, so this
     level needs samples (the marks of one edge depend on the rest of the graph).
+With ``targets=`` (a family of intervention target sets or a ``[N, p]`` intervention mask) the ``"cpdag"`` level
+uses the interventional CPDAGs (I-essential graphs, Hauser & Bühlmann 2012, :func:`~pyro_dag.graph.dag_to_icpdag`):
+the equivalence classes that data from those experiments can distinguish.
 ``"skeleton"``
     unordered pairs ``i < j``; a pair is positive when the two nodes are adjacent. ``P(adjacent) =
     P[i, j] + P[j, i]`` (exact for DAG posteriors, where the two directions exclude each other). SVI-DAG's
@@ -50,6 +53,7 @@ from ..graph._arrays import check_binary as _check_binary
 from ..graph._arrays import check_square as _check_square
 from ..graph._arrays import check_zero_diag as _check_zero_diag
 from ..graph.cpdag import _cpdag_one, _cpdags, _raise_cycle
+from ..graph.interventional import _icpdag_one, dag_to_icpdag, target_sets
 
 __all__ = [
     "is_dag",
@@ -103,6 +107,14 @@ def _weights(weights, k):
     if np.any(w < 0) or w.sum() <= 0:
         raise ValueError("weights must be non-negative with a positive sum")
     return w / w.sum()
+
+
+def _essential(s, t, targets, name):
+    """The samples' and the truth's essential graphs: CPDAGs, or with ``targets`` the I-essential graphs of that
+    target family (Hauser & Bühlmann 2012, :func:`~pyro_dag.graph.dag_to_icpdag`)."""
+    if targets is None:
+        return _cpdags(s, name), _cpdag_one(t)
+    return dag_to_icpdag(s.astype(np.int8), targets), _icpdag_one(t, target_sets(targets, t.shape[-1]))
 
 
 def _check_level(level):
@@ -169,7 +181,7 @@ def edge_marginals(samples, weights=None):
 # ----------------------------------------------------------------------------------------------------------
 # scores and labels per level
 # ----------------------------------------------------------------------------------------------------------
-def _scores_labels(pred, true_adj, level, weights, symmetrize):
+def _scores_labels(pred, true_adj, level, weights, symmetrize, targets=None):
     _check_level(level)
     if symmetrize not in ("sum", "max"):
         raise ValueError(f"symmetrize must be 'sum' or 'max'; got {symmetrize!r}")
@@ -186,8 +198,8 @@ def _scores_labels(pred, true_adj, level, weights, symmetrize):
                              "so it cannot be read from edge probabilities. Pass posterior.sample(k).")
         if not _topological_ok(t):
             _raise_cycle(t, "true_adj")
-        Q = np.tensordot(w, _cpdags(s, "pred").astype(np.float64), axes=1)
-        ct = _cpdag_one(t)
+        cs, ct = _essential(s, t, targets, "pred")
+        Q = np.tensordot(w, cs.astype(np.float64), axes=1)
         m = _offdiag_mask(p)
         return Q[m], ct[m].astype(np.float64)
     # skeleton
@@ -210,7 +222,7 @@ def _scores_labels(pred, true_adj, level, weights, symmetrize):
 # ----------------------------------------------------------------------------------------------------------
 # metrics
 # ----------------------------------------------------------------------------------------------------------
-def brier(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
+def brier(pred, true_adj, level="dag", weights=None, symmetrize="sum", *, targets=None):
     """Brier score of edge probabilities: ``mean over pairs of (P_pair - 1[pair in truth])²`` (SVI-DAG, App. C).
 
     Lower is better; 0 is perfect. At ``level="dag"`` this is ``1/(p(p-1)) Σ_{i≠j} (P_ij - A_ij)²``.
@@ -227,7 +239,7 @@ def brier(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
         >>> brier([[0, .8], [.2, 0]], [[0, 1], [0, 0]])   # ((0.8-1)² + (0.2-0)²) / 2
         0.04000000000000001
     """
-    scores, labels = _scores_labels(pred, true_adj, level, weights, symmetrize)
+    scores, labels = _scores_labels(pred, true_adj, level, weights, symmetrize, targets)
     return float(np.mean((scores - labels) ** 2))
 
 
@@ -247,7 +259,7 @@ def _cost_table(reversal_cost):
     return c
 
 
-def expected_shd(pred, true_adj, level="dag", reversal_cost=1, weights=None, return_all=False):
+def expected_shd(pred, true_adj, level="dag", reversal_cost=1, weights=None, return_all=False, *, targets=None):
     """Expected structural Hamming distance ``E_q[SHD(G, G*)]`` (SVI-DAG, App. C).
 
     Per unordered pair: 0 if the two graphs agree, 1 for a missing or extra adjacency, ``reversal_cost`` for
@@ -285,8 +297,7 @@ def expected_shd(pred, true_adj, level="dag", reversal_cost=1, weights=None, ret
             raise ValueError("level='cpdag' needs adjacency samples [k, p, p]; pass posterior.sample(k)")
         if not _topological_ok(t):
             _raise_cycle(t, "true_adj")
-        s = _cpdags(s, "pred")
-        t = _cpdag_one(t)
+        s, t = _essential(s, t, targets, "pred")
     ts = _pair_states(t.astype(np.int64), u)
     if level == "skeleton":
         ts = np.where(ts > 0, 3, 0)
@@ -320,7 +331,7 @@ def _f1(pred_pos, true_pos):
     return np.where(den > 0, 2 * tp / np.maximum(den, 1), 1.0)
 
 
-def expected_f1(samples, true_adj, level="dag", weights=None, return_all=False):
+def expected_f1(samples, true_adj, level="dag", weights=None, return_all=False, *, targets=None):
     """Expected F1 score ``E_q[F1(G, G*)]`` of sampled graphs (SVI-DAG, App. C).
 
     Each sample is a binary classifier of the pairs (``"dag"``: ordered pairs; ``"cpdag"``: off-diagonal
@@ -343,8 +354,7 @@ def expected_f1(samples, true_adj, level="dag", weights=None, return_all=False):
     if level == "cpdag":
         if not _topological_ok(t):
             _raise_cycle(t, "true_adj")
-        s = _cpdags(s, "samples")
-        t = _cpdag_one(t)
+        s, t = _essential(s, t, targets, "samples")
     if level == "skeleton":
         m = _upper_mask(p)
         s = (s + s.transpose(0, 2, 1)) > 0
@@ -381,7 +391,7 @@ def _auprc(scores, labels):
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
-def auroc(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
+def auroc(pred, true_adj, level="dag", weights=None, symmetrize="sum", *, targets=None):
     """Area under the ROC curve of the edge probabilities as scores for true vs. absent pairs (SVI-DAG, App. C).
 
     Computed as the Mann-Whitney statistic ``P(score_pos > score_neg) + ½ P(score_pos = score_neg)`` with
@@ -393,10 +403,10 @@ def auroc(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
     :param weights: optional ``[k]`` sample weights. :param str symmetrize: ``"sum"`` or ``"max"`` (skeleton).
     :returns: float in [0, 1] or nan.
     """
-    return _auroc(*_scores_labels(pred, true_adj, level, weights, symmetrize))
+    return _auroc(*_scores_labels(pred, true_adj, level, weights, symmetrize, targets))
 
 
-def auprc(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
+def auprc(pred, true_adj, level="dag", weights=None, symmetrize="sum", *, targets=None):
     """Area under the precision-recall curve (average precision) of the edge probabilities.
 
     ``AP = Σ_t (R_t - R_{t-1}) P_t`` over the distinct score thresholds ``t`` in decreasing order (tied scores
@@ -409,24 +419,27 @@ def auprc(pred, true_adj, level="dag", weights=None, symmetrize="sum"):
     :param weights: optional ``[k]`` sample weights. :param str symmetrize: ``"sum"`` or ``"max"`` (skeleton).
     :returns: float in [0, 1] or nan.
     """
-    return _auprc(*_scores_labels(pred, true_adj, level, weights, symmetrize))
+    return _auprc(*_scores_labels(pred, true_adj, level, weights, symmetrize, targets))
 
 
-def structure_metrics(samples, true_adj, level="dag", reversal_cost=1, weights=None, symmetrize="sum"):
+def structure_metrics(samples, true_adj, level="dag", reversal_cost=1, weights=None, symmetrize="sum", *,
+                      targets=None):
     """All five metrics of one posterior at one level, as a dict (``brier``, ``e_shd``, ``e_f1``, ``auroc``,
     ``auprc``; plus ``edges``, the expected number of edges of the sampled graphs).
 
     :param samples: ``[k, p, p]`` adjacency samples. :param true_adj: ``[p, p]`` ground truth.
     :param str level: ``"dag"``, ``"cpdag"`` or ``"skeleton"``. :param reversal_cost: for E-SHD.
     :param weights: optional ``[k]`` sample weights. :param symmetrize: skeleton score (``"sum"``/``"max"``).
+    :param targets: intervention targets for the interventional CPDAG level (see the module docstring).
     """
     s = _samples(samples)
     w = _weights(weights, s.shape[0])
+    kw = dict(targets=targets)
     return {
-        "brier": brier(s, true_adj, level, w, symmetrize),
-        "e_shd": expected_shd(s, true_adj, level, reversal_cost, w),
-        "e_f1": expected_f1(s, true_adj, level, w),
-        "auroc": auroc(s, true_adj, level, w, symmetrize),
-        "auprc": auprc(s, true_adj, level, w, symmetrize),
+        "brier": brier(s, true_adj, level, w, symmetrize, **kw),
+        "e_shd": expected_shd(s, true_adj, level, reversal_cost, w, **kw),
+        "e_f1": expected_f1(s, true_adj, level, w, **kw),
+        "auroc": auroc(s, true_adj, level, w, symmetrize, **kw),
+        "auprc": auprc(s, true_adj, level, w, symmetrize, **kw),
         "edges": float(np.dot(w, s.reshape(s.shape[0], -1).sum(-1))),
     }

@@ -40,7 +40,10 @@ Convention: ``A[i, j] = 1`` means the edge ``i -> j``; potentials: higher = upst
   -> :class:`OrderMCMCPosterior` (or the exact posterior of its candidate tables), on a PC skeleton and Markov
   blanket (:mod:`.skeleton`: :func:`pc_skeleton`, :func:`markov_blanket_graph`, :func:`skeleton_candidates`);
   published structures and linear-Gaussian data on them (:mod:`.networks`: :func:`network`,
-  :func:`linear_gaussian_data`).
+  :func:`linear_gaussian_data`);
+* interventional data (:mod:`.interventions`, Cooper & Yoo 1999; Eaton & Murphy 2007): ``interventions=`` on
+  :func:`exact_posterior`, :func:`hybrid_posterior`, :func:`candidate_tables` and :func:`fit`; which experiment
+  next (:mod:`.design`): :func:`next_experiment` -> :class:`ExperimentValue`.
 """
 from pyro_dag.graph import is_acyclic
 
@@ -50,6 +53,7 @@ from .candidate_selection import select_candidates
 from .causal import bge_mean_weights, total_effects
 from .config import FitConfig, StructureConfig
 from .constraints import dag
+from .design import ExperimentValue, next_experiment
 from .evidence import Evidence, parse_evidence
 from .exact import ExactStructurePosterior, exact_posterior
 from .fitting import fit
@@ -85,6 +89,7 @@ __all__ = [
     "EdgeOffsetNet",
     "Evidence",
     "ExactStructurePosterior",
+    "ExperimentValue",
     "FitConfig",
     "GPFamilyScorer",
     "gp_interventional_effect",
@@ -124,6 +129,7 @@ __all__ = [
     "log_sinkhorn",
     "markov_blanket_graph",
     "network",
+    "next_experiment",
     "offdiag",
     "order_mcmc",
     "order_relocation_mcmc",

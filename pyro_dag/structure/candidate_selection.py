@@ -136,8 +136,9 @@ def top_candidates(S, forced, K):
     return [sorted(np.argsort(-S[:, i], kind="stable")[:K].tolist()) for i in range(S.shape[1])]
 
 
-def candidate_sets(X, mech, num_candidates, selection, num_last, max_size, forced, reverse_top):
-    """Candidate sets of every node (see :func:`select_candidates`)."""
+def candidate_sets(X, mech, num_candidates, selection, num_last, max_size, forced, reverse_top, scorer=None):
+    """Candidate sets of every node (see :func:`select_candidates`); ``scorer``: a family scorer to use instead of
+    ``mech``'s on ``X`` (the interventional one of :mod:`~pyro_dag.structure.interventions`)."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}; got {selection!r}")
     if not isinstance(num_candidates, numbers.Integral) or num_candidates < 0:
@@ -151,6 +152,11 @@ def candidate_sets(X, mech, num_candidates, selection, num_last, max_size, force
     if K == p - 1:
         return [[k for k in range(p) if k != i] for i in range(p)]
     if selection == "pairwise":
+        if scorer is not None:
+            sets = np.concatenate([np.full((1, 1), -1), np.arange(p)[:, None]]).astype(np.int64)
+            single = np.stack([np.where(np.arange(p + 1) == i + 1, -np.inf,
+                                        scorer(i, np.where(sets == i, -1, sets))) for i in range(p)])
+            return top_candidates(single[:, 1:].T - single[:, :1].T, forced, K)
         single = _scores_for_masks(mech, X, np.concatenate([[0], 1 << np.arange(p, dtype=np.int64)]))
         return top_candidates(single[:, 1:].T - single[:, :1].T, forced, K)  # [k, i]
     num_last = min(6, K) if num_last is None else int(num_last)
@@ -159,7 +165,7 @@ def candidate_sets(X, mech, num_candidates, selection, num_last, max_size, force
     max_size = p if max_size is None else int(max_size)
     if max_size < 1:
         raise ValueError(f"max_size must be at least 1; got {max_size}")
-    score = _parent_set_scorer(X, mech)
+    score = scorer if scorer is not None else _parent_set_scorer(X, mech)
     rank = [_greedy_node(score, p, i, K, num_last, max_size, forced[i]) for i in range(p)]
     if reverse_top is None:
         return [sorted(r[:K]) for r in rank]

@@ -28,32 +28,56 @@ def posterior_scatter(X):
     return R
 
 
-def bge_mean_weights(X, A):
+def node_scatters(X, interventions=None):
+    """``[p, p, p]`` float64: entry ``[j]`` the posterior scatter matrix of node ``j``'s rows, those where it is not
+    intervened (``interventions``: ``[N, p]`` boolean mask or ``None``: every node sees all rows). Under perfect
+    interventions node ``j``'s weights are learned from those rows only (Cooper & Yoo 1999)."""
+    X = torch.as_tensor(np.asarray(X, dtype=float) if not torch.is_tensor(X) else X, dtype=torch.float64)
+    p = X.shape[1]
+    if interventions is None or not np.asarray(interventions).any():
+        return posterior_scatter(X).expand(p, p, p)
+    free = ~np.asarray(interventions, dtype=bool)
+    out = torch.empty(p, p, p, dtype=torch.float64)
+    cache = {}
+    for j in range(p):
+        key = free[:, j].tobytes()
+        if key not in cache:
+            cache[key] = posterior_scatter(X[torch.as_tensor(free[:, j])])
+        out[j] = cache[key]
+    return out
+
+
+def bge_mean_weights(X, A, interventions=None):
     """BGe posterior-mean weights of DAGs.
 
     :param X: ``[N, p]`` data (as the posterior saw it).
     :param A: ``[..., p, p]`` 0/1 DAGs (``A[i, j] = 1``: ``i -> j``).
-    :returns: ``[..., p, p]`` float64 ``B`` with ``B[:, j] = R_{pa,pa}^{-1} R_{pa,j}`` on ``pa_j`` and 0 elsewhere.
+    :param interventions: ``[N, p]`` boolean mask of perfect interventions (node ``j``'s weights from the rows where
+        it is not intervened), or ``None``.
+    :returns: ``[..., p, p]`` float64 ``B`` with ``B[:, j] = R_{pa,pa}^{-1} R_{pa,j}`` on ``pa_j`` and 0 elsewhere
+        (``R`` node ``j``'s posterior scatter matrix).
     """
-    R = posterior_scatter(X)
+    Rn = node_scatters(X, interventions)                               # [j, :, :]
     A = torch.as_tensor(A, dtype=torch.float64)
     a = A.transpose(-1, -2)                                            # [..., j, i]: parents of j
-    M = a.unsqueeze(-1) * a.unsqueeze(-2) * R + torch.diag_embed(1 - a)
-    rhs = a * R.T                                                      # [..., j, i] = a_ji R_ij
+    M = a.unsqueeze(-1) * a.unsqueeze(-2) * Rn + torch.diag_embed(1 - a)
+    idx = torch.arange(Rn.shape[0])
+    rhs = a * Rn[idx, :, idx]                                          # [..., j, i] = a_ji R^(j)_ij
     b = torch.linalg.solve(M, rhs.unsqueeze(-1)).squeeze(-1) * a       # [..., j, i]
     return b.transpose(-1, -2)
 
 
-def mean_weight_table(X, masks):
+def mean_weight_table(X, masks, interventions=None):
     """``[p, len(masks), p]``: entry ``[j, m, i]`` = the BGe posterior-mean weight of ``i -> j`` when node ``j``'s
     parent set is the bitmask ``masks[m]`` (0 outside the set; masks containing ``j`` give the weights of the set
-    without ``j``, callers give them zero probability)."""
-    R = posterior_scatter(X)
-    p = R.shape[0]
+    without ``j``, callers give them zero probability); ``interventions`` as :func:`node_scatters`."""
+    Rn = node_scatters(X, interventions)
+    p = Rn.shape[0]
     masks = np.asarray(masks, dtype=np.int64)
     bits = torch.as_tensor(((masks[:, None] >> np.arange(p)) & 1).astype(float))   # [n, p]
     out = torch.zeros(p, len(masks), p, dtype=torch.float64)
     for j in range(p):
+        R = Rn[j]
         a = bits.clone()
         a[:, j] = 0.0
         M = a.unsqueeze(-1) * a.unsqueeze(-2) * R + torch.diag_embed(1 - a)
@@ -68,11 +92,12 @@ def total_effects(B):
     return torch.linalg.inv(eye - B)
 
 
-def mean_weight_zeta(X, g):
+def mean_weight_zeta(X, g, interventions=None):
     """Subset sums of the posterior-mean weights, for the exact column expectations
     ``E[b_j | G_j ⊆ S] = Σ_{G ⊆ S} e^{g_j(G)} E[b_j | G] / Σ_{G ⊆ S} e^{g_j(G)}``.
 
     :param X: ``[N, p]`` data. :param g: ``[p, 2^p]`` parent-set log weights (``-inf``: excluded).
+    :param interventions: ``[N, p]`` boolean mask of perfect interventions, or ``None`` (:func:`node_scatters`).
     :returns: ``(zpos, zneg)``, each ``[p, p, 2^p]`` (``[j, i, S]``): ``log Σ_{G ⊆ S} e^{g_j(G)} max(±E[b_ij | G], 0)``
         (positive and negative parts kept apart so that log-space sums stay exact); memory ``16 p² 2^p`` bytes,
         hence ``p ≤ 16``.
@@ -81,7 +106,7 @@ def mean_weight_zeta(X, g):
     if p > MAX_TABLE_NODES:
         raise ValueError(f"exact causal-effect tables hold p² 2^p numbers; use them for p ≤ {MAX_TABLE_NODES}, "
                          f"got p = {p}")
-    m = np.transpose(mean_weight_table(X, np.arange(1 << p)), (0, 2, 1))   # [j, i, 2^p]
+    m = np.transpose(mean_weight_table(X, np.arange(1 << p), interventions), (0, 2, 1))   # [j, i, 2^p]
     with np.errstate(divide="ignore"):
         pos = g[:, None, :] + np.log(np.maximum(m, 0.0))
         neg = g[:, None, :] + np.log(np.maximum(-m, 0.0))

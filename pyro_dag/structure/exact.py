@@ -36,6 +36,8 @@ from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import fair_prior_log
+from .interventions import intervention_mask, interventional_local_scores
+from .uncertain_targets import uncertain_target_scores
 from .map_dag import most_probable_equivalent
 from .order_scorer import OrderScorer
 from .posterior import DAGPosterior
@@ -173,9 +175,9 @@ class ExactStructurePosterior(DAGPosterior):
         """Masks of every parent set of ``i`` within the predecessor mask ``S``."""
         return submasks_up_to([k for k in range(self.num_nodes) if (S >> k) & 1], self.num_nodes)
 
-    def _effect_tables(self, X, g):
+    def _effect_tables(self, X, g, interventions=None):
         """Subset sums of the BGe posterior-mean weights (:func:`~pyro_dag.structure.causal.mean_weight_zeta`)."""
-        return mean_weight_zeta(X, g)
+        return mean_weight_zeta(X, g, interventions)
 
     def _expected_columns(self, tabs, zeta, j, S):
         """``[n, p]`` ``E[b_j | G_j ⊆ S]`` (:func:`~pyro_dag.structure.causal.expected_columns`)."""
@@ -323,7 +325,7 @@ class ExactStructurePosterior(DAGPosterior):
         cond = self._given(given)
         X = self._data_for_effects(data)
         p = self.num_nodes
-        zpos, zneg = mean_weight_zeta(X, cond._g)
+        zpos, zneg = mean_weight_zeta(X, cond._g, self._effect_interventions(data))
         _, orders = cond._sample(num_samples, seed)
         prefix = np.zeros((num_samples, p), dtype=np.int64)                # predecessor mask of each node
         rows = np.arange(num_samples)
@@ -387,7 +389,8 @@ def _draw(rng, logw):
 
 def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=None,
                     num_threads=DEFAULT_NUM_THREADS, graph_prior="edge", max_parents=None, gp_kernel="rbf",
-                    gp_restarts=2, gp_penalty="bic", gp_scorer=None, **settings):
+                    gp_restarts=2, gp_penalty="bic", gp_scorer=None, interventions=None,
+                    target_prior=0.1, **settings):
     """Exact edge posteriors (and exact DAG samples) of the model :func:`~pyro_dag.structure.fit` approximates, for
     ``p ≤ 20`` variables and the collapsed likelihoods; the same prior and settings as :func:`~pyro_dag.structure.fit`.
 
@@ -415,6 +418,15 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         (:class:`~pyro_dag.structure.gp_scores.GPFamilyScorer`'s ``hyper_penalty``).
     :param gp_scorer: a :class:`~pyro_dag.structure.gp_scores.GPFamilyScorer` built on the same (standardised) data
         whose cached fits are reused (``"gp"``); the posterior keeps its scorer as ``gp_scorer``.
+    :param interventions: known perfect interventions (Cooper & Yoo 1999; Eaton & Murphy 2007): a boolean
+        ``[N, p]`` mask, True where the row's variable was set by the experiment, or GIES's
+        ``(environments, targets)`` (:func:`~pyro_dag.structure.interventions.intervention_mask`). Node ``j`` is
+        scored on the rows where it is not intervened; every query works on the result (``"linear"`` and
+        ``"bge"``). The posterior keeps the mask as ``interventions``. In GIES's form an environment's targets may
+        be ``"unknown"``: they are then learned with the graph (Eaton & Murphy 2007; ``"bge"`` only,
+        :mod:`~pyro_dag.structure.uncertain_targets`), and
+        :func:`~pyro_dag.structure.uncertain_targets.target_posterior` reports their posterior.
+    :param float target_prior: the prior probability that an environment with unknown targets targets a given node.
     :returns: :class:`ExactStructurePosterior` (its ``config`` is the :class:`~pyro_dag.structure.StructureConfig`).
     """
     if config is None:
@@ -440,6 +452,12 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         config = config.replace(likelihood=lik, **settings)
     except TypeError as e:
         raise TypeError(f"exact_posterior() got an unexpected keyword argument: {e}") from None
+    mask, unknown = intervention_mask(interventions, N, p, names, return_unknown=True)
+    if unknown and lik != "bge":
+        raise ValueError(f"unknown intervention targets are learned for likelihood='bge' only; got {lik!r}")
+    if mask is not None and lik == "gp":
+        raise ValueError("exact_posterior(likelihood='gp') does not take interventions= yet (it would score the "
+                         "interventional rows as observational); use likelihood='bge' or 'linear'")
     if config.standardize:
         X = standardize_columns(X, names)
     if graph_prior not in ("edge", "fair"):
@@ -462,8 +480,16 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
             cap = GP_DEFAULT_MAX_PARENTS if max_parents is None else max_parents
             log_f = config.likelihood_scale * gp_scorer.local_scores(cap)
         else:
-            mech = collapsed_mechanism(lik, p, N, config)
-            log_f = config.likelihood_scale * local_scores(mech, X)
+            if unknown:
+                log_f, target_model = uncertain_target_scores(X, mask, unknown, target_prior, config)
+                log_f = config.likelihood_scale * log_f
+                if max_parents is not None:
+                    log_f[:, mask_bits(np.arange(1 << p), p).sum(1) > max_parents] = -np.inf
+            elif mask is None:
+                mech = collapsed_mechanism(lik, p, N, config)
+                log_f = config.likelihood_scale * local_scores(mech, X)
+            else:
+                log_f = config.likelihood_scale * interventional_local_scores(lik, X, mask, config)
             if max_parents is not None:
                 log_f[:, mask_bits(np.arange(1 << p), p).sum(1) > max_parents] = -np.inf
         const = 0.0
@@ -478,4 +504,7 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     post.config = config
     post.data = X
     post.gp_scorer = gp_scorer
+    post.interventions = mask
+    post.target_model = target_model if unknown else None
+    post._scoring = dict(likelihood=lik, max_parents=max_parents, graph_prior=graph_prior)
     return post

@@ -52,7 +52,7 @@ def _config(config, likelihood, settings, caller):
 
 
 def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=None, dtype=torch.float32, device=None,
-        callback=None, progress=True, num_threads=DEFAULT_NUM_THREADS, **settings):
+        callback=None, progress=True, num_threads=DEFAULT_NUM_THREADS, interventions=None, **settings):
     r"""Fit a posterior over DAGs to data with SVI-DAG: a conditional flow over the edge logits and SVGD particles
     over node-order potentials (Zinage 2026, arXiv:2608.04930, Alg. 1), plus Metropolis-Hastings order moves.
 
@@ -96,6 +96,10 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
     :param bool progress: show a tqdm progress bar.
     :param int num_threads: intra-op threads during the fit (:func:`pyro_dag.threads.limit_threads`; the caller's
         settings are restored afterwards); ``None`` keeps the process's settings.
+    :param interventions: known perfect interventions (a boolean ``[N, p]`` mask or GIES's
+        ``(environments, targets)``, see :func:`~pyro_dag.structure.exact_posterior`). SVI-DAG does not take them
+        yet; with ``"linear"`` or ``"bge"`` the posterior is then computed as :func:`_fit_interventional` says (the
+        exact posterior up to 14 variables, the hybrid one above); other likelihoods are refused.
     :returns: :class:`~pyro_dag.structure.StructurePosterior` (its ``config`` is the resolved
         :class:`~pyro_dag.structure.FitConfig`, its ``settings`` a dict of the main fields); for ``"gp"`` an
         :class:`~pyro_dag.structure.ExactStructurePosterior` or :class:`~pyro_dag.structure.OrderMCMCPosterior`
@@ -108,6 +112,9 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
         dags = post.sample(1000)       # [1000, p, p], all acyclic
     """
     config = _config(config, likelihood, settings, "fit")
+    if interventions is not None:
+        return _fit_interventional(data, config, settings, edge_beliefs, node_names, num_threads, interventions,
+                                   callback)
     if config.likelihood == "gp":
         if callback is not None:
             raise ValueError("fit(likelihood='gp') runs no optimisation steps, so callback would never be called; "
@@ -163,6 +170,38 @@ def _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads):
                                 seed=config.seed)
         method = "hybrid"
     post.settings = dict(likelihood="gp", method=method, gp_fits=post.gp_scorer.num_fits,
+                         wall_s=time.perf_counter() - t0)
+    return post
+
+
+def _fit_interventional(data, config, settings, edge_beliefs, node_names, num_threads, interventions, callback):
+    """``fit(interventions=...)``: SVI-DAG's mechanisms score every row as observational, so the interventional
+    posterior of the collapsed likelihoods is computed by the order DP instead -- exactly
+    (:func:`~pyro_dag.structure.exact_posterior`) up to :data:`~pyro_dag.structure.config.EXACT_ORDER_SCORE_MAX_NODES`
+    variables, else on candidate tables (:func:`~pyro_dag.structure.hybrid_posterior`). Refuses, by name, the
+    likelihoods and SVI settings that do not apply."""
+    from .config import EXACT_ORDER_SCORE_MAX_NODES
+    from .exact import exact_posterior
+    from .hybrid import hybrid_posterior
+
+    if config.likelihood not in ("linear", "bge"):
+        raise ValueError(f"fit(likelihood={config.likelihood!r}) does not take interventions= yet (its mechanisms "
+                         "would score the interventional rows as observational); use likelihood='bge' or 'linear'")
+    model_fields = {f.name for f in dataclasses.fields(StructureConfig)}
+    svi_only = sorted(k for k in settings if k not in model_fields)
+    if svi_only or callback is not None:
+        raise ValueError(f"fit(interventions=...) computes the interventional posterior by the order DP (no SVI "
+                         f"run), so the SVI setting(s) {svi_only + (['callback'] if callback else [])} do not apply; "
+                         f"drop them (the model settings that apply: {sorted(model_fields - {'likelihood'})})")
+    X, names = prepare_data(data, torch.float64, None, node_names)
+    model = config.structure_config()
+    t0 = time.perf_counter()
+    kw = dict(config=model, node_names=names, num_threads=num_threads, interventions=interventions)
+    if X.shape[1] <= EXACT_ORDER_SCORE_MAX_NODES:
+        post, method = exact_posterior(X, config.likelihood, edge_beliefs, **kw), "exact"
+    else:
+        post, method = hybrid_posterior(X, config.likelihood, edge_beliefs, seed=config.seed, **kw), "hybrid"
+    post.settings = dict(likelihood=config.likelihood, method=method, interventions=True,
                          wall_s=time.perf_counter() - t0)
     return post
 

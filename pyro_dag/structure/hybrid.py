@@ -32,6 +32,7 @@ from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import fair_prior_log
+from .interventions import intervention_mask, interventional_family_scorer
 from .parent_set_tables import MAX_CANDIDATES, CandidateTables, _with_prior
 from .posterior import DAGPosterior, _check_num_samples
 from .scores import FamilyScorer, _edge_prior_logs, collapsed_mechanism
@@ -214,6 +215,7 @@ class OrderMCMCPosterior(DAGPosterior):
         self.num_nodes = tables.num_nodes
         self.node_names = node_names if node_names is not None else tables.node_names
         self.data = tables.data
+        self.interventions = getattr(tables, "interventions", None)
         self.num_chains, self.num_steps, self.seed, self._num = int(num_chains), num_steps, seed, num_samples
         self.num_restarts = int(num_restarts)
         self._evidence = _evidence
@@ -276,6 +278,7 @@ class OrderMCMCPosterior(DAGPosterior):
             g, _ = self.tables._restricted_tables(ev)
             tabs = CandidateTables(g.arr, self.tables.cand, self.tables.log_1mq, self.node_names)
             tabs.data = self.tables.data
+            tabs.interventions = self.tables.interventions
             if not np.isfinite(tabs._zeta.arr.max(1)).all():
                 raise ValueError(f"the evidence {ev.edges} leaves a node no admissible parent set (a required "
                                  "parent outside its candidates?): it has probability zero under this posterior")
@@ -347,7 +350,7 @@ def _padded(scores, K):
 def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rounds=1, max_candidates=None,
                      markov_blanket=True, max_parents=None, plus_one_rounds=3, method="auto", exact_max_nodes=EXACT_MAX_NODES,
                      num_samples=1000, num_chains=4, num_steps=None, seed=0, graph_prior="edge", config=None,
-                     node_names=None, num_threads=DEFAULT_NUM_THREADS, gp_scorer=None, **settings):
+                     node_names=None, num_threads=DEFAULT_NUM_THREADS, gp_scorer=None, interventions=None, **settings):
     """Bayesian structure learning for tens of variables by the hybrid scheme of Kuipers, Suter & Moffa 2022 (see
     the module docstring): PC skeleton, candidate parents, plus-one expansion, then the exact order DP or order MCMC
     on the candidate tables. The model is :func:`~pyro_dag.structure.exact_posterior`'s (same likelihoods, priors
@@ -380,6 +383,9 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
     :param config, node_names, num_threads, settings: as :func:`~pyro_dag.structure.exact_posterior`.
     :param gp_scorer: a :class:`~pyro_dag.structure.gp_scores.GPFamilyScorer` on the same (standardised) data whose
         cached fits are reused (``"gp"``); the posterior keeps its scorer as ``gp_scorer``.
+    :param interventions: known perfect interventions, as :func:`~pyro_dag.structure.exact_posterior`'s (``"linear"``
+        and ``"bge"``): the candidate tables score node ``j`` on the rows where it is not intervened (the PC
+        skeleton that bounds the candidates is computed on all rows pooled).
     :returns: :class:`OrderMCMCPosterior` or :class:`~pyro_dag.structure.ExactStructurePosterior`, with the
         attributes ``skeleton`` (:class:`~pyro_dag.structure.skeleton.Skeleton`), ``candidates`` (the final
         candidate lists), ``expansion`` (edges the plus-one rounds added, per round) and ``config``.
@@ -407,6 +413,10 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
     X, names = prepare_data(data, torch.float64, None, node_names)
     N, p = X.shape
     names = node_names if node_names is not None else names
+    mask = intervention_mask(interventions, N, p, names)
+    if mask is not None and lik == "gp":
+        raise ValueError("hybrid_posterior(likelihood='gp') does not take interventions= yet (it would score the "
+                         "interventional rows as observational); use likelihood='bge' or 'linear'")
     if config.standardize:
         X = standardize_columns(X, names)
     with limit_threads(num_threads):
@@ -429,7 +439,8 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
             scorer = gp_scorer if gp_scorer is not None else GPFamilyScorer(X)
             _add_gp_pairwise(scorer, cands, level, max_candidates, corr)
         else:
-            scorer = FamilyScorer(collapsed_mechanism(lik, p, N, config), X)
+            scorer = (FamilyScorer(collapsed_mechanism(lik, p, N, config), X) if mask is None
+                      else interventional_family_scorer(lik, X, mask, config))
         alpha_q, beta_q = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
         q = (alpha_q / (alpha_q + beta_q)).numpy()
         np.fill_diagonal(q, 0.0)
@@ -449,6 +460,7 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
                 log_f[i] = _padded(cache[key], K)
             tabs = _with_prior(log_f, cand, graph_prior, config, edge_beliefs, max_parents, names)
             tabs.data = X
+            tabs.interventions = mask
             return tabs
 
         tables = build(cands)
@@ -469,6 +481,7 @@ def hybrid_posterior(data, likelihood=None, edge_beliefs=None, *, alpha=0.2, rou
             post = OrderMCMCPosterior(tables, num_samples, num_chains, num_steps, seed, names)
     post.skeleton, post.candidates, post.expansion, post.config = skeleton, cands, expansion, config
     post.data = X
+    post.interventions = mask
     post.gp_scorer = scorer if lik == "gp" else None
     return post
 

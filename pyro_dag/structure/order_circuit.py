@@ -69,6 +69,7 @@ class OrderSPN(DAGPosterior):
         self.num_nodes = tables.num_nodes
         self.node_names = node_names if node_names is not None else tables.node_names
         self.data = tables.data
+        self.interventions = getattr(tables, "interventions", None)
         self.regions = regions      # list of dicts: S1, S2, leaf (node or -1), start (first product or -1)
         self.products = products    # list of dicts: parent, left, right, logphi
         self._cache = {}
@@ -380,7 +381,7 @@ class OrderSPN(DAGPosterior):
         key = ("bce_tables", ev.key())
         tabs = self._cache.get(key)
         if tabs is None:
-            tabs = self._cache[key] = self.tables._effect_tables(X, g_e)
+            tabs = self._cache[key] = self.tables._effect_tables(X, g_e, self._effect_interventions(data))
         eye = np.eye(p)
         T = [None] * len(self.regions)
         for lvl in range(len(self.regions) - 1, -1, -1):

@@ -26,12 +26,13 @@ from pyro_dag.threads import DEFAULT_NUM_THREADS, limit_threads
 
 from .candidate_selection import (GREEDY_MAX_SIZE, REVERSE_TOP, candidate_sets, forced_candidates,
                                   top_candidates)
-from .causal import posterior_scatter
+from .causal import node_scatters
 from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .exact import MAX_NODES, ExactStructurePosterior
 from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import GRAPH_PRIORS, fair_prior_log
+from .interventions import intervention_mask, interventional_family_scorer
 from .order_sampler import order_mcmc
 from .scores import FamilyScorer, _edge_prior_logs, collapsed_mechanism
 from .subsets import zeta_transform
@@ -95,6 +96,7 @@ class CandidateTables:
         self.num_nodes = p
         self.node_names = node_names
         self.data = None
+        self.interventions = None
         self.cand = np.asarray(cand, dtype=np.int64)
         self.K = self.cand.shape[1]
         self.candidates = [[int(k) for k in row if k >= 0] for row in self.cand]
@@ -129,6 +131,7 @@ class CandidateTables:
         bits = ((masks[:, None] >> np.arange(p)) & 1).astype(float)
         out = ExactStructurePosterior(log_f - odds @ bits.T, q, self.node_names)
         out.data = self.data
+        out.interventions = self.interventions
         return out
 
     def with_prior(self, graph_prior):
@@ -137,6 +140,7 @@ class CandidateTables:
         out = _with_prior(self._log_f, self.cand, graph_prior, self.config, self._edge_beliefs, self.max_parents,
                           self.node_names)
         out.data = self.data
+        out.interventions = self.interventions
         return out
 
     def candidate_mask(self, i):
@@ -175,18 +179,19 @@ class CandidateTables:
                 subs = np.concatenate([subs, subs | (1 << k)])
         return subs
 
-    def _effect_tables(self, X, g):
+    def _effect_tables(self, X, g, interventions=None):
         """Subset sums of the BGe posterior-mean weights over the candidate subsets, ``(zpos, zneg)`` each
         ``[p, K, 2^K]`` (``[j, k, m]``: weight of candidate ``k`` of node ``j``; positive and negative parts apart)."""
         if self.K > MAX_EFFECT_CANDIDATES:
             raise ValueError(f"exact causal effects keep p K 2^K numbers; use at most {MAX_EFFECT_CANDIDATES} "
                              f"candidates per node, got K = {self.K}")
-        R = posterior_scatter(X).numpy()
+        Rn = node_scatters(X, interventions).numpy()                          # [j, p, p]
         K = self.K
         loc = np.arange(1 << K, dtype=np.int64)
         bits = ((loc[:, None] >> np.arange(K)) & 1).astype(float)             # [2^K, K]
         m = np.zeros((self.num_nodes, K, 1 << K))
         for j in range(self.num_nodes):
+            R = Rn[j]
             c = self.cand[j]
             a = bits * (c >= 0)
             cc = np.maximum(c, 0)
@@ -228,7 +233,8 @@ def _bge_candidate_scores(X, j, cand, mech, max_size=None):
 
 def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=None, candidate_scores=None,
                      selection="greedy", include=None, max_parents=None, graph_prior="edge", edge_beliefs=None,
-                     config=None, node_names=None, num_threads=DEFAULT_NUM_THREADS, gp_scorer=None, **settings):
+                     config=None, node_names=None, num_threads=DEFAULT_NUM_THREADS, gp_scorer=None, interventions=None,
+                     **settings):
     """Build :class:`CandidateTables` from data (the model of :func:`~pyro_dag.structure.exact_posterior`, with
     parents restricted to candidate sets; Wang, Wicker & Kwiatkowska 2022, §4.3).
 
@@ -254,7 +260,9 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
     :param edge_beliefs, config, node_names, num_threads, settings: as :func:`~pyro_dag.structure.exact_posterior`.
     :param gp_scorer: a :class:`~pyro_dag.structure.gp_scores.GPFamilyScorer` on the same (standardised) data, whose
         cached fits are reused (``"gp"``).
-    :returns: :class:`CandidateTables` (with ``data``, the data as scored, and ``config``).
+    :param interventions: known perfect interventions, as :func:`~pyro_dag.structure.exact_posterior`'s (``"linear"``
+        and ``"bge"``): node ``j`` is scored, and its candidates chosen, on the rows where it is not intervened.
+    :returns: :class:`CandidateTables` (with ``data``, the data as scored, ``config`` and ``interventions``).
     """
     if config is None:
         config = StructureConfig()
@@ -267,6 +275,10 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
     config = config.replace(likelihood=likelihood, **settings)
     X, names = prepare_data(data, torch.float64, None, node_names)
     N, p = X.shape
+    mask = intervention_mask(interventions, N, p, node_names if node_names is not None else names)
+    if mask is not None and likelihood == "gp":
+        raise ValueError("candidate_tables(likelihood='gp') does not take interventions= yet (it would score the "
+                         "interventional rows as observational); use likelihood='bge' or 'linear'")
     if config.standardize:
         X = standardize_columns(X, names)
     if likelihood == "gp":
@@ -281,6 +293,7 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
                                 for i in range(p)] for k in range(p)])
             candidate_scores = single
     mech = gp_scorer if likelihood == "gp" else collapsed_mechanism(likelihood, p, N, config)
+    iv_scorer = None if mask is None else interventional_family_scorer(likelihood, X, mask, config)
     names = node_names if node_names is not None else names
     forced = forced_candidates(include, p, names)
     with limit_threads(num_threads):
@@ -303,18 +316,19 @@ def candidate_tables(data, likelihood="bge", num_candidates=12, *, candidates=No
             sets = top_candidates(S, forced, K)
         else:
             size = GREEDY_MAX_SIZE if max_parents is None else min(GREEDY_MAX_SIZE, int(max_parents))
-            sets = candidate_sets(X, mech, num_candidates, selection, None, size, forced, REVERSE_TOP)
+            sets = candidate_sets(X, mech, num_candidates, selection, None, size, forced, REVERSE_TOP, iv_scorer)
         K = max(len(c) for c in sets)
         if K > MAX_CANDIDATES:
             raise ValueError(f"at most {MAX_CANDIDATES} candidates per node (2^K tables); got {K}")
         cand = np.full((p, K), -1, dtype=np.int64)
         for i, c in enumerate(sets):
             cand[i, :len(c)] = c
-        scorer = mech if likelihood == "gp" else FamilyScorer(mech, X)
+        scorer = mech if likelihood == "gp" else (iv_scorer or FamilyScorer(mech, X))
         log_f = np.stack([scorer.subsets(i, cand[i], max_parents) for i in range(p)])                # [p, 2^K]
         log_f = config.likelihood_scale * log_f
     out = _with_prior(log_f, cand, graph_prior, config, edge_beliefs, max_parents, names)
     out.data = X
+    out.interventions = mask
     out.gp_scorer = mech if likelihood == "gp" else None
     out.selection = ("explicit" if candidates is not None else
                      "scores" if candidate_scores is not None else selection)

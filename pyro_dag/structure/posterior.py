@@ -59,6 +59,8 @@ class DAGPosterior(abc.ABC):
 
     num_nodes = None
     node_names = None
+    #: ``[N, p]`` boolean mask of the known perfect interventions in ``data`` (``None``: observational data)
+    interventions = None
 
     @abc.abstractmethod
     def edge_probs(self, num_samples=1000, seed=None, *, given=None, return_stderr=False):
@@ -149,6 +151,15 @@ class DAGPosterior(abc.ABC):
                           "map_dag(..., return_ties=True)", MAPTieWarning, stacklevel=2)
         return (ties[0], ties) if return_ties else ties[0]
 
+    def _effect_interventions(self, data):
+        """The interventions that go with the data of an effect query: the posterior's own mask for its own data
+        (``data=None``), none for data a caller passes."""
+        if getattr(self, "target_model", None) is not None:
+            raise NotImplementedError("causal_effects with unknown intervention targets is not implemented: the "
+                                      "weights would have to be averaged over the targets too; fit with known targets "
+                                      "(or drop the environments with unknown ones) for effects")
+        return self.interventions if data is None else None
+
     def _data_for_effects(self, data):
         X = data if data is not None else getattr(self, "data", None)
         if X is None:
@@ -193,7 +204,7 @@ class DAGPosterior(abc.ABC):
         _check_num_samples(num_samples)
         X = self._data_for_effects(data)
         S = self.sample(num_samples, seed, given=given)
-        E = total_effects(bge_mean_weights(X, S))
+        E = total_effects(bge_mean_weights(X, S, self._effect_interventions(data)))
         mean = E.mean(0)
         if return_stderr:
             return mean, E.std(0) / math.sqrt(num_samples)
