@@ -102,10 +102,11 @@ def code_state(root=ROOT, folder=LIBRARY, library_path=None):
     """
     def text(*args):
         out = _git(*args, cwd=root)
-        return "" if out is None else out.decode().strip()
+        return "" if out is None else out.decode()
+    # porcelain lines are "XY path": not stripped, the first line's status may start with a space
     modified = [line[3:] for line in text("status", "--porcelain", "--", folder).splitlines() if line.strip()]
-    state = {"tree": working_tree_hash(root, folder), "commit": text("rev-parse", "HEAD"),
-             "committed_tree": text("rev-parse", f"HEAD:{folder}"), "modified": modified}
+    state = {"tree": working_tree_hash(root, folder), "commit": text("rev-parse", "HEAD").strip(),
+             "committed_tree": text("rev-parse", f"HEAD:{folder}").strip(), "modified": sorted(modified)}
     if library_path and os.path.realpath(library_path) != os.path.realpath(os.path.join(root, folder)):
         parent, name = os.path.split(os.path.realpath(library_path))
         state.update(tree=working_tree_hash(parent, name), library_path=library_path)
