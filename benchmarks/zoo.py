@@ -6,6 +6,7 @@ training mean and the peer a user would pick (issue "Right by default on a scien
     python benchmarks/zoo.py --only piston-200 collider --methods default exact_gp
     python benchmarks/zoo.py --resume                 # keep the rows already in the output file, run the rest
     python benchmarks/zoo.py --table [PATH]           # print the markdown summary of a results file, run nothing
+    python benchmarks/zoo.py --generated latent --draws 100-109 --seeds 0-4   # random draws -> zoo_generated.json
 
 Every run is one thread (``common.one_thread``), float64, fixed seeds; the JSON is rewritten after every row. The
 library is changing under concurrent work, so the recorded run used a frozen copy of the committed package::
@@ -73,18 +74,31 @@ data's own units as in the issue):
 * ``nlpd``, ``crps``: against held-out observations (= the truth for noise-free problems) of the predictive of a new
   observation (latent predictive + the fitted noise). DAGDGP: the mixture over the predictive samples' Gaussian
   conditionals (NLPD) and noisy draws from it (CRPS); every other method: its Gaussian predictive, closed form;
-* ``rmse_train``: the same RMSE on the training cases (against the truth where known).
+* ``rmse_train``: the same RMSE on the training cases (against the truth where known);
+* ``picp95``: the share of held-out observations inside the central 95 % predictive interval, from the predictive
+  CDF at each observation (the mixture's CDF for DAGDGP; exact, no sampling); a row outside ``PICP_BAND`` (0.88-0.99)
+  is flagged (issue 41, item 4); ``mean_sd``: the mean predictive sd of a new observation (beside the RMSE: on a
+  deterministic problem an sd far above the error means intervals that cover everything).
+
+Generated problems (issue 41, item 5): ``--generated NAME --draws A-B`` runs draws of the random-problem generators
+in ``GENERATORS`` (``latent``: pyro_dag.datasets.random_latent; ``smooth`` / ``nonstationary``: the random regression
+generator, when the tree has it) as problems ``gen-NAME-DRAW`` whose data depend on the draw only, with ``--seeds``
+as the optimisation streams; the summary and ``benchmarks/report.py`` give the share of runs and draws meeting each
+target (``zoo_targets.generated_targets``). A new generator is one line in ``GENERATORS``.
 
 JSON schema (``benchmarks/results/zoo.json``)::
 
     {"schema": "zoo/1", "quick": bool, "command": str, "git_commit": str, "pyro_dag_path": str,
+     "code": {"tree", "commit", "committed_tree", "modified"} (common.code_state: the library this run measured),
+     "generated": {...} (with --generated: generators, draws, streams, targets),
      "pyro_dag_snapshot_commit": str (when run on a snapshot), "earlier_runs": [...] (runs continued by --resume),
      "settings": {"seeds": [...], "n_test": int, "num_samples": int, "default": {...}, "best": {kind: {...}}},
      "problems": {name: {"kind", "description", "d", "n_train", "n_test", "targets", "hidden", "edges",
                          "units", "noise_truth": {node: variance in the scoring units (0.0: noise-free)},
                          "target_variance": {node: training variance in the scoring units}}},
-     "rows": [{"problem", "seed", "method", "rmse", "nlpd", "crps", "rmse_train" (or null),
-               "per_target": {node: {"rmse", "nlpd", "crps"}},
+     "rows": [{"problem", "seed", "method", "rmse", "nlpd", "crps", "picp95", "mean_sd", "rmse_train" (or null),
+               "per_target": {node: {"rmse", "nlpd", "crps", "picp95", "mean_sd"}},
+               "code_tree": the library tree the row was measured on (rows kept by --resume keep theirs),
                "cpu_seconds" (time.process_time of fit + predict), "wall_seconds",
                "settings": {...the options used...},
                "noise_variances": {node: fitted noise variance, scoring units} (DAGDGP, GP, linear; else {}),

@@ -239,3 +239,38 @@ def test_readme_quickstart_claim_is_a_measurement(generated):
         assert title in " ".join(readme.split())
     quick = text.split("### Does the README Quickstart hold on every optimisation seed?")[1].split("\n### ")[0]
     assert "holds on every seed: yes" in " ".join(quick.split())
+
+
+def test_calibration_cells_show_what_the_json_recorded(report):
+    assert report.calib_cell({"picp95": 0.951, "crps": 0.0123, "nlpd": -1.5}) == "0.95 / 0.0123 / -1.5"
+    assert report.calib_cell({"crps_test": [0.02, 0.001]}) == "n.r. / 0.02 / n.r."
+    assert report.calib_cell({"picp": 0.9}, crps=None) == "0.90 / n.r."
+    assert report.picp_cell([0.8, 0.84]).endswith("**(outside)**") and report.picp_cell([0.95]) == "0.95"
+    assert report.picp_cell([None]) == "not recorded"
+
+
+def test_generated_zoo_section_reports_the_share_of_draws(report, tmp_path):
+    """A ``zoo_generated.json`` becomes a section whose table gives, per target, the runs and the draws meeting it."""
+    results = tmp_path / "results"
+    shutil.copytree(report.RESULTS, results)
+    rows = []
+    for draw, (d_rmse, gp_rmse, picp) in {100: (0.10, 0.10, 0.95), 101: (0.30, 0.10, 0.70)}.items():
+        for seed in (0, 1):
+            p = f"gen-latent-{draw}"
+            rows += [{"problem": p, "seed": seed, "method": "default", "rmse": d_rmse, "picp95": picp, "crps": 0.1,
+                      "nlpd": 0.0, "noise_variances": {"y": 0.01}, "cpu_seconds": 1.0},
+                     {"problem": p, "seed": seed, "method": "exact_gp", "rmse": gp_rmse, "picp95": 0.95,
+                      "noise_variances": {"y": 0.01}, "cpu_seconds": 1.0},
+                     {"problem": p, "seed": seed, "method": "mean", "rmse": 1.0, "cpu_seconds": 0.0}]
+    problems = {f"gen-latent-{k}": {"kind": "latent", "targets": ["y"], "noise_truth": {"y": 0.01}, "hidden": ["h1"]}
+                for k in (100, 101)}
+    (results / "zoo_generated.json").write_text(json.dumps({
+        "rows": rows, "problems": problems, "generated": {"draws": [100, 101], "streams": [0, 1]},
+        "code": {"tree": "3" * 40, "commit": "0" * 40, "modified": []}}))
+    text, used = report.generate(str(results), tree="3" * 40)
+    assert "zoo_generated.json" in used
+    sec = text.split("### Do the defaults hold on random problems drawn from a seed")[1].split("\n### ")[0]
+    assert "| latent | not worse than the training mean | 4/4 (100%) | 2/2 (100%) |" in sec
+    assert "| latent | RMSE <= 1.2x the exact GP | 2/4 (50%) | 1/2 (50%) |" in sec
+    assert "| latent | PICP95 in [0.88, 0.99] | 2/4 (50%) | 1/2 (50%) |" in sec
+    assert "*Measured on the current library tree `3333333333`.*" in sec
