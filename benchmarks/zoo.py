@@ -1352,6 +1352,11 @@ def main(argv=None):
         for name in args.generated:
             if name not in GENERATORS:
                 ap.error(f"unknown generator {name!r}; choose from {', '.join(GENERATORS)}")
+            module = GENERATORS[name].function.split(":")[0]
+            import importlib.util
+
+            if importlib.util.find_spec(module) is None:
+                ap.error(f"generator {name!r} needs {module}, which this tree does not have")
         generated = [p for name in args.generated for p in register_generated(name, parse_range(args.draws))]
         problems = [p for p in generated if not args.only or p in args.only]
     else:
