@@ -2431,8 +2431,11 @@ def main(argv=None):
         print("results files neither reported nor listed in NOT_REPORTED: " + ", ".join(missing), file=sys.stderr)
     if args.check:
         with open(args.out, encoding="utf-8") as fh:
-            same = fh.read() == text
-        print(f"{args.out}: {'up to date' if same else 'differs from the JSON; run python benchmarks/report.py'}")
+            old = fh.read()
+        same = old == text
+        why = ("the library tree changed since it was generated (stale marks)" if readme_tree(old) != readme_tree(text)
+               else "differs from the JSON")
+        print(f"{args.out}: {'up to date' if same else why + '; run python benchmarks/report.py'}")
         return 0 if same and not missing else 1
     with open(args.out, "w", encoding="utf-8") as fh:
         fh.write(text)
