@@ -2,9 +2,27 @@
 import json
 import os
 import platform
+import sys
 import time
 
 import torch
+
+
+def _load_tree_state():
+    """``benchmarks/tree_state.py``, however this module was imported (script, ``benchmarks.common``, tests)."""
+    import importlib.util
+
+    name = "pyro_dag_benchmarks_tree_state"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tree_state.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+tree_state = _load_tree_state()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -23,24 +41,27 @@ def environment():
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
-def code_state():
-    """The commit the library was measured at and the library files that differed from it (a shared working tree can
-    hold other people's uncommitted edits while a benchmark runs)."""
-    import subprocess
+def code_state(library_path=None):
+    """The library code a benchmark measures (``tree_state.code_state``): ``tree``, the git tree hash of the
+    ``pyro_dag/`` folder as it is on disk (``git rev-parse HEAD:pyro_dag`` when it has no uncommitted changes), the
+    commit, the commit's library tree and the library files that differed from it (a shared working tree can hold
+    other people's uncommitted edits while a benchmark runs). ``benchmarks/report.py`` marks a section measured on
+    another tree than the current one as stale."""
+    return tree_state.code_state()
 
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    modified = [line[3:] for line in git("status", "--porcelain", "--", "../pyro_dag").splitlines() if line.strip()]
-    return {"commit": git("rev-parse", "HEAD").strip(), "modified": modified}
+
+#: The library's state when this benchmark process started (it imports the library about then): what
+#: ``write_json`` records, so that edits made to the tree while a long run goes on are not attributed to it.
+CODE_AT_START = code_state()
 
 
 def write_json(name, payload):
+    """Write ``results/NAME.json`` with ``environment`` and ``code`` (``CODE_AT_START``, unless the payload records
+    its own ``code``) added."""
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"{name}.json")
     payload = dict(payload, environment=environment())
+    payload.setdefault("code", CODE_AT_START)
     with open(path, "w") as f:
         json.dump(payload, f, indent=2)
     return path

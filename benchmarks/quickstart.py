@@ -28,6 +28,16 @@ PATTERNS = {
     "var_w2": r"([0-9.]+) \(w2\)",
     "final_elbo": r"final ELBO (-?[0-9.]+)",
 }
+#: Printed by ``CALIBRATION`` (appended to the Quickstart's source, after everything it prints): the held-out
+#: calibration beside the RMSE (issue 41, item 4).
+OPTIONAL = {"picp95": r"picp95 ([0-9.]+)", "crps": r"crps ([0-9.e-]+)", "nlpd": r"nlpd (-?[0-9.]+)"}
+CALIBRATION = """
+from pyro_dag.metrics import node_metrics as _node_metrics
+_held = ~ds.train_mask
+_cal = _node_metrics(pred["w3"].loc[..., 0][:, _held], pred["w3"].var[..., 0][:, _held],
+                     model.likelihoods["w3"].variance.detach(), ds.y_full[_held, 0])
+print(f"held-out calibration: picp95 {_cal['picp']:.4f} crps {_cal['crps']:.6f} nlpd {_cal['nlpd']:.4f}")
+"""
 
 
 def parse(stdout):
@@ -38,6 +48,10 @@ def parse(stdout):
         if match is None:
             raise ValueError(f"the Quickstart's output has no {key!r}:\n{stdout}")
         out[key] = float(match.group(1))
+    for key, pattern in OPTIONAL.items():
+        match = re.search(pattern, stdout)
+        if match is not None:
+            out[key] = float(match.group(1))
     return out
 
 
@@ -52,6 +66,7 @@ def run(seed, data_seed=False):
     source = source.replace(SEED_LINE, f"seed = {seed}  ")
     if data_seed:
         source = source.replace(DATA_LINE, f"collider(seed={seed})")
+    source += CALIBRATION
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True, text=True, check=True)

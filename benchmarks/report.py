@@ -90,10 +90,12 @@ class Results:
     def __init__(self, folder=RESULTS):
         self.folder = folder
         self.used = set()
+        self.log = []     # every read, in order: which files each section read (for its staleness line)
         self._cache = {}
 
     def __call__(self, name):
         self.used.add(name)
+        self.log.append(name)
         if name not in self._cache:
             with open(os.path.join(self.folder, name), encoding="utf-8") as f:
                 self._cache[name] = json.load(f)
@@ -112,6 +114,114 @@ def script_constant(path, name):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return ast.literal_eval(node.value)
     raise KeyError(f"{name} not found in {path}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Which library tree each section was measured on (issue 41, item 6: tables that cannot go stale)
+# ----------------------------------------------------------------------------------------------------------------
+def _tree_state():
+    """``benchmarks/tree_state.py`` (standard library only), loaded whichever way this module was."""
+    import importlib.util
+
+    name = "pyro_dag_benchmarks_tree_state"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "tree_state.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def current_tree():
+    """The git tree hash of the library as it is on disk (``tree_state.working_tree_hash``; ``git rev-parse
+    HEAD:pyro_dag`` when it has no uncommitted changes)."""
+    return _tree_state().working_tree_hash()
+
+
+_COMMIT_TREES = {}
+
+
+def commit_tree(commit):
+    """``git rev-parse COMMIT:pyro_dag`` (cached), ``None`` when git does not know the commit."""
+    if commit not in _COMMIT_TREES:
+        _COMMIT_TREES[commit] = _tree_state().tree_of_commit(commit)
+    return _COMMIT_TREES[commit]
+
+
+def _from_code(code):
+    """``(tree, commit, exact)`` from a ``code`` record (``common.code_state``): its ``tree``; for records older
+    than the tree field, the commit's library tree when no library file differed from the commit (exact), else the
+    commit's tree as a lower bound on what changed (not exact)."""
+    commit = code.get("commit") or None
+    if code.get("tree"):
+        return code["tree"], commit, True
+    if commit:
+        return commit_tree(commit), commit, not code.get("modified")
+    return None, None, False
+
+
+def measurement_states(data):
+    """What a results file records about the library it measured: a list of ``(tree, commit, exact)``, one per
+    run or row that records it differently (``tree`` None: not recorded). Read in order: per-row ``code_tree`` /
+    ``code`` (files whose rows come from several runs), the file's ``code``, a bare ``commit`` / ``git_commit``
+    (uncommitted edits not recorded: not exact)."""
+    if not isinstance(data, dict):
+        return [(None, None, False)]
+    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    if any(isinstance(r, dict) and ("code_tree" in r or isinstance(r.get("code"), dict)) for r in rows):
+        out = []
+        for r in rows:
+            if not isinstance(r, dict):
+                continue
+            if r.get("code_tree"):
+                out.append((r["code_tree"], None, True))
+            elif isinstance(r.get("code"), dict):
+                out.append(_from_code(r["code"]))
+            else:
+                out.append((None, None, False))
+        return sorted(set(out), key=str)
+    if isinstance(data.get("code"), dict):
+        return [_from_code(data["code"])]
+    commit = data.get("git_commit") or data.get("commit")
+    if isinstance(commit, str) and commit:
+        commit = commit.split("+")[0]
+        return [(commit_tree(commit), commit, False)]
+    return [(None, None, False)]
+
+
+def short(h):
+    return h[:10] if h else "?"
+
+
+def staleness(states, tree):
+    """``(status, line)`` of a section from its files' ``measurement_states``: ``"current"`` (every run recorded
+    the current tree), ``"stale"`` (a run recorded, or its commit had, another library tree), ``"not recorded"``."""
+    recorded = sorted({t for t, _, exact in states if t and exact})
+    approx = sorted({(t, c) for t, c, exact in states if t and not exact})
+    missing = [s for s in states if s[0] is None]
+    other = [t for t in recorded if t != tree] + [t for t, _ in approx if t != tree]
+    if other:
+        trees = ", ".join(f"`{short(t)}`" for t in recorded if t != tree)
+        commits = ", ".join(f"`{short(c)}`" for t, c in approx if t != tree)
+        where = " and ".join(x for x in (f"library tree {trees}" if trees else "",
+                                         f"commit {commits} (uncommitted library edits not recorded)" if commits
+                                         else "") if x)
+        also = []
+        if any(t == tree for t in recorded):
+            also.append("some of it on the current tree")
+        if missing:
+            also.append("some of it without a record of the tree")
+        return "stale", para(f"**Stale:** measured on {where}{' (' + '; '.join(also) + ')' if also else ''}; the "
+                         f"library has changed since (current tree `{short(tree)}`). Re-run the command to "
+                         "refresh these numbers.")
+    if missing or approx:
+        part = " for part of its rows" if recorded else ""
+        commits = ", ".join(f"`{short(c)}`" for _, c in approx)
+        at = f" (run at commit {commits}, whose library tree is the current one; uncommitted edits not recorded)" \
+            if commits else ""
+        return "not recorded", para(f"**Tree not recorded{part}:** the JSON do not record which library tree these "
+                                f"numbers were measured on{at}; the library may have changed since.")
+    return "current", f"*Measured on the current library tree `{short(tree)}`.*"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -172,12 +282,16 @@ def para(text):
 class Section:
     def __init__(self, title, command, tab, notes, sources):
         self.title, self.command, self.table, self.notes, self.sources = title, command, tab, notes, sources
+        self.status, self.status_line = None, None   # set by generate() from the files the section read
 
     def render(self):
         src = ", ".join(f"`results/{s}`" for s in self.sources[:4])
         if len(self.sources) > 4:
             src = f"{len(self.sources)} files, `results/{common_prefix(self.sources)}*.json`"
-        out = [f"### {self.title}", "", f"Reproduce: {self.command}. Data: {src}.", "", self.table, ""]
+        out = [f"### {self.title}", ""]
+        if self.status_line:
+            out += [self.status_line, ""]
+        out += [f"Reproduce: {self.command}. Data: {src}.", "", self.table, ""]
         for n in self.notes:
             out += [n, ""]
         return "\n".join(out)
@@ -403,7 +517,8 @@ def sec_collider(R):
         def c(k, dd=4):
             return f"{s[k][0]:.{dd}f} ± {s[k][1]:.{dd}f}"
         rows.append([f"{COLLIDER_LABELS.get(cfg, cfg)} (`{cfg}`)", s["n"], c("rmse_train"), c("rmse_test"),
-                     c("crps_test"), c("mean_abs_corr", 3), c("parent_var", 4), c("final_elbo", 1),
+                     c("crps_test"), calib_cell(s, crps=None, nlpd=("nlpd_test",)),
+                     c("mean_abs_corr", 3), c("parent_var", 4), c("final_elbo", 1),
                      f"{1000 * s['seconds_per_step_main'][0]:.1f}"])
     by = {}
     for r in d["runs"]:
@@ -418,7 +533,8 @@ def sec_collider(R):
     adam = d["summary"]["chordal-dense-cold"]
     stalled = min(r["final_elbo"] for r in d["runs"] if r["config"] == "chordal-dense-cold-sinkng")
     P = PUBLISHED["collider"]
-    tab = table(["configuration", "seeds", "RMSE observed", "RMSE held out", "CRPS held out", "mean abs corr(w1, w2)",
+    tab = table(["configuration", "seeds", "RMSE observed", "RMSE held out", "CRPS held out",
+                 "held out PICP95 / NLPD", "mean abs corr(w1, w2)",
                  "parent variance", "final ELBO", "ms / step"], rows)
     notes = [para(f"""The latent collider `x1 → w1 → w3 ← w2 ← x2` of the DAG-DGP paper (Sec. 4.1), only `w3` observed;
         {d['settings']['steps']} steps per run, float64, one thread; mean ± sd over seeds; RMSE and CRPS of the
@@ -513,7 +629,7 @@ def sec_collider_recipe_ab(R):
 def sec_quickstart(R):
     d = R("quickstart.json")
     T = TARGETS["quickstart"]
-    rows = [[r["seed"], f"{r['rmse_observed']:.4f}", f"{r['rmse_held_out']:.4f}", f"{r['var_w1']:.3f}",
+    rows = [[r["seed"], f"{r['rmse_observed']:.4f}", f"{r['rmse_held_out']:.4f}", calib_cell(r), f"{r['var_w1']:.3f}",
              f"{r['var_w2']:.3f}", f"{r['final_elbo']:.1f}", f"{r['seconds']:.0f}"] for r in d["rows"]]
     rs = d["rows"]
     worst = (max(r["rmse_observed"] for r in rs), max(r["rmse_held_out"] for r in rs),
@@ -521,7 +637,8 @@ def sec_quickstart(R):
              min(r["final_elbo"] for r in rs))
     holds = (worst[0] < T["rmse_observed"] and worst[1] < T["rmse_held_out"] and T["var"][0] < worst[2]
              and worst[3] < T["var"][1] and worst[4] > T["final_elbo"])
-    tab = table(["optimisation seed", "child RMSE, observed", "child RMSE, held out", "parent variance w1",
+    tab = table(["optimisation seed", "child RMSE, observed", "child RMSE, held out", f"held out {CALIB_HEAD}",
+                 "parent variance w1",
                  "parent variance w2", "final ELBO", "seconds"], rows)
     notes = [para(f"""`examples/quickstart.py` (the README's Quickstart) unchanged but for its `seed = 0` line (the
         data set
@@ -554,7 +671,11 @@ def sec_collider_data_seeds(R):
            for v in sorted({r["variant"] for r in d["rows"]})}
     oracle = [r for r in d["rows"] if "oracle" in r["variant"]]
     cold = {r["data_seed"]: r for r in d["rows"] if r["variant"] == "recipe"}
-    tab = table(["data set"] + [f"{v}: RMSE observed / held out / var w1 / ELBO" for v in variants], rows)
+    for row, ds in zip(rows, sorted({r["data_seed"] for r in d["rows"]})):
+        x = [r for r in d["rows"] if r["data_seed"] == ds and r["variant"] == "recipe"]
+        row.append(calib_cell(x[0]) if x else "–")
+    tab = table(["data set"] + [f"{v}: RMSE observed / held out / var w1 / ELBO" for v in variants]
+                + [f"recipe, held out {CALIB_HEAD}"], rows)
     notes = [para(f"""The Quickstart's recipe on data sets `collider(seed=k)` (one optimisation seed, one thread, load
         average {d['load_average']}), beside `warm_start=500` and, on the worst data set, an *oracle start* from the
         posterior of a model that observes the true parents (a diagnosis, not a method). With observed-case RMSE above
@@ -578,13 +699,15 @@ def sec_chain_gpytorch(R):
                      f"{1000 * r['seconds_per_step_gpytorch']:.1f}", f"{r['ratio_pyro_dag_over_gpytorch']:.2f}",
                      f"{r['test_nlpd_pyro_dag_at_200']:.3f} / {r['test_nlpd_pyro_dag']:.3f}",
                      f"{r['test_nlpd_gpytorch_at_200']:.3f} / {r['test_nlpd_gpytorch']:.3f}",
-                     f"{r['test_nlpd_pyro_dag_defaults_at_200']:.3f} / {r['test_nlpd_pyro_dag_defaults']:.3f}"])
+                     f"{r['test_nlpd_pyro_dag_defaults_at_200']:.3f} / {r['test_nlpd_pyro_dag_defaults']:.3f}",
+                     calib_cell(r, picp=("test_picp95_pyro_dag",), crps=("test_crps_pyro_dag",),
+                                nlpd=("test_nlpd_pyro_dag",))])
         verdict.append(r["ratio_pyro_dag_over_gpytorch"] <= TARGETS["chain_ratio"]
                        and r["test_nlpd_pyro_dag"] <= r["test_nlpd_gpytorch"])
     loads = [r["load"] for r in d["rows"]]
     tab = table(["n", "M", "pyro_dag ms / step", "GPyTorch ms / step", "ratio",
                  "NLPD like for like (200 / all steps)", "NLPD GPyTorch (200 / all steps)",
-                 "NLPD pyro_dag defaults (200 / all steps)"], rows)
+                 "NLPD pyro_dag defaults (200 / all steps)", f"like for like {CALIB_HEAD}"], rows)
     notes = [para(f"""A two-layer chain DGP, {s['steps']} steps of {s['optimiser']} at lr {s['lr']} on both sides,
         {s['samples']} samples, {s['dtype']}, one thread; ms per step (median of {s['blocks']} interleaved blocks); test
         NLPD (lower is better). *Like for like*: pyro_dag started where GPyTorch starts (the row timed); *defaults*:
@@ -937,8 +1060,11 @@ def sec_sachs_regression(R):
         row = [meth, "/".join(str(len(rs[tk]["seeds"])) for tk in tasks if tk in rs)]
         for tk in tasks:
             r = rs.get(tk)
-            row += ["–"] * 4 if r is None else [mse([x["rmse"] for x in r["all"]]), mse([x["crps"] for x in r["all"]]),
-                                               mse([x["nlpd"] for x in r["all"]]), mse([x["rmse"] for x in r["log"]])]
+            row += ["–"] * 5 if r is None else [mse([x["rmse"] for x in r["all"]]), mse([x["crps"] for x in r["all"]]),
+                                               mse([x["nlpd"] for x in r["all"]]),
+                                               mse([x.get("picp") for x in r["all"]], 2)
+                                               if any(x.get("picp") is not None for x in r["all"]) else "n.r.",
+                                               mse([x["rmse"] for x in r["log"]])]
         row.append(" / ".join(f"{mean(rs[tk]['seconds']):.0f}" for tk in tasks if tk in rs))
         stops = [", ".join(str(s) for s in rs[tk]["ng_stopped"]) for tk in tasks
                  if tk in rs and not all(s is None for s in rs[tk]["ng_stopped"])]
@@ -950,7 +1076,7 @@ def sec_sachs_regression(R):
                 for tk in tasks:
                     pp, sd = paper[tk][m], paper_sd.get(tk, {}).get(m, {})
                     row += [(f"{pp[k]:.3f}" + (f" (sd {sd[k]:.3f})" if k in sd else "")) if k in pp else "–"
-                            for k in ("rmse", "crps", "nlpd")] + ["–"]
+                            for k in ("rmse", "crps", "nlpd")] + ["–", "–"]
                 rows.append(row + ["–", "–"])
     verdict = []
     for task in ("interpolation", "extrapolation"):
@@ -968,7 +1094,7 @@ def sec_sachs_regression(R):
     ex = [v for k, v in diag["splits"].items() if k.startswith("extrapolation")]
     it = [v for k, v in diag["splits"].items() if k.startswith("interpolation")]
     plcg = [a for a in diag["angles"] if a["degrees_from_PKC_axis"] == 90]
-    tab = table(["method", "seeds"] + [f"{tk[:6]}. {k}" for tk in tasks for k in ("RMSE", "CRPS", "NLPD",
+    tab = table(["method", "seeds"] + [f"{tk[:6]}. {k}" for tk in tasks for k in ("RMSE", "CRPS", "NLPD", "PICP95",
                                                                                  "RMSE, log units")]
                 + ["CPU s / split", "NG stopped at"], rows)
     notes = [para("""Perlino et al. 2026, Sec. 6: the cd3cd28icam2 data (log, standardised with the training cases'
@@ -1019,7 +1145,8 @@ def _mf_rows(merged, with_es=False):
         for m, s in sorted(ok.items(), key=lambda kv: "noise fixed" in kv[0]):
             cpu = f"{s['cpu_seconds'][0]:.1f}" if "cpu_seconds" in s else "—"
             rows.append([prob, m] + ([cell(s, "energy_score")] if with_es else [])
-                        + [cell(s, "rmse"), f"{s['nrmse'][0]:.3f}", cell(s, "crps"), f"{s['seconds'][0]:.1f}", cpu,
+                        + [cell(s, "rmse"), f"{s['nrmse'][0]:.3f}", cell(s, "crps"),
+                           calib_cell(s, crps=None), f"{s['seconds'][0]:.1f}", cpu,
                            s["rmse"][2]])
     return rows
 
@@ -1131,7 +1258,8 @@ def sec_mf_hf_scarce(R):
     emu = min((v["rmse"][0], m) for m, v in s.items() if m.startswith("emukit"))
     P = PUBLISHED["hf_scarce_rmse"]
     d = R(srcs[-1])
-    tab = table(["problem", "method", "RMSE", "N-RMSE", "CRPS", "s / fit", "CPU s / fit", "runs"], _mf_rows(merged))
+    tab = table(["problem", "method", "RMSE", "N-RMSE", "CRPS", "PICP95 / NLPD", "s / fit", "CPU s / fit", "runs"],
+                _mf_rows(merged))
     notes = [para(f"""Perlino et al. 2026, Table 4 protocol on the graphical problem: cross-validation over the
         high-fidelity runs, {d['repeats']} repetitions (runs), the low fidelities keep all theirs; pyro_dag {d['steps']}
         joint steps. Target DAG-SVI ≤ DAG-VI: RMSE {svi['rmse'][0]:.5f} vs {vi['rmse'][0]:.5f}
@@ -1157,7 +1285,8 @@ def sec_mf_pooled(R):
         return sum(folds[f][svi][k] <= folds[f][vi][k] for f in folds if k in folds[f].get(svi, {}))
     lowest = all(s[svi][k][0] <= v[k][0] for m, v in s.items() if m != svi for k in ("rmse", "crps") if k in v)
     P = PUBLISHED["pooled_es"]
-    tab = table(["problem", "method", "ES_W", "RMSE", "N-RMSE", "CRPS", "s / fit", "CPU s / fit", "folds"],
+    tab = table(["problem", "method", "ES_W", "RMSE", "N-RMSE", "CRPS", "PICP95 / NLPD", "s / fit", "CPU s / fit",
+                 "folds"],
                 _mf_rows({"graphical": s}, with_es=True))
     notes = [para(f"""Perlino et al. 2026, Tables 5-6 protocol on the graphical problem ({' / '.join(str(x) for x in
         d['sizes'])} runs at L1 / L2 / H), folds over every fidelity's runs; ES_W is the weighted energy score of the
@@ -1237,7 +1366,12 @@ def sec_lamp(R):
     dagvi_ns = sorted({k[2] for k, c in cells.items() if c.get("dagvi")})
     col = {m: R(f"lamp_functions/collider_{m}.json") for m in ("lamp", "dagvi", "dagsvi")}
     loads = [r["load"] for r in d["rows"] if r.get("load") is not None]
-    tab = table(["function"] + [f"n = {n}: LaMP / DSVI / GP" for n in all_ns], rows)
+    for row, (fn, noisy) in zip(rows, sorted({(k[0], k[1]) for k in cells}, key=lambda k: (k[1], order.index(k[0])))):
+        lamp_rows = [x for (f_, nz, _), c in cells.items() if (f_, nz) == (fn, noisy) for x in c.get("lamp", [])]
+        row.append(calib_cell({k: mean([x.get(k) for x in lamp_rows]) if any(x.get(k) is not None for x in lamp_rows)
+                               else None for k in ("picp95", "crps", "nlpd")}))
+    tab = table(["function"] + [f"n = {n}: LaMP / DSVI / GP" for n in all_ns] + [f"LaMP {CALIB_HEAD} (mean over n)"],
+                rows)
     notes = [para(f"""The simulators of Chang & Sung (2026), the same randomised-LHS designs for every method. Cells:
         test
         RMSE of LaMP-DGP / DSVI-GPyTorch / a single GP on the standardised scale against the noise-free response, means
@@ -1312,7 +1446,9 @@ def sec_sem_predictive(R):
         lines.append(f"{prob}: GPSEM-LV above the linear SEM on {above_lin} of {len(fs)} folds and above the quadratic "
                      f"SEM on {above_q} (medians {med[0]:.2f} vs {med[1]:.2f}; worst fold of the quadratic SEM "
                      f"{min(vals['quadratic']):.2f})")
-    tab = table(["problem", "folds", "SVI steps"] + [lab for _, lab in SEM_METHODS], rows)
+    for row in rows:
+        row.append("n.r. / n.r.")
+    tab = table(["problem", "folds", "SVI steps"] + [lab for _, lab in SEM_METHODS] + ["GPSEM-LV PICP95 / CRPS"], rows)
     notes = [para("""Silva & Gramacy (2010, Sec. 5, Table 1) at a reduced size: average test log-likelihood per case
         (higher is better), mean ± s.e. over folds, the same folds for every method; test latents integrated out by
         Monte
@@ -1645,9 +1781,9 @@ def sec_defaults_ab(R):
         rows.append([r["problem"], str(r["n"]), str(r["seed"]), g(r["exact_gp"]["rmse"]),
                      f"{g(prev['rmse'])} ({prev['ratio_to_exact_gp']:.2f}×)", f"{g(new['rmse'])} ({new['ratio_to_exact_gp']:.2f}×)",
                      f"{f(r['exact_gp']['cpu_seconds'], 1)} / {f(prev['cpu_seconds'], 1)} / {f(new['cpu_seconds'], 1)}",
-                     "fixed" if new["noise_fixed"] else "learned"])
+                     "fixed" if new["noise_fixed"] else "learned", calib_cell(new)])
     tab = table(["problem", "n", "seed", "exact GP RMSE", "previous defaults (× exact GP)", "defaults (× exact GP)",
-                 "CPU s (exact GP / previous / defaults)", "noise (defaults)"], rows)
+                 "CPU s (exact GP / previous / defaults)", "noise (defaults)", f"defaults {CALIB_HEAD}"], rows)
     ratios = [r["defaults"]["ratio_to_exact_gp"] for r in d["rows"]]
     before = [r["previous_defaults"]["ratio_to_exact_gp"] for r in d["rows"]]
     notes = [para(f"""`x -> y` with `DAGDGP(graph)` and `train(..., num_steps={d["rows"][0]["steps"]})`, RMSE of the
@@ -1839,13 +1975,51 @@ def sec_structure_networks_fit(R):
                    "structure_networks_fit.json`", tab, notes, ["structure_networks_fit.json"])
 
 
+#: The band a 95 % interval's coverage should fall in (issue 41, item 4; ``zoo.PICP_BAND``).
+PICP_BAND = script_constant("benchmarks/zoo_targets.py", "PICP_BAND")
+
+
+def picp_cell(values):
+    """PICP95 (mean over seeds) with a flag outside ``PICP_BAND``; "not recorded" when the rows lack it."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "not recorded"
+    c = mean(values)
+    return f"{c:.2f}" + ("" if PICP_BAND[0] <= c <= PICP_BAND[1] else " **(outside)**")
+
+
+def calib_cell(r, picp=("picp95", "picp"), crps=("crps", "crps_test", "crps_held_out"),
+               nlpd=("nlpd", "nlpd_test", "nlpd_held_out")):
+    """'PICP95 / CRPS / NLPD' of a result dict (the first key of each tuple that it holds; "n.r." for a score the
+    JSON did not record; ``None``: leave that score out, the table shows it elsewhere): the calibration columns that
+    issue 41 puts beside every RMSE."""
+    def first(keys, fmt):
+        for k in keys:
+            v = r.get(k) if isinstance(r, dict) else None
+            if isinstance(v, (list, tuple)) and v:
+                v = v[0]
+            if isinstance(v, (int, float)):
+                return fmt(v)
+        return "n.r."
+    parts = [(picp, lambda v: f"{v:.2f}"), (crps, g), (nlpd, g)]
+    return " / ".join(first(keys, fmt) for keys, fmt in parts if keys is not None)
+
+
+CALIB_HEAD = "PICP95 / CRPS / NLPD"
+CALIB_NOTE = ("*PICP95 / CRPS / NLPD*: coverage of the central 95 % predictive interval, CRPS and NLPD of the held-out "
+              "observations beside the RMSE (issue 41); *n.r.*: not recorded by the JSON of this run (re-running the "
+              "benchmark records what its script computes).")
+
+
 def sec_zoo(R):
     d = R("zoo.json")
+    tree = current_tree_for_report()
     rows_by = {}
     for r in d["rows"]:
         if r.get("error") is None and r.get("rmse") is not None:
             rows_by.setdefault(r["problem"], {}).setdefault(r["method"], []).append(r)
     methods = [m for m in ZOO_ORDER if any(m in v for v in rows_by.values())]
+    current = {m for m in methods if all(r.get("code_tree") == tree for v in rows_by.values() for r in v.get(m, []))}
     rows, ratios = [], {}
     for p, info in d["problems"].items():
         if p not in rows_by:
@@ -1859,8 +2033,16 @@ def sec_zoo(R):
             ratio = f"{x:.2f}"
         seeds = len({r["seed"] for m in by for r in by[m]})
         cpu = f(mean([r["cpu_seconds"] for r in by["default"]]), 1) if "default" in by else "–"
-        rows.append([p, info["kind"], str(seeds)] + cells + [ratio, cpu])
-    tab = table(["problem", "kind", "seeds"] + methods + ["default / exact GP", "default CPU s"], rows)
+        dfl = by.get("default", [])
+        calib = [picp_cell([r.get("picp95") for r in dfl]) if dfl else "–",
+                 g(mean([r.get("crps") for r in dfl])) if dfl else "–",
+                 g(mean([r.get("nlpd") for r in dfl])) if dfl else "–"]
+        rows.append([p, info["kind"], str(seeds)] + cells + [ratio] + calib + [cpu])
+    heads = [m if m in current else f"{m} †" for m in methods]
+    tab = table(["problem", "kind", "seeds"] + heads + ["default / exact GP", "default PICP95", "default CRPS",
+                                                          "default NLPD", "default CPU s"], rows)
+    picps = [mean([r.get("picp95") for r in v["default"]]) for v in rows_by.values()
+             if "default" in v and any(r.get("picp95") is not None for r in v["default"])]
     smooth = [x for k, x in ratios.values() if k == "smooth"]
     rough = sorted(x for k, x in ratios.values() if k == "nonsmooth")
 
@@ -1927,9 +2109,79 @@ def sec_zoo(R):
         likelihood on the roots; `linear`: least squares on the roots; `mean`: the training mean; peers where they
         apply. The settings of every method and the fitted noise variances are in the JSON. Problems without rows
         did not run in this stop (the JSON's rows say which seeds and methods ran)."""),
-             para("Targets (issue 33): " + "; ".join(targets) + ".")]
+             para("Targets (issue 33): " + "; ".join(targets) + "."),
+             para(f"""Calibration (issue 41): PICP95 is the share of held-out observations inside the central 95 %
+        predictive interval (from the predictive CDF at each observation: for `default`, the mixture over its
+        predictive samples), flagged **(outside)** when it leaves [{PICP_BAND[0]}, {PICP_BAND[1]}]; CRPS and NLPD are
+        of the predictive of a new observation. The default's PICP95 is inside the band on
+        {sum(PICP_BAND[0] <= c <= PICP_BAND[1] for c in picps)} of {len(picps)} problems (target: at least 90 % of
+        the rows); every method's PICP95, CRPS, NLPD and mean predictive sd are in the JSON
+        (`python benchmarks/zoo.py --table` prints them per problem). † a method whose rows were not all measured on
+        the current library tree (older runs kept by `--resume`: stale or without a record; each row's `code_tree`
+        says which)."""),
+             ]
     return Section("How do the defaults do on problems the library was not tuned to (the problem zoo)?",
                    "`python benchmarks/zoo.py`", tab, notes, ["zoo.json"])
+
+
+def sec_zoo_generated(R):
+    """Random problems from a seed (``zoo.py --generated``): the share of runs and draws meeting each target."""
+    if not R.glob("zoo_generated.json"):
+        return None
+    d = R("zoo_generated.json")
+    shares = _zoo_targets().generated_targets(d)
+    gen = d.get("generated", {})
+    rows = []
+    for name, gs in shares.items():
+        for label, (rm, rn, dm, dn) in gs["per_target"].items():
+            rows.append([name, label, f"{rm}/{rn} ({rm / rn:.0%})", f"{dm}/{dn} ({dm / dn:.0%})"])
+    tab = table(["generator", "target (the default path)", "runs meeting it (draw × stream)",
+                 "draws meeting it on every stream"], rows)
+    by = {}
+    for r in d["rows"]:
+        if not r.get("error") and r.get("rmse") is not None:
+            by.setdefault(r["problem"], {}).setdefault(r["method"], []).append(r)
+    per_draw = []
+    for p in sorted(by, key=lambda n: (n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1]))):
+        m = by[p]
+        if "default" not in m:
+            continue
+        dm = mean([r["rmse"] for r in m["default"]])
+        gp = mean([r["rmse"] for r in m["exact_gp"]]) if "exact_gp" in m else None
+        info = d["problems"].get(p, {})
+        per_draw.append(f"{p.split('-')[-1]} ({len(info.get('hidden', []))} hidden): {g(dm)}"
+                        + (f" / {g(gp)} = {dm / gp:.2f}×" if gp else "")
+                        + f", PICP95 {mean([r.get('picp95') for r in m['default']]):.2f}")
+    errors = [f"{r['problem']} stream {r['seed']} {r['method']}: {r['error'][:80]}" for r in d["rows"] if r.get("error")]
+    streams = gen.get("streams", [])
+    notes = [para(f"""Draws {rng(gen.get('draws', [0]), 0)} of each generator (seeds not looked at while the
+        defaults were tuned), {len(streams)} optimisation stream(s) each ({', '.join(map(str, streams))}); the data of
+        a draw are the same on every stream. `latent`: `pyro_dag.datasets.random_latent` (1-2 roots with 1-3 input
+        columns, 1-3 inner nodes, mostly hidden, GP-drawn or composed mechanisms, observed nodes with noise of 2-20 %
+        of their sd, n = 200 training and 1000 held-out cases, standardised). Methods as in the zoo: `default` is
+        `DAGDGP(graph)`, `AutoStructuredGuide(model)`, `train(..., num_steps=3000)`, `predict`; the exact GP, least
+        squares and the training mean see the roots' columns. Targets per run: RMSE (against the noise-free target)
+        not above the training mean's; at most {d.get('generated', {}).get('ratio_targets', {}).get('latent', 1.2)}×
+        the exact GP's RMSE on the same stream; fitted noise variance within 10× the truth either way; PICP95 in
+        [{PICP_BAND[0]}, {PICP_BAND[1]}]."""),
+             para("Per draw (default RMSE / exact GP RMSE, mean over streams; the default's PICP95): "
+                  + "; ".join(per_draw) + "." + (" Failed rows: " + "; ".join(errors) + "." if errors else ""))]
+    return Section("Do the defaults hold on random problems drawn from a seed (generated zoo draws)?",
+                   "`python benchmarks/zoo.py --generated latent --draws 100-109 --seeds 0-4`", tab, notes,
+                   ["zoo_generated.json"])
+
+
+def _zoo_targets():
+    """``benchmarks/zoo_targets.py`` (standard library only), the zoo's targets."""
+    import importlib.util
+
+    name = "pyro_dag_benchmarks_zoo_targets"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "zoo_targets.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
 
 
 def sec_csv_boston(R):
@@ -1943,9 +2195,9 @@ def sec_csv_boston(R):
             worse.append(w)
         rows.append([w, g(m["rmse"]), g(m["rmse_propagate"]), g(b.get("exact_gp_on_parents")),
                      g(b.get("exact_gp_on_inputs")), g(b.get("linear_on_parents")), g(b.get("linear_on_inputs")),
-                     g(b.get("mean")), f"{best} ({ratio:.2f}×)"])
+                     g(b.get("mean")), f"{best} ({ratio:.2f}×)", calib_cell(m)])
     tab = table(["node", "one-step", "propagate", "exact GP on parents", "exact GP on inputs", "linear on parents",
-                 "linear on inputs", "mean", "best baseline (one-step / it)"], rows)
+                 "linear on inputs", "mean", "best baseline (one-step / it)", f"one-step {CALIB_HEAD}"], rows)
     notes = [para(f"""`{d["command"]}` on the MASS Boston data ({d["n_rows"]} rows, log crim; the DAG written down
         before fitting: {", ".join(f"{a} → {b}" for a, b in d["edges"])}), {d["k"]}-fold cross-validation, held-out
         RMSE in standardised units (mean over the folds), one thread, {d["cpu_seconds"]:.0f} CPU s in all. The
@@ -2019,7 +2271,8 @@ PARTS = [
     ("Structure learning", [sec_structure_er, sec_structure_sachs, sec_structure_sweep, sec_two_node,
                             sec_fit_vs_exact, sec_trust, sec_structure_priors, sec_structure_networks, sec_structure_gp,
                             sec_structure_gp_peers, sec_structure_gp_sachs, sec_structure_networks_fit]),
-    ("Right by default: the defaults against the tools a user already has", [sec_zoo, sec_defaults_ab,
+    ("Right by default: the defaults against the tools a user already has", [sec_zoo, sec_zoo_generated,
+                                                                               sec_defaults_ab,
                                                                                sec_csv_boston]),
     ("Bad input, faults and interruptions", [sec_robustness]),
 ]
@@ -2044,24 +2297,79 @@ threads should a fit use?*). The runs shared a small machine with other jobs, so
 compare within a table and prefer CPU seconds where given.
 
 **Numbers.** Every number here is read from the JSON, except the papers' published values and the targets quoted
-beside them: constants of `report.py` (`PUBLISHED`, `TARGETS`) or of the benchmark script that compares with them."""
+beside them: constants of `report.py` (`PUBLISHED`, `TARGETS`) or of the benchmark script that compares with them.
+
+**Calibration.** Beside every RMSE of a method with a predictive distribution stand PICP95 (coverage of the central
+95 % predictive interval by the held-out observations; the target band is [0.88, 0.99]), CRPS and NLPD, as
+*PICP95 / CRPS / NLPD* where the table has no column of its own for them; *n.r.* marks a score the JSON of that run
+did not record (the run predates the column: re-running the benchmark fills what its script computes)."""
 
 
-def _sections(R):
+def _sections(R, tree):
     out = []
     for part, fns in PARTS:
-        out.append((part, [fn(R) for fn in fns]))
+        secs = []
+        for fn in fns:
+            start = len(R.log)
+            sec = fn(R)
+            if sec is None:   # a section whose results do not exist (yet)
+                continue
+            states = [s for name in sorted(set(R.log[start:])) for s in measurement_states(R(name))]
+            del R.log[start:]
+            sec.status, sec.status_line = staleness(states, tree)
+            secs.append(sec)
+        out.append((part, secs))
     return out
 
 
-def generate(results=RESULTS):
-    """The README text, and the set of results files (relative to ``results``) it read."""
+def staleness_summary(parts, tree):
+    """The README's opening list: the current tree, then the stale sections and those without a record."""
+    secs = [s for _, ss in parts for s in ss]
+    link = lambda s: f"[{s.title}](#{anchor(s.title)})"  # noqa: E731
+    stale = [s for s in secs if s.status == "stale"]
+    unknown = [s for s in secs if s.status == "not recorded"]
+    current = [s for s in secs if s.status == "current"]
+    out = [para(f"""**Staleness.** Generated for the library tree `{tree}` (the git tree hash of `pyro_dag/` on
+        disk: `git rev-parse HEAD:pyro_dag` when it has no uncommitted changes; `benchmarks/tree_state.py`). Every
+        results JSON records the tree it was measured on (`code`); a section measured on another tree says so under
+        its title. {len(current)} of {len(secs)} sections were measured on the current tree, {len(stale)} are stale
+        and {len(unknown)} do not record their tree.""")]
+    if stale:
+        out += ["", "Stale (measured on another library tree): " + "; ".join(link(s) for s in stale) + "."]
+    if unknown:
+        out += ["", "Tree not recorded (measured before the record existed): " + "; ".join(link(s) for s in unknown)
+                + "."]
+    return "\n".join(out)
+
+
+TREE_LINE = "Generated for the library tree `"
+
+
+def readme_tree(text):
+    """The library tree a generated README says it was generated for (``None`` if it says none)."""
+    i = text.find(TREE_LINE)
+    return text[i + len(TREE_LINE):].split("`", 1)[0] if i >= 0 else None
+
+
+_TREE = {}
+
+
+def current_tree_for_report():
+    """The library tree the README being generated compares with (the one :func:`generate` was given)."""
+    return _TREE.get("tree") or current_tree()
+
+
+def generate(results=RESULTS, tree=None):
+    """The README text, and the set of results files (relative to ``results``) it read. ``tree``: the library tree
+    the sections are compared with (default: :func:`current_tree`)."""
+    tree = tree or current_tree()
+    _TREE["tree"] = tree
     R = Results(results)
-    parts = _sections(R)
+    parts = _sections(R, tree)
     toc = []
     for part, secs in parts:
         toc.append(f"* {part}: " + "; ".join(f"[{s.title}](#{anchor(s.title)})" for s in secs))
-    body = [INTRO, "", "**Contents.**", "", "\n".join(toc), ""]
+    body = [INTRO, "", staleness_summary(parts, tree), "", "**Contents.**", "", "\n".join(toc), ""]
     for part, secs in parts:
         body += [f"## {part}", ""]
         body += [s.render() for s in secs]
@@ -2127,8 +2435,11 @@ def main(argv=None):
         print("results files neither reported nor listed in NOT_REPORTED: " + ", ".join(missing), file=sys.stderr)
     if args.check:
         with open(args.out, encoding="utf-8") as fh:
-            same = fh.read() == text
-        print(f"{args.out}: {'up to date' if same else 'differs from the JSON; run python benchmarks/report.py'}")
+            old = fh.read()
+        same = old == text
+        why = ("the library tree changed since it was generated (stale marks)" if readme_tree(old) != readme_tree(text)
+               else "differs from the JSON")
+        print(f"{args.out}: {'up to date' if same else why + '; run python benchmarks/report.py'}")
         return 0 if same and not missing else 1
     with open(args.out, "w", encoding="utf-8") as fh:
         fh.write(text)

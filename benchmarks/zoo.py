@@ -6,6 +6,7 @@ training mean and the peer a user would pick (issue "Right by default on a scien
     python benchmarks/zoo.py --only piston-200 collider --methods default exact_gp
     python benchmarks/zoo.py --resume                 # keep the rows already in the output file, run the rest
     python benchmarks/zoo.py --table [PATH]           # print the markdown summary of a results file, run nothing
+    python benchmarks/zoo.py --generated latent --draws 100-109 --seeds 0-4   # random draws -> zoo_generated.json
 
 Every run is one thread (``common.one_thread``), float64, fixed seeds; the JSON is rewritten after every row. The
 library is changing under concurrent work, so the recorded run used a frozen copy of the committed package::
@@ -73,18 +74,31 @@ data's own units as in the issue):
 * ``nlpd``, ``crps``: against held-out observations (= the truth for noise-free problems) of the predictive of a new
   observation (latent predictive + the fitted noise). DAGDGP: the mixture over the predictive samples' Gaussian
   conditionals (NLPD) and noisy draws from it (CRPS); every other method: its Gaussian predictive, closed form;
-* ``rmse_train``: the same RMSE on the training cases (against the truth where known).
+* ``rmse_train``: the same RMSE on the training cases (against the truth where known);
+* ``picp95``: the share of held-out observations inside the central 95 % predictive interval, from the predictive
+  CDF at each observation (the mixture's CDF for DAGDGP; exact, no sampling); a row outside ``PICP_BAND`` (0.88-0.99)
+  is flagged (issue 41, item 4); ``mean_sd``: the mean predictive sd of a new observation (beside the RMSE: on a
+  deterministic problem an sd far above the error means intervals that cover everything).
+
+Generated problems (issue 41, item 5): ``--generated NAME --draws A-B`` runs draws of the random-problem generators
+in ``GENERATORS`` (``latent``: pyro_dag.datasets.random_latent; ``smooth`` / ``nonstationary``: the random regression
+generator, when the tree has it) as problems ``gen-NAME-DRAW`` whose data depend on the draw only, with ``--seeds``
+as the optimisation streams; the summary and ``benchmarks/report.py`` give the share of runs and draws meeting each
+target (``zoo_targets.generated_targets``). A new generator is one line in ``GENERATORS``.
 
 JSON schema (``benchmarks/results/zoo.json``)::
 
     {"schema": "zoo/1", "quick": bool, "command": str, "git_commit": str, "pyro_dag_path": str,
+     "code": {"tree", "commit", "committed_tree", "modified"} (common.code_state: the library this run measured),
+     "generated": {...} (with --generated: generators, draws, streams, targets),
      "pyro_dag_snapshot_commit": str (when run on a snapshot), "earlier_runs": [...] (runs continued by --resume),
      "settings": {"seeds": [...], "n_test": int, "num_samples": int, "default": {...}, "best": {kind: {...}}},
      "problems": {name: {"kind", "description", "d", "n_train", "n_test", "targets", "hidden", "edges",
                          "units", "noise_truth": {node: variance in the scoring units (0.0: noise-free)},
                          "target_variance": {node: training variance in the scoring units}}},
-     "rows": [{"problem", "seed", "method", "rmse", "nlpd", "crps", "rmse_train" (or null),
-               "per_target": {node: {"rmse", "nlpd", "crps"}},
+     "rows": [{"problem", "seed", "method", "rmse", "nlpd", "crps", "picp95", "mean_sd", "rmse_train" (or null),
+               "per_target": {node: {"rmse", "nlpd", "crps", "picp95", "mean_sd"}},
+               "code_tree": the library tree the row was measured on (rows kept by --resume keep theirs),
                "cpu_seconds" (time.process_time of fit + predict), "wall_seconds",
                "settings": {...the options used...},
                "noise_variances": {node: fitted noise variance, scoring units} (DAGDGP, GP, linear; else {}),
@@ -114,6 +128,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import RESULTS, environment, one_thread  # noqa: E402
+from zoo_targets import GENERATED_RATIO, PICP_BAND, generated_targets  # noqa: E402,F401
 
 SCHEMA = "zoo/1"
 N_TEST = 1000
@@ -447,22 +462,118 @@ PROBLEMS["boston"] = ("tabular", _make_boston)
 PROBLEMS["sachs"] = ("tabular", _make_sachs)
 
 
+# ------------------------------------------------------------------------------------------------ generated problems
+def _case_from_latent(p, kind):
+    """A zoo ``Case`` from a :class:`pyro_dag.datasets.random_latent.LatentProblem` (already standardised)."""
+    t = p.targets[0]
+    return Case(kind=kind, graph=p.graph, inputs=p.inputs, data=p.data, test_inputs=p.test_inputs,
+                targets=list(p.targets), y_test=p.y_test, f_test=p.f_test, f_train=p.f_train,
+                noise_truth={t: p.noise_sd[t] ** 2}, deterministic=p.noise_sd[t] == 0, description=p.description)
+
+
+def _case_from_regression(p, kind):
+    """A zoo ``Case`` (graph ``x -> y``) from a random regression problem with attributes ``X [n, d]``, ``y [n]``,
+    ``f [n]``, ``X_test``, ``y_test``, ``f_test`` and ``noise_sd`` (``pyro_dag.datasets.random_regression``'s
+    ``RegressionProblem``, written on another branch: outputs already standardised)."""
+    import networkx as nx
+
+    col = lambda v: torch.as_tensor(v, dtype=torch.float64).reshape(-1, 1)  # noqa: E731
+    X, Xt = torch.as_tensor(p.X, dtype=torch.float64), torch.as_tensor(p.X_test, dtype=torch.float64)
+    return Case(kind=kind, graph=nx.DiGraph([("x", "y")]), inputs={"x": X}, data={"y": col(p.y)},
+                test_inputs={"x": Xt}, targets=["y"], y_test={"y": col(p.y_test)}, f_test={"y": col(p.f_test)},
+                f_train={"y": col(p.f)}, noise_truth={"y": float(p.noise_sd) ** 2},
+                deterministic=float(p.noise_sd) == 0, description=getattr(p, "description", ""))
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A generator of random problems from a seed, run by ``zoo.py --generated NAME --draws A-B``.
+
+    ``function`` (``"module:function"``, imported when used) is called as ``function(draw, n=..., n_test=...,
+    **kwargs)`` (``n`` / ``n_test`` only in ``--quick`` mode) and ``adapter(problem, kind)`` turns what it returns
+    into a ``Case``; ``kind`` is the zoo kind whose methods and targets apply. A new generator is one line in
+    ``GENERATORS``."""
+
+    kind: str
+    function: str
+    adapter: object
+    kwargs: tuple = ()
+
+    def make(self, draw, quick=False):
+        import importlib
+
+        module, name = self.function.split(":")
+        try:
+            fn = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise RuntimeError(f"generator {self.function} is not in this tree ({e}); it is registered in "
+                               "benchmarks/zoo.py GENERATORS for the branch that adds it") from e
+        kw = dict(self.kwargs)
+        if quick:
+            kw.update(n=QUICK["n_train"], n_test=QUICK["n_test"])
+        return self.adapter(fn(draw, **kw), self.kind)
+
+
+#: Random problem generators (issue 41, item 5): report on draws whose seeds were not looked at while tuning.
+GENERATORS = {
+    "latent": Generator("latent", "pyro_dag.datasets.random_latent:random_latent", _case_from_latent),
+    "smooth": Generator("smooth", "pyro_dag.datasets.random_regression:random_regression", _case_from_regression,
+                        (("kind", "smooth"),)),
+    "nonstationary": Generator("nonsmooth", "pyro_dag.datasets.random_regression:random_regression",
+                               _case_from_regression, (("kind", "nonstationary"),)),
+}
+def generated_name(generator, draw):
+    return f"gen-{generator}-{draw}"
+
+
+def register_generated(generator, draws):
+    """Add ``gen-NAME-DRAW`` problems to ``PROBLEMS`` (the data depend on the draw only; the zoo's seed is then the
+    optimisation stream). Returns their names."""
+    gen = GENERATORS[generator]
+    names = []
+    for draw in draws:
+        name = generated_name(generator, draw)
+        PROBLEMS[name] = (gen.kind, lambda seed, quick, draw=draw: gen.make(draw, quick))
+        names.append(name)
+    return names
+
+
+def parse_range(text):
+    """``"100-119"`` or ``"0,3,5-7"`` -> list of ints."""
+    out = []
+    for part in str(text).split(","):
+        a, _, b = part.strip().partition("-")
+        out += list(range(int(a), int(b) + 1)) if b else [int(a)]
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ scores
+def _coverage(cdf_at_y):
+    """PICP95: the share of held-out observations inside the central 95 % predictive interval, from the predictive
+    CDF at each observation (inside exactly when 0.025 <= F(y) <= 0.975)."""
+    return float(((cdf_at_y >= 0.025) & (cdf_at_y <= 0.975)).double().mean())
+
+
 def _gauss_scores(mean, var, y, f=None):
-    """``(rmse, nlpd, crps)`` of a Gaussian predictive ``N(mean, var)`` (var of a new observation)."""
+    """``(rmse, nlpd, crps, picp95, mean_sd)`` of a Gaussian predictive ``N(mean, var)`` (var of a new
+    observation); ``mean_sd``: the mean predictive sd (set beside the RMSE: at most 2x it on deterministic
+    problems, issue 41)."""
     from pyro_dag.metrics import crps_gaussian
 
     mean, var, y = (torch.as_tensor(np.asarray(a, dtype=np.float64)).reshape(-1) for a in (mean, var, y))
     ref = y if f is None else torch.as_tensor(np.asarray(f, dtype=np.float64)).reshape(-1)
     sd = var.clamp_min(1e-12).sqrt()
     rmse = float((mean - ref).pow(2).mean().sqrt())
-    nlpd = float(-torch.distributions.Normal(mean, sd).log_prob(y).mean())
+    normal = torch.distributions.Normal(mean, sd)
+    nlpd = float(-normal.log_prob(y).mean())
     crps = float(crps_gaussian(mean, sd, y))
-    return rmse, nlpd, crps
+    return rmse, nlpd, crps, _coverage(normal.cdf(y)), float(sd.mean())
 
 
 def _mixture_scores(loc, var, noise, y, f=None, seed=0):
-    """Scores of the equally weighted mixture of ``N(loc_s, var_s + noise)`` (``loc``, ``var``: ``[S, n]``)."""
+    """Scores of the equally weighted mixture of ``N(loc_s, var_s + noise)`` (``loc``, ``var``: ``[S, n]``):
+    ``(rmse, nlpd, crps, picp95, mean_sd)`` (PICP95 from the mixture's CDF at each observation, exact; CRPS from one
+    noisy draw per component; ``mean_sd``: the mean of the mixture's sd)."""
     from pyro_dag.metrics import crps_samples, nlpd_mixture
 
     y = y.reshape(-1).double()
@@ -475,7 +586,14 @@ def _mixture_scores(loc, var, noise, y, f=None, seed=0):
     gen = torch.Generator().manual_seed(seed)
     draws = loc + scale * torch.randn(loc.shape, generator=gen, dtype=loc.dtype)
     crps = float(crps_samples(draws, y))
-    return rmse, nlpd, crps
+    cdf = torch.distributions.Normal(loc, scale).cdf(y.expand_as(loc)).mean(0)
+    sd = ((scale.pow(2) + loc.pow(2)).mean(0) - mean.pow(2)).clamp_min(0).sqrt()
+    return rmse, nlpd, crps, _coverage(cdf), float(sd.mean())
+
+
+def _scores(values):
+    """The per-target score dict of a ``_gauss_scores`` / ``_mixture_scores`` tuple."""
+    return dict(zip(("rmse", "nlpd", "crps", "picp95", "mean_sd"), values))
 
 
 # ------------------------------------------------------------------------------------------------ baselines
@@ -746,8 +864,7 @@ def fit_dagdgp(case, seed, cfg, quick=False):
     for w in case.targets:
         p = test_pred[w]
         f = None if case.f_test is None else case.f_test[w]
-        rmse, nlpd, crps = _mixture_scores(p.loc[..., 0], p.var[..., 0], noise[w], case.y_test[w][:, 0], f, seed)
-        per[w] = {"rmse": rmse, "nlpd": nlpd, "crps": crps}
+        per[w] = _scores(_mixture_scores(p.loc[..., 0], p.var[..., 0], noise[w], case.y_test[w][:, 0], f, seed))
         obs = torch.isfinite(case.data[w][:, 0])
         truth_train = case.f_train[w].reshape(-1) if case.f_train is not None else None
         if truth_train is not None:
@@ -896,6 +1013,7 @@ def best_config(problem, case):
 def run_method(problem, case, seed, method, quick=False):
     """One row: the scores of ``method`` on ``case`` (fit + predict timed with ``time.process_time``)."""
     row = {"problem": problem, "seed": seed, "method": method, "rmse": None, "nlpd": None, "crps": None,
+           "picp95": None, "mean_sd": None,
            "rmse_train": None, "per_target": {}, "settings": {}, "noise_variances": {}, "warnings": []}
     c0, w0 = time.process_time(), time.perf_counter()
     try:
@@ -952,14 +1070,12 @@ def run_method(problem, case, seed, method, quick=False):
                     steps = QUICK["dgp_steps"] if quick else 1000
                     loc, var_f, noise, settings = gpytorch_dgp(Xo, y, Xt, seed, steps=steps)
                     yt = case.y_test[w][:, 0]
-                    rmse, nlpd, crps = _mixture_scores(loc, var_f, noise, yt, None if f is None else f[:, 0], seed)
-                    per[w] = {"rmse": rmse, "nlpd": nlpd, "crps": crps}
+                    per[w] = _scores(_mixture_scores(loc, var_f, noise, yt, None if f is None else f[:, 0], seed))
                     row["settings"], row["noise_variances"][w] = settings, noise
                     continue
                 else:
                     raise ValueError(f"unknown method {method!r}")
-                rmse, nlpd, crps = _gauss_scores(mean, var, case.y_test[w], f)
-                per[w] = {"rmse": rmse, "nlpd": nlpd, "crps": crps}
+                per[w] = _scores(_gauss_scores(mean, var, case.y_test[w], f))
                 if case.f_train is not None:
                     tt = case.f_train[w].reshape(-1).double()
                     if tt.shape[0] != np.asarray(mtr).reshape(-1).shape[0]:
@@ -967,7 +1083,7 @@ def run_method(problem, case, seed, method, quick=False):
                     per[w]["rmse_train"] = float((torch.as_tensor(np.asarray(mtr)).reshape(-1) - tt).pow(2)
                                                  .mean().sqrt())
         row["per_target"] = per
-        for k in ("rmse", "nlpd", "crps", "rmse_train"):
+        for k in ("rmse", "nlpd", "crps", "picp95", "mean_sd", "rmse_train"):
             vals = [p[k] for p in per.values() if p.get(k) is not None]
             row[k] = float(np.mean(vals)) if vals else None
     except Exception as e:  # a method that fails is reported, not hidden
@@ -1011,8 +1127,7 @@ def _run_mf_method(problem, case, seed, method, quick, row):
         else:
             raise ValueError(f"unknown method {method!r}")
         mean, var = np.asarray(mean) * s + m, np.asarray(var) * s ** 2
-    rmse, nlpd, crps = _gauss_scores(sc(mean), np.asarray(var).reshape(-1) / case.y_scale ** 2, sc(yt), sc(ft))
-    return {t: {"rmse": rmse, "nlpd": nlpd, "crps": crps}}
+    return {t: _scores(_gauss_scores(sc(mean), np.asarray(var).reshape(-1) / case.y_scale ** 2, sc(yt), sc(ft)))}
 
 
 def problem_info(name, case):
@@ -1045,13 +1160,13 @@ def _agg(rows):
     """``{method: {"rmse": [per seed], ...}}`` over the rows of one problem (errors kept apart)."""
     out = {}
     for r in rows:
-        d = out.setdefault(r["method"], {"rmse": [], "nlpd": [], "crps": [], "cpu": [], "noise": [], "errors": [],
-                                         "seeds": [], "rmse_train": []})
+        d = out.setdefault(r["method"], {"rmse": [], "nlpd": [], "crps": [], "picp95": [], "mean_sd": [], "cpu": [],
+                                         "noise": [], "errors": [], "seeds": [], "rmse_train": []})
         if r.get("error"):
             d["errors"].append(f"seed {r['seed']}: {r['error']}")
             continue
         d["seeds"].append(r["seed"])
-        for k in ("rmse", "nlpd", "crps", "rmse_train"):
+        for k in ("rmse", "nlpd", "crps", "picp95", "mean_sd", "rmse_train"):
             if r.get(k) is not None:
                 d[k].append(r[k])
         d["cpu"].append(r["cpu_seconds"])
@@ -1078,7 +1193,8 @@ def _noise_fraction(row, info):
 
 def flags_for(problem, rows, info, method="default"):
     """The flags of ``method`` on one problem: worse than exact GP x1.5 (smooth), worse than the training mean, the
-    fitted noise explaining most of the variance (> 50 %), the fitted noise over 10x the true noise."""
+    fitted noise explaining most of the variance (> 50 %), the fitted noise over 10x the true noise, a PICP95
+    outside ``PICP_BAND``."""
     agg = _agg(rows)
     m = agg.get(method)
     flags = []
@@ -1101,7 +1217,23 @@ def flags_for(problem, rows, info, method="default"):
            and rr.get("noise_variances", {}).get(t) is not None]
     if truth and nvs and np.mean(nvs) > 10 * truth:
         flags.append(f"noise {np.mean(nvs) / truth:.0f}x the truth")
+    pf = picp_flag(m["picp95"])
+    if pf:
+        flags.append(pf)
     return flags
+
+
+def picp_flag(values):
+    """The flag of a row whose PICP95 (mean over seeds) leaves ``PICP_BAND``; empty when inside or not recorded."""
+    if not values:
+        return ""
+    c = float(np.mean(values))
+    lo, hi = PICP_BAND
+    if c < lo:
+        return f"PICP95 {c:.2f} < {lo} (over-confident)"
+    if c > hi:
+        return f"PICP95 {c:.2f} > {hi} (under-confident)"
+    return ""
 
 
 def summary_markdown(results):
@@ -1118,8 +1250,8 @@ def summary_markdown(results):
              "Held-out RMSE (mean over seeds; scoring units of each problem, see the JSON) and the default's ratio "
              "to the exact GP (< 1: the default is better).", "",
              "| problem | kind | " + " | ".join(PEERS.get(m, m) for m in present) + " | default / exact GP | "
-             "flags (default) |",
-             "|---|---|" + "---:|" * len(present) + "---:|---|"]
+             "default PICP95 | flags (default) |",
+             "|---|---|" + "---:|" * len(present) + "---:|---:|---|"]
     for p in names:
         agg = _agg(by_problem[p])
         info = problems[p]
@@ -1135,8 +1267,18 @@ def summary_markdown(results):
         d, g = agg.get("default", {}).get("rmse"), agg.get("exact_gp", {}).get("rmse")
         ratio = f"{np.mean(d) / np.mean(g):.2f}" if d and g else "–"
         fl = "; ".join(flags_for(p, by_problem[p], info)) or ""
-        lines.append(f"| {p} | {info['kind']} | " + " | ".join(cells) + f" | {ratio} | {fl} |")
+        pc = agg.get("default", {}).get("picp95")
+        pc = f"{np.mean(pc):.2f}" if pc else "–"
+        lines.append(f"| {p} | {info['kind']} | " + " | ".join(cells) + f" | {ratio} | {pc} | {fl} |")
     lines.append("")
+    shares = generated_targets(results)
+    if shares:
+        lines += ["### Generated draws: share meeting each target (default)", "",
+                  "| generator | target | runs met | draws met on every stream |", "|---|---|---:|---:|"]
+        for gname, gsum in shares.items():
+            for label, (rm, rn, dm, dn) in gsum["per_target"].items():
+                lines.append(f"| {gname} | {label} | {rm}/{rn} ({rm / rn:.0%}) | {dm}/{dn} ({dm / dn:.0%}) |")
+        lines.append("")
     for p in names:
         info = problems[p]
         agg = _agg(by_problem[p])
@@ -1147,23 +1289,27 @@ def summary_markdown(results):
         truth_txt = "" if truth is None else (
             f"; true noise variance {truth:.3g}" + (f" ({truth / tv:.2%} of the target's variance)" if tv else ""))
         lines += [f"### {p} ({info['kind']})", "", f"{info['description']}. Units: {info['units']}{truth_txt}.", "",
-                  "| method | RMSE (per seed) | x exact GP | NLPD | CRPS | RMSE train | CPU s | noise / var | flags |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+                  "| method | RMSE (per seed) | x exact GP | PICP95 | CRPS | NLPD | sd / RMSE | RMSE train | CPU s | "
+                  "noise / var | flags |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for m in [m for m in ORDER if m in agg]:
             a = agg[m]
             if not a["rmse"]:
-                lines.append(f"| {PEERS.get(m, m)} | error | | | | | | | {'; '.join(a['errors'])[:200]} |")
+                lines.append(f"| {PEERS.get(m, m)} | error | | | | | | | | | {'; '.join(a['errors'])[:200]} |")
                 continue
             ratio = f"{np.mean(a['rmse']) / np.mean(gp):.2f}" if gp else "–"
             fr = [x for x in (_noise_fraction(r, info) for r in by_problem[p] if r["method"] == m
                               and not r.get("error")) if x is not None]
             frs = f"{np.mean(fr):.3g}" if fr else "–"
             fl = ("; ".join(flags_for(p, by_problem[p], info, m))
-                  if m in ("default", "default_v0", "default_mf", "best") else "")
+                  if m in ("default", "default_v0", "default_mf", "best") else picp_flag(a["picp95"]))
             if a["errors"]:
                 fl = (fl + "; " if fl else "") + f"{len(a['errors'])} seed(s) failed"
-            lines.append(f"| {PEERS.get(m, m)} | {_fmt(a['rmse'])} | {ratio} | {np.mean(a['nlpd']):.3g} | "
-                         f"{np.mean(a['crps']):.3g} | {_fmt(a['rmse_train']) if a['rmse_train'] else '–'} | "
+            picp = f"{np.mean(a['picp95']):.3f}" if a["picp95"] else "not recorded"
+            sdr = f"{np.mean(a['mean_sd']) / np.mean(a['rmse']):.2f}" if a["mean_sd"] else "–"
+            lines.append(f"| {PEERS.get(m, m)} | {_fmt(a['rmse'])} | {ratio} | {picp} | {np.mean(a['crps']):.3g} | "
+                         f"{np.mean(a['nlpd']):.3g} | {sdr} | "
+                         f"{_fmt(a['rmse_train']) if a['rmse_train'] else '–'} | "
                          f"{np.mean(a['cpu']):.1f} | {frs} | {fl} |")
         lines.append("")
     return "\n".join(lines)
@@ -1183,19 +1329,38 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smoke mode: tiny n, few steps, seed 0 only")
     ap.add_argument("--only", nargs="+", default=None, help=f"problems to run (of {', '.join(PROBLEMS)})")
     ap.add_argument("--methods", nargs="+", default=None, help=f"methods to run (of {', '.join(METHODS)})")
-    ap.add_argument("--seeds", nargs="+", type=int, default=None)
+    ap.add_argument("--seeds", nargs="+", default=None,
+                    help="seeds (ranges allowed: 0-4); with --generated, the optimisation streams of every draw")
+    ap.add_argument("--generated", nargs="+", default=None, metavar="GENERATOR",
+                    help=f"run random problems of these generators ({', '.join(GENERATORS)}) instead of the named "
+                         "ones (default output results/zoo_generated.json)")
+    ap.add_argument("--draws", default="100-109",
+                    help="with --generated: the draws' seeds, e.g. 100-119 (seeds not looked at while tuning)")
     ap.add_argument("--out", default=None, help="output JSON (default results/zoo.json, results/zoo_quick.json)")
     ap.add_argument("--resume", action="store_true", help="keep the output file's rows and run only missing ones")
     ap.add_argument("--replace", action="store_true",
                     help="with --resume: drop the stored rows of --methods (on --only's problems) and run them again")
     ap.add_argument("--table", nargs="?", const="", default=None, help="print the summary of a results file")
     args = ap.parse_args(argv)
-    out = args.out or os.path.join(RESULTS, "zoo_quick.json" if args.quick else "zoo.json")
+    stem = "zoo_generated" if args.generated else "zoo"
+    out = args.out or os.path.join(RESULTS, f"{stem}_quick.json" if args.quick else f"{stem}.json")
     if args.table is not None:
         print(summary_markdown(json.load(open(args.table or out))))
         return None
     one_thread()
-    problems = args.only or list(PROBLEMS)
+    if args.generated:
+        for name in args.generated:
+            if name not in GENERATORS:
+                ap.error(f"unknown generator {name!r}; choose from {', '.join(GENERATORS)}")
+            module = GENERATORS[name].function.split(":")[0]
+            import importlib.util
+
+            if importlib.util.find_spec(module) is None:
+                ap.error(f"generator {name!r} needs {module}, which this tree does not have")
+        generated = [p for name in args.generated for p in register_generated(name, parse_range(args.draws))]
+        problems = [p for p in generated if not args.only or p in args.only]
+    else:
+        problems = args.only or list(PROBLEMS)
     for p in problems:
         if p not in PROBLEMS:
             ap.error(f"unknown problem {p!r}; choose from {', '.join(PROBLEMS)}")
@@ -1203,10 +1368,11 @@ def main(argv=None):
     for m in methods:
         if m not in METHODS:
             ap.error(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
-    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else list(SEEDS))
+    seeds = ([s for text in args.seeds for s in parse_range(text)] if args.seeds is not None
+             else [0] if args.quick else list(SEEDS))
     results = {"schema": SCHEMA, "quick": bool(args.quick), "command": "python benchmarks/zoo.py " +
                " ".join(sys.argv[1:] if argv is None else argv), "git_commit": _git_commit(),
-               "pyro_dag_path": None,
+               "pyro_dag_path": None, "code": None,
                "settings": {"seeds": seeds, "n_test": QUICK["n_test"] if args.quick else N_TEST,
                             "num_samples": QUICK["num_samples"] if args.quick else NUM_SAMPLES,
                             "default": DEFAULT, "default_steps_for": DEFAULT_STEPS_FOR, "best": BEST, "best_for": BEST_FOR,
@@ -1221,10 +1387,19 @@ def main(argv=None):
         results["problems"] = old.get("problems", {})
         results["earlier_runs"] = old.get("earlier_runs", []) + [
             {k: old.get(k) for k in ("command", "git_commit", "pyro_dag_path", "pyro_dag_snapshot_commit",
-                                     "process_cpu_seconds")}]
+                                     "process_cpu_seconds", "code")}]
     import pyro_dag
 
+    from common import code_state
+
     results["pyro_dag_path"] = os.path.dirname(pyro_dag.__file__)
+    # the library this process measures (report.py marks rows measured on another tree than the current one stale)
+    results["code"] = code_state(library_path=results["pyro_dag_path"])
+    if args.generated:
+        results["generated"] = {"generators": {g: {"kind": GENERATORS[g].kind, "function": GENERATORS[g].function,
+                                                   "kwargs": dict(GENERATORS[g].kwargs)} for g in args.generated},
+                                "draws": parse_range(args.draws), "streams": seeds,
+                                "ratio_targets": GENERATED_RATIO, "picp_band": list(PICP_BAND)}
     stamp = os.path.join(os.path.dirname(results["pyro_dag_path"]), "COMMIT")
     if os.path.exists(stamp):   # a snapshot (git archive <commit> pyro_dag) with its commit written beside it
         results["pyro_dag_snapshot_commit"] = open(stamp).read().strip()
@@ -1250,8 +1425,10 @@ def main(argv=None):
                 if not applies(m, kind) or (p, seed, m) in done:
                     continue
                 row = run_method(p, case, seed, m, args.quick)
+                row["code_tree"] = results["code"]["tree"]
                 results["rows"].append(row)
-                msg = row.get("error") or (f"rmse {row['rmse']:.4g} nlpd {row['nlpd']:.4g} crps {row['crps']:.4g}"
+                msg = row.get("error") or (f"rmse {row['rmse']:.4g} picp95 {row['picp95']:.3f} nlpd {row['nlpd']:.4g} "
+                                           f"crps {row['crps']:.4g}"
                                            + (f" noise {row['noise_variances']}" if row['noise_variances'] else ""))
                 print(f"[{time.process_time() - t_start:7.1f}s] {p} seed {seed} {m}: {msg} "
                       f"({row['cpu_seconds']:.1f} cpu s)", flush=True)

@@ -4,7 +4,9 @@
 * :func:`sachs` -- the Sachs et al. (2005) protein-signalling data; :func:`sachs_experiments` -- the same with
   its nine conditions and their published intervention targets;
 * synthetic SEMs on Erdős-Rényi and scale-free DAGs for structure learning;
-* :data:`TEST_FUNCTIONS` -- the ten simulators of the LaMP-DGP benchmarks (Chang & Sung 2026, App. D).
+* :data:`TEST_FUNCTIONS` -- the ten simulators of the LaMP-DGP benchmarks (Chang & Sung 2026, App. D);
+* :func:`random_latent` -- random latent-DAG problems from a seed (hidden nodes, GP-drawn or composed mechanisms),
+  for judging defaults on problems nobody tuned them to.
 """
 from .collider import ColliderData, collider
 
@@ -19,3 +21,6 @@ __all__ += ["SachsData", "SachsExperiments", "sachs", "sachs_experiments", "sach
 from .test_functions import TEST_FUNCTIONS, TestFunction, add_noise, get_test_function, latin_hypercube  # noqa: E402
 
 __all__ += ["TestFunction", "TEST_FUNCTIONS", "get_test_function", "latin_hypercube", "add_noise"]
+from .random_latent import LatentProblem, random_latent  # noqa: E402
+
+__all__ += ["LatentProblem", "random_latent"]
