@@ -100,6 +100,11 @@ class TrainConfig:
         learning rate, up to 6 times (:class:`~pyro_dag.infer.training.rollback.DivergenceRollback`; default on;
         :attr:`TrainResult.rollbacks` and a :class:`~pyro_dag.infer.training.rollback.RollbackWarning` say so). A
         run that never diverges is unchanged.
+    :param bool fallback_start: when a run that started its hidden nodes at the shallow fit (``start_hidden``) ends
+        with a node's noise explaining over half of its variance where the noise rule's pilot GP left under a quarter
+        of that to noise, train again from the state before the start without it, and keep the run with the lower
+        final loss (mean of its last 50 steps); :attr:`TrainResult.fallback` records both. Default on; not with a
+        checkpoint, validation, a warm start or pretraining.
     :param bool best_iterate: without validation, end with the parameters of the window of 50 steps with the lowest
         mean loss when the last window is worse than it by more than ``max(3 sd, 5 %)``
         (:class:`~pyro_dag.infer.training.best.BestIterate`; :attr:`TrainResult.restored_step` and a
@@ -165,6 +170,7 @@ class TrainConfig:
     restore_best: bool = True
     best_iterate: bool = True
     rollback: bool = True
+    fallback_start: bool = True
     spike_factor: float = 10.0
     callbacks: tuple = field(default=())
     progress: bool = True
@@ -240,6 +246,7 @@ class TrainConfig:
         _check(self.patience is None or self.validation is not None, "patience needs validation= (an (inputs, data) pair)")
         _check(self.spike_factor is None or (_positive_real(self.spike_factor) and self.spike_factor > 1),
                f"spike_factor must be a number > 1 (or None: never clip), got {self.spike_factor!r}")
+        _check(self.fallback_start in (True, False), f"fallback_start must be True or False, got {self.fallback_start!r}")
         _check(self.rollback in (True, False), f"rollback must be True or False, got {self.rollback!r}")
         _check(self.best_iterate in (True, False), f"best_iterate must be True or False, got {self.best_iterate!r}")
         for cb in self.callbacks:

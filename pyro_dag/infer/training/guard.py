@@ -28,7 +28,7 @@ from ...dgp.scale import scale_hint
 from .checkpoint import capture_params, restore_params
 
 __all__ = ["NaturalGradientGuard", "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_variances",
-           "noise_warnings", "NoiseExplainsDataWarning", "signal_warnings", "DEFAULT_NATURAL_GRADIENT_MAX_KL"]
+           "noise_warnings", "NoiseExplainsDataWarning", "signal_warnings", "noise_took_signal", "DEFAULT_NATURAL_GRADIENT_MAX_KL"]
 
 #: Default trust region (nats) of one natural-gradient step of the recommended recipe: on the paper's collider
 #: the largest step moves ``q`` by 1.08 nats (5 optimisation seeds, 2000 steps each), so the limit never binds
@@ -194,15 +194,10 @@ class NoiseExplainsDataWarning(UserWarning):
     the DAG-DGP fits noise instead of signal."""
 
 
-def signal_warnings(dgp, name="train", most=0.5, far_more=4.0, inputs=None, data=None):
-    """Warn (:class:`NoiseExplainsDataWarning`) for each observed Gaussian node whose fitted noise variance is more
-    than ``most`` of its data's variance while the pilot exact GP of the noise rule (:mod:`pyro_dag.gp.noise`, fitted
-    at set-up on the node's observed parents or ancestral roots) left less than ``1 / far_more`` of that fraction to
-    noise.
-
-    :param dgp: a :class:`~pyro_dag.DAGDGP` (or ``None``). :returns: ``{node: (fitted fraction, pilot fraction)}`` of
-        the nodes warned about.
-    """
+def noise_took_signal(dgp, most=0.5, far_more=4.0):
+    """The observed Gaussian nodes of ``dgp`` whose fitted noise variance is more than ``most`` of their data's
+    variance while the pilot exact GP of the noise rule left less than ``1 / far_more`` of that fraction to noise:
+    ``{node: (fitted fraction, pilot fraction)}`` (:func:`signal_warnings` warns about them)."""
     flagged = {}
     choices = getattr(dgp, "noise_choices", None) or {}
     noise = noise_variances(dgp) if choices else {}
@@ -213,10 +208,26 @@ def signal_warnings(dgp, name="train", most=0.5, far_more=4.0, inputs=None, data
         fitted = noise[w] / choice.data_variance
         if fitted > most and choice.pilot_fraction * far_more < fitted:
             flagged[w] = (fitted, choice.pilot_fraction)
-            warnings.warn(f"{name}: node {w!r} ended with its noise explaining {100 * min(fitted, 1):.0f} % of its "
-                          f"variance, while an exact GP on its observed {choice.inputs} leaves "
-                          f"{100 * choice.pilot_fraction:.1f} % to noise: the DAG-DGP fits noise instead of signal. "
-                          "Compare it with that baseline (pyro_dag.baselines), and try more steps, restarts with other "
-                          "seeds, kernels that keep the roots (kernels.InputConnected), or fewer hidden nodes."
-                          + scale_hint(dgp, w, inputs, data), NoiseExplainsDataWarning, stacklevel=3)
+    return flagged
+
+
+def signal_warnings(dgp, name="train", most=0.5, far_more=4.0, inputs=None, data=None):
+    """Warn (:class:`NoiseExplainsDataWarning`) for each observed Gaussian node whose fitted noise variance is more
+    than ``most`` of its data's variance while the pilot exact GP of the noise rule (:mod:`pyro_dag.gp.noise`, fitted
+    at set-up on the node's observed parents or ancestral roots) left less than ``1 / far_more`` of that fraction to
+    noise.
+
+    :param dgp: a :class:`~pyro_dag.DAGDGP` (or ``None``). :returns: ``{node: (fitted fraction, pilot fraction)}`` of
+        the nodes warned about.
+    """
+    flagged = noise_took_signal(dgp, most, far_more)
+    for w, (fitted, pilot_fraction) in flagged.items():
+        choice = dgp.noise_choices[w]
+        choice = choice[0] if isinstance(choice, list) else choice
+        warnings.warn(f"{name}: node {w!r} ended with its noise explaining {100 * min(fitted, 1):.0f} % of its "
+                      f"variance, while an exact GP on its observed {choice.inputs} leaves "
+                      f"{100 * pilot_fraction:.1f} % to noise: the DAG-DGP fits noise instead of signal. "
+                      "Compare it with that baseline (pyro_dag.baselines), and try more steps, restarts with other "
+                      "seeds, kernels that keep the roots (kernels.InputConnected), or fewer hidden nodes."
+                      + scale_hint(dgp, w, inputs, data), NoiseExplainsDataWarning, stacklevel=3)
     return flagged

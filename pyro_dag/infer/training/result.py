@@ -33,6 +33,10 @@ class TrainResult:
         (:func:`~pyro_dag.infer.training.start_hidden_nodes`).
     :ivar list rollbacks: ``(step, back to step, learning-rate factor)`` of each rollback of a diverging Adam phase
         (:class:`~pyro_dag.infer.training.rollback.DivergenceRollback`).
+    :ivar dict fallback: when the run was trained a second time without the hidden-node start (``fallback_start``):
+        ``{"kept": "start" or "no start", "start_loss": ..., "no_start_loss": ..., "nodes": [...]}`` (the final losses
+        are means of the last 50 steps; ``nodes`` those whose noise took the signal); else ``None``. :attr:`losses`
+        are the kept run's.
     :ivar restored_step: the last step of the window whose parameters the run ended with because the run ended worse
         than that window (:class:`~pyro_dag.infer.training.best.BestIterate`), else ``None``.
     """
@@ -54,6 +58,7 @@ class TrainResult:
     collapse_seconds: float = 0.0
     started_nodes: dict = field(default_factory=dict)
     restored_step: int = None
+    fallback: dict = None
     rollbacks: list = field(default_factory=list)
 
     @property
