@@ -206,7 +206,7 @@ class MultiFidelityEmulator:
 
     def __init__(self, fidelities, parents=None, *, kernel=None, precision="chordal", num_inducing=100,
                  max_inducing_refined=200, inducing_init="predmean", noise=None, learn_noise=None, seed=0,
-                 connect_input=None, input_name="x", bounds=None, structure=None):
+                 connect_input=None, input_name="x", bounds=None, structure=None, calibrate=True):
         precision = renamed_argument("MultiFidelityEmulator", "structure", "precision", structure, precision,
                                      "chordal")
         if kernel not in (None, "multifidelity", "nargp", "ar1"):
@@ -227,6 +227,7 @@ class MultiFidelityEmulator:
         self.noise = float(default_noise if noise is None else noise)
         self.learn_noise = True if learn_noise is None else bool(learn_noise)
         self.seed = int(seed)
+        self.calibrate = bool(calibrate)
         self.selection = None
         mf = self.mf
         lo, hi = design_box(bounds, mf.X)
@@ -559,7 +560,8 @@ class MultiFidelityEmulator:
         from ..infer.training.collapsed import write_posterior
         from ..kernels import ParentSpec
         from ..threads import limit_threads
-        from .selection import KERNEL_CANDIDATES, ModelSelection, fit_exact_gp, random_starts
+        from .selection import (KERNEL_CANDIDATES, ModelSelection, fit_exact_gp, loo_variance_scale, random_starts,
+                                scale_kernel)
 
         mf = self.mf
         names = KERNEL_CANDIDATES if self.kernel_choice is None else (self.kernel_name,)
@@ -589,12 +591,17 @@ class MultiFidelityEmulator:
                 def make(start, f=f, name=None, specs=specs):
                     return self._make_kernel(f, name, start).double().bind_parents(specs, f)
 
-                cands = ["rbf"] if f not in self.refined else list(names)
+                # a fidelity refining nothing, or one that sees no input (a linked simulator fed by others only): an
+                # ARD RBF on its parents; else the fusion kernels
+                fused = f in self.refined and mf.input in order
+                cands = list(names) if fused else ["rbf"]
                 fits, noise_decision = [], decision
                 for j, name in enumerate(cands):
                     fit, noise_decision = fit_exact_gp(lambda start, name=name: make(start, name=name), Zo, y,
                                                        fidelity=f, name=name, noise=noise_decision,
                                                        num_random_starts=random_starts(len(y)),
+                                                       starts=("data", "unit", "input") if fused else
+                                                       ("data", "unit") if len(y) <= 100 else ("data",),
                                                        seed=self.seed + 101 * k + j)
                     fits.append(fit)
                 sel.candidates += fits
@@ -605,6 +612,12 @@ class MultiFidelityEmulator:
                                        "try method='svi'")
                 sel.chosen[f] = best.kernel
                 sel.deterministic[f] = bool(best.noise_fixed)
+                if best.noise_fixed and self.calibrate:
+                    # the amplitude by leave-one-out (loo_variance_scale): the mean stays, the variances shrink or
+                    # grow so that the left-out runs' standardised residuals have unit variance
+                    c = min(max(loo_variance_scale(best.kernel_module, Zo, y, best.noise), 1e-3), 1e3)
+                    scale_kernel(best.kernel_module, best.kernel, c)
+                    best.noise, best.variance_scale = best.noise * c, c
                 fitted[f] = (best.kernel_module, best.noise, Zo, y, order)
             if sel.imputed:
                 warnings.warn("MultiFidelityEmulator.fit: the designs are not nested: "
