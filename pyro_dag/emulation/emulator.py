@@ -30,6 +30,9 @@ from .persistence import load_emulator, save_emulator
 
 __all__ = ["MultiFidelityEmulator", "FidelityPrediction", "initial_lengthscale", "INDUCING_INITS", "FIT_METHODS"]
 
+#: ``fit(method="auto")`` fits a fidelity exactly on at most this many of its runs (a random subset above it).
+AUTO_MAX_EXACT = 1000
+
 #: The methods of :meth:`MultiFidelityEmulator.fit`.
 FIT_METHODS = ("auto", "exact", "svi")
 
@@ -531,8 +534,8 @@ class MultiFidelityEmulator:
         for p in mf.parents[f]:
             v = data[p][rows, 0].clone()
             miss = ~torch.isfinite(v)
-            if miss.any():
-                v[miss] = self._exact_mean(p, x[rows][miss], fitted)
+            if miss.any():   # fitted=None (a skeleton for load): a placeholder the saved state overwrites
+                v[miss] = 0.0 if fitted is None else self._exact_mean(p, x[rows][miss], fitted)
                 imputed = max(imputed, int(miss.sum()))
             cols.append(v[:, None])
         return torch.cat(cols, 1), data[f][rows, 0], rows, imputed
@@ -551,19 +554,46 @@ class MultiFidelityEmulator:
         alpha = torch.cholesky_solve(y[:, None], L)
         return (kernel(Zq, Z) @ alpha)[:, 0]
 
-    def _fit_auto(self, num_threads, max_exact=1000):
+    def _auto_columns(self, f, Z):
+        """Fidelity ``f``'s parent specs, their order (the DAG's, the kernel's columns), ``{parent: columns}`` and
+        ``Z`` in that order, from ``Z = [x, parents in self.mf.parents[f] order]``."""
+        from ..graph.dag import parents as dag_parents
+        from ..kernels import ParentSpec
+
+        mf = self.mf
+        specs = [ParentSpec(p, mf.dim if p == mf.input else 1, p == mf.input) for p in dag_parents(mf.graph, f)]
+        order = [p.name for p in specs]
+        cols = {mf.input: Z[:, :mf.dim]}
+        for j, p in enumerate(mf.parents[f]):
+            cols[p] = Z[:, mf.dim + j:mf.dim + j + 1]
+        return specs, order, cols, torch.cat([cols[p] for p in order], 1)
+
+    def _auto_skeleton(self, saved):
+        """The model of a saved ``fit(method="auto")`` with placeholder values (:meth:`load` overwrites them)."""
+        from .selection import ModelSelection
+
+        sel = ModelSelection(chosen=dict(saved["chosen"]), deterministic=dict(saved["deterministic"]))
+        rows_of = {}
+        for f in self.mf.fidelities:
+            Z, y, rows, _ = self._auto_rows(f, None, AUTO_MAX_EXACT)
+            _, _, cols, Zo = self._auto_columns(f, Z)
+            rows_of[f] = (Zo, y, rows, cols)
+        self.model = self._auto_model(sel, None, rows_of)
+        self.selection = sel
+        return self.model
+
+    def _fit_auto(self, num_threads, max_exact=None):
         """``fit(method="auto")``: exact fits of every fidelity with the fusion kernel and noise chosen from the data
         (:mod:`pyro_dag.emulation.selection`), then the DAG-DGP built from them (see :meth:`fit`)."""
         import pyro
 
-        from ..graph.dag import parents as dag_parents
         from ..infer.training.collapsed import write_posterior
-        from ..kernels import ParentSpec
         from ..threads import limit_threads
         from .selection import (KERNEL_CANDIDATES, ModelSelection, fit_exact_gp, loo_variance_scale, random_starts,
                                 scale_kernel)
 
         mf = self.mf
+        max_exact = AUTO_MAX_EXACT if max_exact is None else int(max_exact)
         names = KERNEL_CANDIDATES if self.kernel_choice is None else (self.kernel_name,)
         if self.learn_noise_choice is None:
             decision = None
@@ -579,13 +609,7 @@ class MultiFidelityEmulator:
                 Z, y, rows, imputed = self._auto_rows(f, fitted, max_exact)
                 if imputed:
                     sel.imputed[f] = imputed
-                specs = [ParentSpec(p, mf.dim if p == mf.input else 1, p == mf.input)
-                         for p in dag_parents(mf.graph, f)]
-                order = [p.name for p in specs]      # the kernel's column order: the DAG's parent order
-                cols = {mf.input: Z[:, :mf.dim]}
-                for j, p in enumerate(mf.parents[f]):
-                    cols[p] = Z[:, mf.dim + j:mf.dim + j + 1]
-                Zo = torch.cat([cols[p] for p in order], 1)
+                specs, order, cols, Zo = self._auto_columns(f, Z)
                 rows_of[f] = (Zo, y, rows, cols)
 
                 def make(start, f=f, name=None, specs=specs):
@@ -652,7 +676,7 @@ class MultiFidelityEmulator:
         # fresh kernels of the chosen kinds (a PyroModule that ran on its own cannot join the model), then the fits
         kernels = {f: self._make_kernel(f, sel.chosen[f], "unit") for f in mf.fidelities}
         inducing = {f: rows_of[f][0].detach().clone() for f in mf.fidelities}
-        lik = {f: Gaussian(float(fitted[f][1])) for f in mf.fidelities}
+        lik = {f: Gaussian(1e-3 if fitted is None else float(fitted[f][1])) for f in mf.fidelities}
         # a fitted kernel's parameters must not be replaced by stale entries of Pyro's parameter store (an earlier
         # emulator with the same fidelity names): drop those names first
         store = pyro.get_param_store()
@@ -671,7 +695,7 @@ class MultiFidelityEmulator:
                     if full in store:
                         del store[full]
         with torch.no_grad():
-            for f in mf.fidelities:
+            for f in mf.fidelities if fitted is not None else ():
                 model.kernels[f].load_state_dict(fitted[f][0].state_dict())
         _sync_with_param_store(model.kernels)
         _sync_with_param_store(model.likelihoods)

@@ -109,3 +109,18 @@ def test_step_options_select_svi_and_are_refused_elsewhere():
         em.fit(num_steps=5, method="auto")
     em.fit(num_steps=3, pretrain_steps=2)
     assert "train" in em.history and em.selection is None
+
+
+def test_an_auto_fit_saves_and_loads(tmp_path):
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [30, 8], num_test=20, seed=2)
+    em = MultiFidelityEmulator(p.train, p.parents, kernel="ar1").fit()
+    X = p.test[0]
+    before = em.predict(X, num_samples=50, seed=3)["f2"]
+    path = em.save(tmp_path / "em.pt")
+    pyro.clear_param_store()
+    other = MultiFidelityEmulator(p.train, p.parents, kernel="ar1").load(path)
+    after = other.predict(X, num_samples=50, seed=3)["f2"]
+    np.testing.assert_allclose(after.mean, before.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(after.variance, before.variance, rtol=1e-10, atol=1e-14)
+    assert other.selection.chosen == em.selection.chosen
