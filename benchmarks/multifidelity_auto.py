@@ -201,7 +201,7 @@ def run_linked(seed, n=200, n_test=1000):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--draws", default="100-111", help="random draws, 'a-b' inclusive ('' for none)")
+    ap.add_argument("--draws", default="200-211", help="random draws, 'a-b' inclusive ('' for none)")
     ap.add_argument("--named", action="store_true", help="also the zoo pairs and the named chains (seed 0)")
     ap.add_argument("--seeds", type=int, default=1, help="streams per named problem")
     ap.add_argument("--linked", type=int, default=0, help="streams of the three linked simulators")

@@ -30,6 +30,7 @@ import pyro
 import torch
 
 from ..gp.noise import DETERMINISTIC_FRACTION
+from ..kernels.base import detached_copy
 from ..infer.training.collapsed import lbfgs
 
 __all__ = ["CandidateFit", "ModelSelection", "exact_evidence", "loo_log_density", "loo_variance_scale",
@@ -211,7 +212,7 @@ def _randomise(kernel, gen):
 
 
 def fit_exact_gp(make_kernel, Z, y, *, fidelity, name, noise=None, num_random_starts=1, seed=0,
-                 nugget_fraction=NUGGET, starts=("data", "unit", "input"), max_iter=MAX_ITER):
+                 nugget_fraction=NUGGET, starts=("data", "unit", "input"), max_iter=MAX_ITER, loo_nugget=False):
     """Fit one candidate exactly from several starts and keep the best by evidence.
 
     :param make_kernel: ``make_kernel(start) -> bound kernel`` for ``start`` in ``("data", "unit", "input")``; the random
@@ -219,6 +220,9 @@ def fit_exact_gp(make_kernel, Z, y, *, fidelity, name, noise=None, num_random_st
     :param torch.Tensor Z: ``[n, D]`` float64 inputs. :param torch.Tensor y: ``[n]`` standardised runs.
     :param noise: ``None``: the noise rule (learned from the first start, then fixed at the nugget if at most
         :data:`DETERMINISTIC_FRACTION` of ``Var(y)``); a ``(variance, fixed)`` pair: that decision.
+    :param bool loo_nugget: with the noise rule, also refit a learned-noise fidelity with the nugget and keep it if
+        its leave-one-out density is higher (off by default: on 25 noisy runs of Currin it chose the nugget and
+        gave 95 % intervals covering 73 %; on the 3-level Branin it changed nothing).
     :returns: ``(CandidateFit, (variance, fixed))`` with the decision used.
     """
     c0 = time.process_time()
@@ -265,6 +269,13 @@ def fit_exact_gp(make_kernel, Z, y, *, fidelity, name, noise=None, num_random_st
         fixed = best[2] <= DETERMINISTIC_FRACTION * var_y
         if fixed:
             best[0], best[2] = run(best[1], nugget, True, False)
+        elif loo_nugget:
+            # a small learned noise may be a smooth kernel's misfit of a deterministic simulator: keep the nugget
+            # fit (interpolation) where it predicts the left-out runs better
+            alt = detached_copy(best[1])
+            ev_alt, _ = run(alt, nugget, True, False)
+            if math.isfinite(ev_alt) and loo_log_density(alt, Z, y, nugget) > loo_log_density(best[1], Z, y, best[2]):
+                best, fixed = [ev_alt, alt, nugget], True
         decision = (nugget, True) if fixed else (best[2], False)
     else:
         decision = noise
