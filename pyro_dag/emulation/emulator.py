@@ -41,6 +41,11 @@ LOO_SCALE_FLOOR = 0.1
 #: handful of runs is noise (the 11 high-fidelity runs of that pair: factor 0.22, PICP95 0.71 against 1.00 without).
 LOO_MIN_RUNS = 30
 
+#: Relative jitter of ``K(Z, Z)`` in the model of ``fit(method="auto")`` (the DAG-DGP's ladder grows it x10 where
+#: the factorisation fails): the default 1e-8 of the diagonal is a latent nugget that grows with the amplitude, and
+#: a fit whose trend carries a large variance then predicts with a variance 50x its error (3-level Branin).
+AUTO_JITTER = 1e-12
+
 #: The methods of :meth:`MultiFidelityEmulator.fit`.
 FIT_METHODS = ("auto", "exact", "svi")
 
@@ -689,7 +694,8 @@ class MultiFidelityEmulator:
         # emulator with the same fidelity names): drop those names first
         store = pyro.get_param_store()
         model = DAGDGP(mf.graph, kernels=kernels, num_inducing={f: int(z.shape[0]) for f, z in inducing.items()},
-                       likelihoods=lik, inducing_inputs=inducing, learn_inducing=False, seed=self.seed).double()
+                       likelihoods=lik, inducing_inputs=inducing, learn_inducing=False, seed=self.seed,
+                       jitter=AUTO_JITTER).double()
         for f in mf.fidelities:
             if sel.deterministic.get(f):
                 freeze(model.likelihoods[f], {"variance"})

@@ -64,7 +64,7 @@ TOLERANCE = 1e-6
 #: L-BFGS iterations per start.
 MAX_ITER = 200
 
-#: Relative jitter of ``K`` in the exact fits (float64).
+#: Jitter added to ``K`` in the exact fits (float64, standardised runs).
 JITTER = 1e-10
 
 
@@ -78,8 +78,11 @@ def isolated():
 def _cholesky(kernel, Z, noise):
     K = kernel(Z)
     n = K.shape[-1]
-    scale = float(K.diagonal().mean().detach()) if n else 1.0
-    C = K + (noise + JITTER * max(scale, 1e-300)) * torch.eye(n, dtype=K.dtype, device=K.device)
+    # absolute (the runs are standardised): a jitter relative to K's diagonal would grow with a large amplitude and
+    # penalise exactly the fits whose trend carries a large variance (3-level Branin, NARGP: log evidence 20.5 with
+    # it, against emukit's 23.0)
+    big = float(K.diagonal().max().detach()) if n else 1.0
+    C = K + (noise + JITTER + 1e-14 * n * big) * torch.eye(n, dtype=K.dtype, device=K.device)
     return torch.linalg.cholesky(C)
 
 
