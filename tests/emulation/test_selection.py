@@ -124,3 +124,22 @@ def test_an_auto_fit_saves_and_loads(tmp_path):
     np.testing.assert_allclose(after.mean, before.mean, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(after.variance, before.variance, rtol=1e-10, atol=1e-14)
     assert other.selection.chosen == em.selection.chosen
+
+
+def test_linked_simulators_fed_by_others_only():
+    """x -> s1 -> s2 (s2 sees no input: connect_input=["s1"]): s2 gets an ARD RBF on s1, and the prediction of s2
+    from x through s1 is accurate and not over-confident (the chain propagates s1's uncertainty)."""
+    pyro.clear_param_store()
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 2))
+    s1 = lambda X: np.sin(2 * np.pi * X[:, 0]) + X[:, 1]  # noqa: E731
+    s2 = lambda v: np.sin(2.0 * v) + 0.3 * v  # noqa: E731
+    em = MultiFidelityEmulator({"s1": (X, s1(X)), "s2": (X, s2(s1(X)))}, parents={"s2": ["s1"]},
+                               connect_input=["s1"], bounds=np.array([[0.0, 1.0], [0.0, 1.0]])).fit()
+    assert em.selection.chosen == {"s1": "rbf", "s2": "rbf"}
+    Xt = rng.random((200, 2))
+    pred = em.predict(Xt, fidelities=["s2"], num_samples=200)["s2"]
+    truth = s2(s1(Xt))
+    err = pred.mean - truth
+    assert _rmse(pred.mean, truth) < 0.05 * truth.std()
+    assert np.mean(np.abs(err) <= 1.96 * pred.std) > 0.85
