@@ -1071,6 +1071,8 @@ def _mf_pivot(merged):
 def sec_mf_auto(R):
     """The emulator's default fit() against emukit AR1 / NARGP and a linked GP (benchmarks/multifidelity_auto.py)."""
     names = R.glob("multifidelity_auto*.json")
+    if not names:
+        return None
     files = [R(n) for n in names]
     rows, linked, shares = [], [], []
     peers = ("emukit_ar1", "emukit_nargp", "linked_gp")
@@ -2104,7 +2106,8 @@ beside them: constants of `report.py` (`PUBLISHED`, `TARGETS`) or of the benchma
 def _sections(R):
     out = []
     for part, fns in PARTS:
-        out.append((part, [fn(R) for fn in fns]))
+        secs = [fn(R) for fn in fns]
+        out.append((part, [sec for sec in secs if sec is not None]))   # None: no results yet
     return out
 
 
