@@ -10,7 +10,7 @@ Scores on the highest fidelity's test points, in units standardised by its train
 noise-free truth, PICP95 / CRPS / NLPD of each method's Gaussian predictive of a new run. One thread; CPU seconds
 of fit + predict (``time.process_time``).
 
-    flock /tmp/pyro_dag_bench.lock python benchmarks/multifidelity_auto.py [--draws 100-111] [--named] [--linked 5]
+    flock /tmp/pyro_dag_bench.lock python benchmarks/multifidelity_auto.py [--draws 200-211] [--named] [--linked 5]
         [--out NAME]
 
 The recorded runs used a frozen copy of the committed package (``git archive HEAD pyro_dag benchmarks``; its commit

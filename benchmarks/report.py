@@ -1121,8 +1121,7 @@ def sec_mf_auto(R):
         notes.append("Three linked deterministic simulators (`linked_simulators`: x -> s1 -> s2 -> s3, 200 runs of "
                      "each, s3 predicted from x; target: mean predictive sd at most 2x the RMSE):")
         notes.append(table(["seed", "method", "RMSE", "mean sd", "sd / RMSE", "PICP95", "CPU s"], lr))
-    cmd = ("`python benchmarks/multifidelity_auto.py --named --draws '' --out multifidelity_auto_named` and "
-           "`--draws 200-211 --linked 5 --out multifidelity_auto_draws`")
+    cmd = "`python benchmarks/multifidelity_auto.py --named --draws 200-211 --linked 5`"
     return Section("Does the emulator's default pick a model as good as emukit's and a linked GP's?", cmd, tab, notes,
                    names)
 
