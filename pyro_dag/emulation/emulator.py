@@ -190,8 +190,10 @@ class MultiFidelityEmulator:
 
     :param dict fidelities: ``{name: (X [n_f, d], y [n_f])}`` or a list of pairs (a chain, lowest first); see
         :func:`~pyro_dag.emulation.multifidelity_data`. :param dict parents: ``{name: [lower fidelities]}``.
-    :param str kernel: fusion kernel at refined fidelities, ``"multifidelity"`` (Cutajar form of
-        :class:`~pyro_dag.kernels.MultiFidelity`, default) or ``"nargp"`` (:class:`~pyro_dag.kernels.NARGP`).
+    :param str kernel: fusion kernel at refined fidelities: ``None`` (default: :meth:`fit` chooses among
+        ``"multifidelity"``, ``"ar1"`` and ``"nargp"`` by evidence; the other methods use ``"multifidelity"``),
+        ``"multifidelity"`` (Cutajar form of :class:`~pyro_dag.kernels.MultiFidelity`), ``"ar1"``
+        (:class:`~pyro_dag.kernels.AR1`) or ``"nargp"`` (:class:`~pyro_dag.kernels.NARGP`).
     :param str precision: ``"chordal"`` (DAG-SVI, default) or ``"mean_field"`` (DAG-VI) (``structure=`` is its old
         name).
     :param int num_inducing: inducing points of a fidelity refining nothing (at most its number of runs; the paper
@@ -200,12 +202,13 @@ class MultiFidelityEmulator:
         inputs augmented with the pretrained lower fidelities' predictive means there, held fixed) or ``"free"``
         (the same inputs with the lower-fidelity coordinates drawn from ``N(0, 1)``, the standardised scale, and
         learned).
-    :param float noise: initial noise variance in standardised units (default 1e-3).
-    :param bool learn_noise: learn every fidelity's noise variance (default); ``False`` holds it at ``noise``. For
-        deterministic simulators hold a small nugget, as emukit's examples do (e.g. ``noise=1e-6,
-        learn_noise=False``): a learned noise absorbs part of the high fidelity's signal (measured with exact GPs
-        and this kernel on Currin, 200 / 25 runs, seed 0: high-fidelity RMSE 0.067 with the noise learned,
-        0.036 with it fixed at 1e-6).
+    :param float noise: noise variance in standardised units: with ``learn_noise=False`` the fixed value (default
+        1e-6), else the initial one of ``fit(method="svi" / "exact")`` (default 1e-3).
+    :param bool learn_noise: ``None`` (default): ``fit()`` applies the noise rule (a nugget where a fidelity is
+        deterministic, the noise learned elsewhere; :mod:`pyro_dag.emulation.selection`) and the other methods learn
+        it; ``True`` learns every fidelity's noise; ``False`` holds it at ``noise``.
+    :param bool calibrate: ``fit()`` takes a deterministic fidelity's amplitude from leave-one-out (default; with at
+        least 30 runs, shrinking the variances at most 10x), so that its intervals are not several times too wide.
     :param int seed: seed of the inducing-input initialisation and of the training draws.
     :param connect_input: as in :func:`~pyro_dag.emulation.multifidelity_data`.
     :param str input_name: the root's name (default ``"x"``).
@@ -215,7 +218,7 @@ class MultiFidelityEmulator:
     Example::
 
         em = MultiFidelityEmulator({"low": (X_low, y_low), "high": (X_high, y_high)}, parents={"high": ["low"]})
-        em.fit(num_steps=2000)
+        em.fit()                           # exact fits, kernel and noise chosen; em.selection says what and why
         pred = em.predict(X_test)          # {"low": FidelityPrediction, "high": FidelityPrediction}
         pred["high"].mean, pred["high"].std
     """
