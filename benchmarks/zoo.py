@@ -890,9 +890,7 @@ def fit_emulator(case, seed, cfg, quick=False):
     mf = case.mf
     pyro.clear_param_store()
     kw = dict(cfg or {})
-    fit_kw = {}
-    if quick:
-        fit_kw = {"num_steps": QUICK["mf_steps"], "pretrain_steps": QUICK["mf_pretrain"]}
+    fit_kw = {}   # the default fit(): method="auto" (exact fits, kernel and noise chosen), fast enough for --quick
     if kw.get("fit_method"):   # fit(method="exact"): the collapsed bound of every fidelity, no steps
         fit_kw = {"method": kw.pop("fit_method")}
     em = MultiFidelityEmulator(mf["train"], mf["parents"], bounds=mf["bounds"], seed=seed, **kw)
@@ -903,7 +901,9 @@ def fit_emulator(case, seed, cfg, quick=False):
     settings = {"emulator": "MultiFidelityEmulator(train, parents, bounds=bounds, seed=seed"
                 + "".join(f", {k}={v!r}" for k, v in kw.items()) + ").fit(" +
                 ", ".join(f"{k}={v}" for k, v in fit_kw.items()) + ")",
-                "fit": fit_kw or "defaults (num_steps=1000, pretrain_steps=500)", **kw}
+                "fit": fit_kw or "defaults (method='auto')", **kw}
+    if em.selection is not None:   # what fit(method="auto") chose, and every candidate's scores
+        settings["selection"] = em.selection.as_dict()
     t = mf["target"]
     noise = {f: float(em.model.likelihoods[f].variance.detach()) * (em.y_scale[f] / case.y_scale) ** 2
              for f in em.mf.fidelities}

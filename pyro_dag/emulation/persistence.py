@@ -15,10 +15,13 @@ __all__ = ["save_emulator", "load_emulator"]
 KIND = "MultiFidelityEmulator"
 
 
-def _scalings(em):
-    return {"fidelities": list(em.mf.fidelities), "lower": [float(v) for v in em.lower],
-            "span": [float(v) for v in em.span], "y_loc": dict(em.y_loc), "y_scale": dict(em.y_scale),
-            "kernel": em.kernel_name, "num_inducing": dict(em.num_inducing)}
+def _scalings(em, auto=False):
+    out = {"fidelities": list(em.mf.fidelities), "lower": [float(v) for v in em.lower],
+           "span": [float(v) for v in em.span], "y_loc": dict(em.y_loc), "y_scale": dict(em.y_scale),
+           "kernel": em.kernel_name}
+    if not auto:   # fit(method="auto") sets the inducing points itself (one per run)
+        out["num_inducing"] = dict(em.num_inducing)
+    return out
 
 
 def _runs(em):
@@ -33,8 +36,11 @@ def save_emulator(path, em):
     """Write the fitted emulator ``em`` to ``path`` (see :meth:`~pyro_dag.emulation.MultiFidelityEmulator.save`)."""
     if em.guide is None:
         raise SavedFileError("save: the emulator has not been fitted, so there is nothing to save; call fit() first")
+    auto = em.selection is not None
     payload = {"fit": model_payload(em.model, em.guide, em.model_inputs(), em.model_data()),
-               "precision": em.guide.precision, "emulator": _scalings(em), "history": em.history}
+               "precision": em.guide.precision, "emulator": _scalings(em, auto), "history": em.history}
+    if auto:   # fit(method="auto"): the chosen kernels, to rebuild the model's structure on load
+        payload["auto"] = em.selection.as_dict()
     return write_saved(path, KIND, payload)
 
 
@@ -47,12 +53,15 @@ def load_emulator(path, em):
     if em.guide is not None:
         raise SavedFileError("load: this emulator has been fitted already; load into a fresh one built with the "
                              "same arguments")
-    mine = _scalings(em)
+    auto = state.get("auto")
+    mine = _scalings(em, auto is not None)
     for key, saved in state["emulator"].items():
         if mine[key] != saved:
             raise SavedFileError(f"load: {path!r} holds an emulator whose {key} is {saved!r}, this one's is "
                                  f"{mine[key]!r}: build it with the same runs and arguments as the saved one")
-    if em.model is None:
+    if auto is not None:
+        em._auto_skeleton(auto)
+    elif em.model is None:
         em.build()
     saved_runs = state["fit"].get("fingerprint")
     runs = data_fingerprint(*_runs(em))

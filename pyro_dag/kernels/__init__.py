@@ -10,11 +10,11 @@ parent state (:class:`Concat`).
 from .base import Kernel, ParentSpec, Prod, Sum
 from .fusion import (ANOVA, Additive, Concat, FusionKernel, InputConnected, Product, SubsetAdditive, SumInput,
                      as_fusion_kernel)
-from .multifidelity import NARGP, MultiFidelity
+from .multifidelity import AR1, NARGP, MultiFidelity
 from .stationary import RBF, Constant, Linear, Matern12, Matern32, Matern52, RationalQuadratic, Stationary, White
 
 __all__ = [
     "Kernel", "ParentSpec", "Stationary", "RBF", "Matern12", "Matern32", "Matern52", "RationalQuadratic", "Linear",
     "White", "Constant", "Sum", "Prod", "FusionKernel", "Concat", "Additive", "Product", "ANOVA", "SubsetAdditive",
-    "InputConnected", "SumInput", "MultiFidelity", "NARGP", "as_fusion_kernel",
+    "InputConnected", "SumInput", "MultiFidelity", "NARGP", "AR1", "as_fusion_kernel",
 ]

@@ -6,7 +6,7 @@ non-root parents (lower-fidelity outputs).
 from .fusion import FusionKernel, _bind_any
 from .stationary import RBF, Linear
 
-__all__ = ["MultiFidelity", "NARGP"]
+__all__ = ["MultiFidelity", "NARGP", "AR1"]
 
 
 class _RootLatentSplit(FusionKernel):
@@ -94,3 +94,30 @@ class NARGP(_RootLatentSplit):
         x, z = self._xz(X)
         x2, z2 = self._xz(Z)
         return self.rho(x, x2, diag) * self.f(z, z2, diag) + self.delta(x, x2, diag)
+
+
+class AR1(_RootLatentSplit):
+    """Linear autoregressive kernel ``k_lin(z, z') + k_δ(x, x')`` (Kennedy & O'Hagan 2000, "Predicting the output
+    from a complex computer code when fast approximations are available", Biometrika 87(1)): the fidelity is
+    ``ρ z + δ(x)`` with a constant ``ρ`` (``ρ²`` the linear kernel's variance), as in the recursive co-kriging of Le
+    Gratiet & Garnier (2014) on nested designs. The ``k_se → 0``, ``k_ρ → const`` limit of :class:`MultiFidelity`,
+    with fewer hyperparameters to fit from a few high-fidelity runs.
+
+    :param Kernel linear: ``k_lin`` on ``z`` (default Linear). :param Kernel delta: ``k_δ`` on ``x`` (default ARD
+        RBF, variance 0.1).
+    """
+
+    def __init__(self, linear=None, delta=None):
+        super().__init__()
+        self.linear = Linear() if linear is None else linear
+        self.delta = RBF(ard=True, variance=0.1) if delta is None else delta
+
+    def _build(self):
+        self._check_split()
+        self._bind_x(self.delta)
+        self._bind_z(self.linear)
+
+    def forward(self, X, Z=None, diag=False):
+        x, z = self._xz(X)
+        x2, z2 = self._xz(Z)
+        return self.linear(z, z2, diag) + self.delta(x, x2, diag)

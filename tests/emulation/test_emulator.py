@@ -171,7 +171,7 @@ def test_exact_fit_on_nested_designs():
     shifted = {"f1": (X1[::2], y1[::2]), "f2": (X2 + 0.013, y2)}
     with pytest.raises(ValueError, match="fidelity 'f2'.*not nested.*method='svi'"):
         MultiFidelityEmulator(shifted, p.parents).fit(method="exact")
-    with pytest.raises(ValueError, match="method must be 'svi' or 'exact'"):
+    with pytest.raises(ValueError, match="method must be one of"):
         MultiFidelityEmulator(p.train, p.parents).fit(method="lbfgs")
 
 

@@ -147,6 +147,20 @@ def test_multifidelity_cutajar_formula():
     assert torch.allclose(k(X), expected)
 
 
+def test_ar1_is_a_linear_coupling_plus_a_discrepancy():
+    """AR1 (Kennedy & O'Hagan 2000): rho^2 z z' + k_delta(x); positive semi-definite; its diagonal matches."""
+    k = K.AR1().double().bind_parents(SPECS, "w")
+    X = torch.randn(7, D, dtype=torch.float64)
+    x, z = X[:, :2], X[:, 2:]
+    with torch.no_grad():
+        expected = k.linear.variance * (z @ z.T) + k.delta(x)
+        assert torch.allclose(k(X), expected)
+        assert torch.allclose(k(X, diag=True), expected.diagonal())
+        assert float(torch.linalg.eigvalsh(k(X)).min()) > -1e-10
+    with pytest.raises(ValueError, match="'w'"):
+        K.AR1().bind_parents([K.ParentSpec("a", 1, False)], "w")
+
+
 def test_fusion_errors_name_the_node():
     with pytest.raises(ValueError, match="'w'.*root parent"):
         K.InputConnected().bind_parents([K.ParentSpec("a", 1, False)], "w")

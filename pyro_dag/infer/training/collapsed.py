@@ -91,14 +91,15 @@ class _NonFiniteBound(RuntimeError):
     pass
 
 
-def lbfgs(params, objective, max_iter):
+def lbfgs(params, objective, max_iter, tolerance_change=1e-12):
     """Minimise ``objective()`` over ``params`` by L-BFGS with a strong-Wolfe line search; ends at the best
     parameters seen, also when an evaluation fails (a Cholesky error or a non-finite value at an extreme trial
-    point). :returns: the objective's values, one per evaluation."""
+    point). ``tolerance_change``: stop when the objective or the step changes less (torch's L-BFGS option).
+    :returns: the objective's values, one per evaluation."""
     best = [float("inf"), [q.detach().clone() for q in params]]
     values = []
     optim = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, max_eval=max_iter * 5 // 4, history_size=50,
-                              tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+                              tolerance_grad=1e-9, tolerance_change=tolerance_change, line_search_fn="strong_wolfe")
 
     def closure():
         optim.zero_grad()

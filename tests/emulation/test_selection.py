@@ -1,0 +1,145 @@
+"""fit(method="auto"): exact fits, the fusion kernel chosen by evidence, the noise rule, non-nested designs."""
+import math
+import warnings
+
+import numpy as np
+import pyro
+import pytest
+import torch
+
+from pyro_dag.datasets.multifidelity import chain_problem
+from pyro_dag.emulation import MultiFidelityEmulator
+from pyro_dag.emulation.selection import exact_evidence, loo_log_density
+from pyro_dag.kernels import RBF
+
+
+def _rmse(a, b):
+    return float(np.sqrt(np.mean((np.asarray(a).reshape(-1) - np.asarray(b).reshape(-1)) ** 2)))
+
+
+def test_exact_evidence_and_loo_match_dense_formulas():
+    """The log marginal likelihood and the closed-form leave-one-out density against a dense reference (refitting
+    the GP without each point)."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(12, 2, generator=gen, dtype=torch.float64)
+    y = torch.sin(3 * X[:, 0]) + X[:, 1]
+    k = RBF(ard=True, variance=1.3, lengthscale=0.4).double().bind(2)
+    noise = 1e-2
+    with torch.no_grad():
+        K = k(X) + noise * torch.eye(12, dtype=torch.float64)
+        ref = torch.distributions.MultivariateNormal(torch.zeros(12, dtype=torch.float64), K).log_prob(y)
+        # the fits add a jitter of 1e-10 of the mean diagonal: agreement to ~1e-8
+        assert float(exact_evidence(k, X, y, noise)) == pytest.approx(float(ref), rel=1e-7)
+        lpd = []
+        for i in range(12):
+            keep = [j for j in range(12) if j != i]
+            Kk = K[keep][:, keep]
+            kx = K[i, keep]
+            m = kx @ torch.linalg.solve(Kk, y[keep])
+            v = K[i, i] - kx @ torch.linalg.solve(Kk, kx)
+            lpd.append(float(torch.distributions.Normal(m, v.sqrt()).log_prob(y[i])))
+    assert loo_log_density(k, X, y, noise) == pytest.approx(np.mean(lpd), rel=1e-6)
+
+
+def test_auto_fit_chooses_by_evidence_and_reports_it():
+    """On Forrester 50 / 14 (nested, deterministic) the default fit is exact, detects the deterministic simulator
+    (nugget noise), keeps the candidate with the largest evidence, beats the training mean by far, and reports every
+    candidate in .selection and in baseline_report."""
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [50, 14], num_test=60, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
+    sel = em.selection
+    assert set(sel.chosen) == {"f1", "f2"} and sel.chosen["f1"] == "rbf"
+    cands = [c for c in sel.candidates if c.fidelity == "f2"]
+    assert {c.kernel for c in cands} == {"multifidelity", "ar1", "nargp"}
+    best = max(cands, key=lambda c: c.evidence)
+    assert sel.chosen["f2"] == best.kernel
+    assert all(math.isfinite(c.loo) for c in cands)
+    assert sel.deterministic == {"f1": True, "f2": True}
+    assert float(em.model.likelihoods["f2"].variance) < 1e-5
+    X, y = p.test
+    pred = em.predict(X, num_samples=100)["f2"]
+    assert _rmse(pred.mean, y) < 0.02 * _rmse(y, np.mean(p.train["f2"][1]))
+    assert "f2" in sel.table() and "*" in sel.table()
+
+
+@pytest.mark.slow
+def test_baseline_report_carries_the_selection():
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [50, 14], num_test=60, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
+    best = max((c for c in em.selection.candidates if c.fidelity == "f2"), key=lambda c: c.evidence)
+    X, y = p.test
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = em.baseline_report(X, y, warn=False)
+    assert rep["selection"]["chosen"]["f2"] == best.kernel
+    assert len(rep["selection"]["candidates"]) == 4
+
+
+def test_auto_fit_learns_the_noise_of_a_noisy_simulator():
+    pyro.clear_param_store()
+    p = chain_problem("currin", [60, 20], num_test=10, seed=1)
+    rng = np.random.default_rng(0)
+    train = {f: (X, y + 0.3 * rng.standard_normal(y.shape)) for f, (X, y) in p.train.items()}
+    em = MultiFidelityEmulator(train, p.parents, kernel="ar1").fit()
+    assert em.selection.deterministic["f1"] is False
+    assert {c.kernel for c in em.selection.candidates if c.fidelity == "f2"} == {"ar1"}
+    assert float(em.model.likelihoods["f1"].variance) > 1e-3
+
+
+def test_auto_fit_on_designs_that_are_not_nested_warns_and_imputes():
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [40, 12], num_test=60, seed=0)
+    (X1, y1), (X2, y2) = p.train["f1"], p.train["f2"]
+    X2s = np.clip(X2 + 0.013, 0, 1)
+    train = {"f1": (X1, y1), "f2": (X2s, p.truth["f2"](X2s))}
+    with pytest.warns(UserWarning, match="not nested.*'f2' was run at 12 points"):
+        em = MultiFidelityEmulator(train, p.parents).fit()
+    assert em.selection.imputed == {"f2": 12}
+    X, y = p.test
+    assert _rmse(em.predict(X, num_samples=100)["f2"].mean, y) < 0.05 * _rmse(y, np.mean(y2))
+
+
+def test_step_options_select_svi_and_are_refused_elsewhere():
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [20, 6], num_test=10, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents)
+    with pytest.raises(ValueError, match=r"\['num_steps'\] apply to method='svi' only"):
+        em.fit(num_steps=5, method="auto")
+    em.fit(num_steps=3, pretrain_steps=2)
+    assert "train" in em.history and em.selection is None
+
+
+def test_an_auto_fit_saves_and_loads(tmp_path):
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [30, 8], num_test=20, seed=2)
+    em = MultiFidelityEmulator(p.train, p.parents, kernel="ar1").fit()
+    X = p.test[0]
+    before = em.predict(X, num_samples=50, seed=3)["f2"]
+    path = em.save(tmp_path / "em.pt")
+    pyro.clear_param_store()
+    other = MultiFidelityEmulator(p.train, p.parents, kernel="ar1").load(path)
+    after = other.predict(X, num_samples=50, seed=3)["f2"]
+    np.testing.assert_allclose(after.mean, before.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(after.variance, before.variance, rtol=1e-10, atol=1e-14)
+    assert other.selection.chosen == em.selection.chosen
+
+
+def test_linked_simulators_fed_by_others_only():
+    """x -> s1 -> s2 (s2 sees no input: connect_input=["s1"]): s2 gets an ARD RBF on s1, and the prediction of s2
+    from x through s1 is accurate and not over-confident (the chain propagates s1's uncertainty)."""
+    pyro.clear_param_store()
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 2))
+    s1 = lambda X: np.sin(2 * np.pi * X[:, 0]) + X[:, 1]  # noqa: E731
+    s2 = lambda v: np.sin(2.0 * v) + 0.3 * v  # noqa: E731
+    em = MultiFidelityEmulator({"s1": (X, s1(X)), "s2": (X, s2(s1(X)))}, parents={"s2": ["s1"]},
+                               connect_input=["s1"], bounds=np.array([[0.0, 1.0], [0.0, 1.0]])).fit()
+    assert em.selection.chosen == {"s1": "rbf", "s2": "rbf"}
+    Xt = rng.random((200, 2))
+    pred = em.predict(Xt, fidelities=["s2"], num_samples=200)["s2"]
+    truth = s2(s1(Xt))
+    err = pred.mean - truth
+    assert _rmse(pred.mean, truth) < 0.05 * truth.std()
+    assert np.mean(np.abs(err) <= 1.96 * pred.std) > 0.85
