@@ -57,7 +57,7 @@ class DeepRegression:
     """Deep GP regression ``x → h → y`` with ``x → y`` (module docstring), nesting the exact GP.
 
     :param int hidden_dims: the width of ``h`` (default 1).
-    :param int num_steps: SVI steps of the deep fit (default 1500; 0 skips it: the exact GP).
+    :param int num_steps: SVI steps of the deep fit (default 500; 0 skips it: the exact GP).
     :param int max_inducing: inducing points per node, at most (default 256; ``min(n, max_inducing)`` are used, so
         the nested point is the exact GP when ``n <= max_inducing``).
     :param int elbo_particles: particles of the deep ELBO's estimate (default 256, in batches of 32).
@@ -71,7 +71,7 @@ class DeepRegression:
         reg.choice, reg.elbo                        # "deep" or "shallow", {"shallow": ..., "deep": ...}
     """
 
-    def __init__(self, *, method="svi", hidden_dims=None, num_steps=1500, max_inducing=256, elbo_particles=256,
+    def __init__(self, *, method="svi", hidden_dims=None, num_steps=500, max_inducing=256, elbo_particles=256,
                  restarts=3, seed=0, lamp_options=None):
         if method not in METHODS:
             raise ValueError(f"DeepRegression: method must be one of {METHODS}, got {method!r}")
@@ -118,7 +118,7 @@ class DeepRegression:
         """Fit to ``X [n, D]``, ``y [n]`` (module docstring). :returns: ``self``."""
         Xs, ys = self._prepare(X, y)
         n, D = Xs.shape
-        self.exact = ExactGP(restarts=self.restarts, min_noise=1e-6, seed=self.seed).fit(Xs, ys)
+        self.exact = ExactGP(restarts=self.restarts, seed=self.seed).fit(Xs, ys)
         self.elbo = {"shallow": float(self.exact.log_marginal_likelihood)}
         self._inputs, self._data = {"x": Xs}, {"y": ys.unsqueeze(-1)}
         pyro.set_rng_seed(self.seed)
@@ -164,7 +164,7 @@ class DeepRegression:
         rows = self.lamp.train_rows
         held = torch.ones(Xs.shape[0], dtype=torch.bool)
         held[rows] = False
-        pilot = ExactGP(restarts=self.restarts, min_noise=1e-6, seed=self.seed).fit(Xs[rows], ys[rows])
+        pilot = ExactGP(restarts=self.restarts, seed=self.seed).fit(Xs[rows], ys[rows])
         shallow = float((pilot.predict(Xs[held])[0] - ys[held]).pow(2).mean().sqrt())
         self.validation = {"shallow": shallow, "deep": float(score)}
         if float(score) < shallow:
