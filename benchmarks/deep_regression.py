@@ -231,7 +231,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.table:
         res = json.load(open(args.out))
-        print(table(res))
+        print(table(res, res.get("report_seeds")))
         return res
     one_thread()
     res = {"schema": "deep_regression/1", "rows": [], "runs": []}
@@ -240,29 +240,28 @@ def main(argv=None):
     seeds = _seeds(args.seeds)
     res["runs"].append({"command": "python benchmarks/deep_regression.py " + " ".join(sys.argv[1:] if argv is None
                                                                                        else argv),
-                        "code": code_state(), "environment": environment(),
-                        "load": os.getloadavg()})
+                        "code": code_state(), "environment": environment(), "load": os.getloadavg()})
     done = {(r["kind"], r["seed"], r["method"], r["stream"]) for r in res["rows"] if "error" not in r}
     res["rows"] = [r for r in res["rows"] if "error" not in r]
-    for kind in args.kind:
-        for seed in seeds:
-            for m in args.methods:
-                for stream in (range(args.streams) if m in STOCHASTIC else [0]):
-                    if (kind, seed, m, stream) in done:
-                        continue
-                    row = run_row(kind, seed, m, stream)
-                    res["rows"].append(row)
-                    print(f"{kind} {seed} {m} s{stream}: " + (row.get("error") or
-                          f"rmse {row['rmse']:.4g} picp {row['picp95']:.2f} nlpd {row['nlpd']:.3g} "
-                          f"{row.get('info', {}).get('choice', '')} ({row['cpu_seconds']:.1f} s)"), flush=True)
-                    res["tuning_seeds"], res["report_seeds"] = TUNING_SEEDS, REPORT_SEEDS
-                    res["summary"] = summary(res["rows"], REPORT_SEEDS)
-                    tmp = args.out + ".tmp"
-                    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-                    with open(tmp, "w") as f:
-                        json.dump(res, f, indent=1, default=float)
-                    os.replace(tmp, args.out)
-    print(table(res))
+    # streams outermost: a chunk stopped early has every draw on its first streams
+    jobs = [(stream, kind, seed, m) for stream in range(args.streams) for kind in args.kind for seed in seeds
+            for m in args.methods if stream == 0 or m in STOCHASTIC]
+    for stream, kind, seed, m in jobs:
+        if (kind, seed, m, stream) in done:
+            continue
+        row = run_row(kind, seed, m, stream)
+        res["rows"].append(row)
+        print(f"{kind} {seed} {m} s{stream}: " + (row.get("error") or
+              f"rmse {row['rmse']:.4g} picp {row['picp95']:.2f} nlpd {row['nlpd']:.3g} "
+              f"{row.get('info', {}).get('choice', '')} ({row['cpu_seconds']:.1f} s)"), flush=True)
+        res["tuning_seeds"], res["report_seeds"] = TUNING_SEEDS, REPORT_SEEDS
+        res["summary"] = summary(res["rows"], REPORT_SEEDS)
+        tmp = args.out + ".tmp"
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(res, f, indent=1, default=float)
+        os.replace(tmp, args.out)
+    print(table(res, REPORT_SEEDS))
     return res
 
 
