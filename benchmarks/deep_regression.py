@@ -240,7 +240,8 @@ def main(argv=None):
     seeds = _seeds(args.seeds)
     res["runs"].append({"command": "python benchmarks/deep_regression.py " + " ".join(sys.argv[1:] if argv is None
                                                                                        else argv),
-                        "code": code_state(), "environment": environment(), "load": os.getloadavg()})
+                        "code": code_state(), "environment": environment(), "load": os.getloadavg(),
+                        "bench_lock": os.environ.get("PYRO_DAG_BENCH_LOCK", "held (flock)")})
     done = {(r["kind"], r["seed"], r["method"], r["stream"]) for r in res["rows"] if "error" not in r}
     res["rows"] = [r for r in res["rows"] if "error" not in r]
     # streams outermost: a chunk stopped early has every draw on its first streams
