@@ -228,7 +228,25 @@ def main(argv=None):
     ap.add_argument("--streams", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(RESULTS, "deep_regression.json"))
     ap.add_argument("--table", action="store_true", help="print the summary of --out, run nothing")
+    ap.add_argument("--merge", nargs="+", default=None,
+                    help="merge these results files (chunks run side by side) into --out, run nothing")
     args = ap.parse_args(argv)
+    if args.merge:
+        parts = [json.load(open(path)) for path in args.merge]
+        rows, seen = [], set()
+        for r in (r for p in parts for r in p["rows"]):   # a deterministic row run in two chunks is kept once
+            key = (r["kind"], r["seed"], r["method"], r["stream"])
+            if key not in seen:
+                seen.add(key)
+                rows.append(r)
+        res = {"schema": "deep_regression/1", "rows": rows,
+               "runs": [run for p in parts for run in p["runs"]], "tuning_seeds": TUNING_SEEDS,
+               "report_seeds": REPORT_SEEDS, "merged_from": [os.path.basename(path) for path in args.merge]}
+        res["summary"] = summary(res["rows"], REPORT_SEEDS)
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1, default=float)
+        print(table(res, REPORT_SEEDS))
+        return res
     if args.table:
         res = json.load(open(args.out))
         print(table(res, res.get("report_seeds")))

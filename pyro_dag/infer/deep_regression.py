@@ -11,7 +11,7 @@ Why: on the plain chain ``x → h → y`` (``DAGDGP`` defaults, ``train``) the w
 ``h`` whose GP has 64 inducing points and whose start (:func:`~pyro_dag.infer.training.start_hidden_nodes`) fits
 pseudo-values with a noise of 1 % of their variance: right after that start the held-out RMSE on smooth 5-D and 6-D
 draws (:mod:`pyro_dag.datasets.random_regression`, seeds 2 and 3) was 0.29 and 0.16 against the exact GP's 0.030
-and 0.0008, and 3000 SVI steps brought it to 4-9× the exact GP, never to it.
+and 0.0008; after 3000 SVI steps it was 1.01-1.09× the exact GP on two noisy draws and 8.7× on the noise-free one.
 
 The fit, on inputs scaled to the unit cube and standardised outputs:
 
