@@ -20,8 +20,9 @@ from .marginal import marginal_pass
 from .prediction import infer_latent_inputs, predict
 from .one_step import predict_one_step
 from .reparam import CentredInducing, CentredInducingReparam
+from .deep_regression import DeepRegression
 
-__all__ = ["CentredInducing", "CentredInducingReparam", "CompiledNUTS", "DAGELBO", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
+__all__ = ["CentredInducing", "CentredInducingReparam", "CompiledNUTS", "DAGELBO", "DeepRegression", "GaussianNaturalGradient", "LatentMAP", "LinkedGPPredictor", "MarginalEstimator",
            "NonFiniteLossError", "SinkNaturalGradient", "TracedNUTS", "TrainConfig", "TrainResult", "autoguide", "current_estimator",
            "distributed", "infer_latent_inputs", "initial_scales", "lamp", "marginal_pass", "predict", "predict_one_step", "suspended", "train",
            "training"]
