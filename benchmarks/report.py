@@ -163,11 +163,11 @@ def _from_code(code):
 def measurement_states(data):
     """What a results file records about the library it measured: a list of ``(tree, commit, exact)``, one per
     run or row that records it differently (``tree`` None: not recorded). Read in order: per-row ``code_tree`` /
-    ``code`` (files whose rows come from several runs), the file's ``code``, a bare ``commit`` / ``git_commit``
+    ``code`` (files whose rows or runs come from several runs), the file's ``code``, a bare ``commit`` / ``git_commit``
     (uncommitted edits not recorded: not exact)."""
     if not isinstance(data, dict):
         return [(None, None, False)]
-    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    rows = next((data[k] for k in ("rows", "runs") if isinstance(data.get(k), list)), [])
     if any(isinstance(r, dict) and ("code_tree" in r or isinstance(r.get("code"), dict)) for r in rows):
         out = []
         for r in rows:
@@ -315,8 +315,9 @@ def sec_collider_default_streams(R):
         least 3x mean field's"""
                   + (f": mean field {rng([x['parent_var'] for x in mf], 4)} / {rng([x['mean_abs_corr'] for x in mf], 2)})."
                      if mf else "; no mean-field runs recorded).")
+                  + " " + d.get("note", "")
                   + """ The issue asked for 5 data sets x 5 streams at 1500 / 3000 / 6000 steps; the runs listed are
-        what this machine's time allowed (a 3000-step run is ~70 CPU s).""")]
+        what this machine's time allowed (a 3000-step run is ~70 CPU s; one that falls back, ~140).""")]
     return Section("Is the latent collider with default kernels right on every run?",
                    "`python benchmarks/collider_default_streams.py --data-seeds 0-4 --streams 0-4`", tab, notes,
                    ["collider_default_streams.json"])
