@@ -289,3 +289,15 @@ def test_unknown_targets_are_summed_out_exactly_and_learned():
         exact_posterior(X, "linear", interventions=(env, {"obs": [], "b": "unknown", "c": "unknown"}))
     with pytest.raises(ValueError, match="unknown targets: only exact_posterior"):
         hybrid_posterior(X, "bge", interventions=(env, {"obs": [], "b": "unknown", "c": [2]}))
+
+
+def test_pairwise_candidates_use_each_nodes_rows():
+    from pyro_dag.structure.candidate_selection import top_candidates
+
+    X, mask = _chain_data(400, 12, targets=((), (1,), (2,)), p=4, weight=0.8)
+    tabs = candidate_tables(X, "bge", num_candidates=2, selection="pairwise", interventions=mask)
+    Z = torch.as_tensor((X - X.mean(0)) / X.std(0, ddof=1))
+    f = interventional_local_scores("bge", Z, mask, StructureConfig(),
+                                    masks=np.concatenate([[0], 1 << np.arange(4)]))
+    gain = f[:, 1:].T - f[:, :1].T                     # [k, i]: f_i({k}) - f_i(∅)
+    assert tabs.candidates == top_candidates(gain, [[] for _ in range(4)], 2)
