@@ -2447,6 +2447,152 @@ def sec_robustness(R):
                    tab, notes, ["robustness.json"])
 
 
+def sec_structure_interventions(R):
+    d = R("structure_interventions.json")
+    labels = {"ours": "exact BGe posterior, known targets (ours)", "observational": "same rows as observational (ours)",
+              "gies": "GIES (BIC, known targets)"}
+    cells = sorted({(r["p"], r.get("obs_rows", 200), r.get("exp_rows", 200)) for r in d["runs"]})
+    rows, checks = [], []
+    for cell in cells:
+        by = {}
+        for r in d["runs"]:
+            if (r["p"], r.get("obs_rows", 200), r.get("exp_rows", 200)) == cell:
+                by.setdefault(r["method"], []).append(r)
+        for m in ("ours", "observational", "gies"):
+            rs = by.get(m)
+            if not rs:
+                continue
+            rows.append([f"p = {cell[0]}, {cell[1]} + {cell[2]} per experiment", labels[m], f(mean([r["auroc"] for r in rs])),
+                         f(mean([r["e_shd_icpdag"] for r in rs]), 2),
+                         f"{mean([r['oriented'] for r in rs]):.2f} / {mean([r['identifiable'] for r in rs]):.1f}",
+                         f(mean([r["cpu_s"] for r in rs]), 1), len(rs)])
+        if "ours" in by and "gies" in by:
+            o, gs = by["ours"], by["gies"]
+            ok = (mean([r["oriented"] for r in o]) >= mean([r["oriented"] for r in gs])
+                  and mean([r["auroc"] for r in o]) >= mean([r["auroc"] for r in gs]))
+            cpu_ok = max(r["cpu_s"] for r in o) < 60
+            checks.append(f"p = {cell[0]} ({cell[1]} + {cell[2]} rows): oriented {mean([r['oriented'] for r in o]):.2f} "
+                          f"vs GIES {mean([r['oriented'] for r in gs]):.2f}, AUROC {mean([r['auroc'] for r in o]):.3f} vs "
+                          f"{mean([r['auroc'] for r in gs]):.3f} ({yes(ok)}), at most {max(r['cpu_s'] for r in o):.1f} CPU s "
+                          f"({yes(cpu_ok)})")
+    tab = table(["cell", "method", "edge AUROC", "E-SHD (I-CPDAG)", "true edges oriented / identifiable", "CPU s",
+                 "seeds"], rows)
+    loads = [r["load"] for r in d["runs"] if r.get("load") == r.get("load")]
+    notes = [para("""Erdős-Rényi DAGs with p nodes and p edges, weights ±U(0.5, 1.5), unit noise; observational rows plus
+        one experiment on each of p // 2 random single nodes (set to N(0, 1)). *Oriented*: true edges directed
+        correctly in the I-essential graph of the estimate (Hauser & Bühlmann 2012) with respect to the experiments'
+        target family (ours: the mean over 1000 exact posterior samples; GIES: its estimate); *identifiable*: those
+        the target family can orient at all. AUROC of GIES: edge frequencies over 200 random members of its
+        estimated class. E-SHD: interventional-CPDAG level. One thread; CPU seconds per data set; load average """
+                  f"{min(loads):.1f}-{max(loads):.1f} on 2 cores." if loads else "."),
+             para("Targets (issue 44: at least as many true edges oriented as GIES and an AUROC at least GIES's, "
+                  "p = 12 in under 60 CPU s): " + "; ".join(checks) + ".")]
+    return Section("Structure learning from known experiments: random networks against GIES",
+                   "`python benchmarks/structure_interventions.py --p 8 12 --seeds 5` (and `--obs-rows 100 "
+                   "--exp-rows 50`)", tab, notes, ["structure_interventions.json"])
+
+
+def sec_structure_design(R):
+    d = R("structure_design.json")
+    cells = sorted({(r["p"], r["obs_rows"], r["exp_rows"]) for r in d["runs"]})
+    rows, checks = [], []
+    names = {"eig": "expected information gain", "random": "random node", "round_robin": "round robin"}
+    for cell in cells:
+        rs = [r for r in d["runs"] if (r["p"], r["obs_rows"], r["exp_rows"]) == cell]
+        seeds = sorted({r["seed"] for r in rs if r["strategy"] == "eig"} & {r["seed"] for r in rs
+                                                                            if r["strategy"] == "random"})
+        by = {s: {r["seed"]: r for r in rs if r["strategy"] == s} for s in names}
+
+        def cnt(r, key):
+            v = r[key]
+            return r["max_experiments"] if v is None else v
+        for s, label in names.items():
+            sr = [by[s][k] for k in seeds if k in by[s]]
+            if not sr:
+                continue
+            rows.append([f"p = {cell[0]}, {cell[1]} rows + {cell[2]} per experiment", label,
+                         f(mean([cnt(r, "experiments") for r in sr]), 1),
+                         f"{sum(r['experiments'] is not None for r in sr)} / {len(sr)}",
+                         f(mean([cnt(r, "experiments_orientation") for r in sr]), 1),
+                         f"{sum(r['experiments_orientation'] is not None for r in sr)} / {len(sr)}",
+                         f(mean([r["cpu_s"] for r in sr]), 1)])
+        if seeds:
+            e = mean([cnt(by["eig"][k], "experiments") for k in seeds])
+            rnd = mean([cnt(by["random"][k], "experiments") for k in seeds])
+            eo = mean([cnt(by["eig"][k], "experiments_orientation") for k in seeds])
+            ro = mean([cnt(by["random"][k], "experiments_orientation") for k in seeds])
+            checks.append(f"p = {cell[0]}, {len(seeds)} seeds: true DAG {e:.1f} / {rnd:.1f} = "
+                          f"{e / rnd:.2f}x random ({yes(e <= 0.6 * rnd)}); orientation {eo:.1f} / {ro:.1f} = "
+                          f"{(eo / ro if ro else float('nan')):.2f}x")
+    tab = table(["cell", "choice of the next experiment", "experiments to P(true DAG) ≥ 0.9", "reached",
+                 "experiments to P(no true edge reversed) ≥ 0.9", "reached", "CPU s per run"], rows)
+    st = d["settings"]
+    maxes = ", ".join(f"p = {p}: {m}" for p, m in sorted({(r["p"], r["max_experiments"]) for r in d["runs"]}))
+    notes = [para(f"""Erdős-Rényi DAGs with p nodes and p edges, weights ±U(0.5, 1.5), unit noise. After each experiment
+        (one node set to N(0, 1) in the new rows) the exact interventional BGe posterior is recomputed from all rows and
+        P(true DAG) and P(no true edge reversed) are read exactly; a run stops when both reach 0.9 or after the
+        cell's maximum ({maxes}; a run that does not reach 0.9 counts as that maximum, so those means are lower
+        bounds). Expected information gain: `next_experiment` over the p single-node
+        candidates with {st['eig_samples']} Monte Carlo draws. The same data stream seeds every strategy. Why the
+        true-DAG column barely moves: the posterior mass missing from the true DAG sits on DAGs with an extra weak
+        edge (seed 0 after 16 round-robin experiments: every true edge above 0.99, every absent edge below 0.011,
+        P(true DAG) 0.88), a mass that shrinks like N^-1/2 with the number of rows whichever node is set; the
+        orientation, which only experiments settle, is where the choice matters. p = 12 costs about 8 CPU s per
+        expected-information-gain step at the first step (one thread), more as experiments add row groups."""),
+             para("Target (issue 44: at most 0.6x the experiments of random choice to reach 0.9 on the true DAG, "
+                  "mean over seeds): " + "; ".join(checks) + ".")]
+    return Section("Which experiment next? Sequential design on random networks",
+                   "`python benchmarks/structure_design.py --p 8 --seeds 0 ... 19`", tab, notes,
+                   ["structure_design.json"])
+
+
+def sec_structure_sachs_interventions(R):
+    d = R("structure_sachs_interventions.json")
+    labels = {"known": "exact BGe, published targets (ours)", "unknown": "exact BGe, targets learned (ours)",
+              "observational": "exact BGe, 7466 rows as observational (ours)",
+              "observational_853": "exact BGe, the 853 unperturbed rows (ours)",
+              "gies_known": "GIES (BIC), published targets", "gies_observational": "GIES (BIC), rows as observational"}
+    rows = []
+    for r in sorted(d["runs"], key=lambda r: (r["scale"] != "log", list(labels).index(r["method"]))):
+        rows.append([r["scale"], labels[r["method"]], f(r["auroc"]), f(r["e_shd"], 1), f(r["e_shd_icpdag"], 1),
+                     f(r["auroc_cdt"]), f(r["auroc_bnlearn"]), f(r["mean_edges"], 1), f(r["cpu_s"], 1)])
+    tab = table(["scale", "method", "AUROC (consensus)", "E-SHD", "E-SHD (I-CPDAG)", "AUROC (cdt)", "AUROC (bnlearn)",
+                 "edges", "CPU s"], rows)
+    by = {(r["scale"], r["method"]): r for r in d["runs"]}
+    checks = []
+    for scale in ("log", "raw"):
+        g, o = by.get((scale, "gies_known")), by.get((scale, "observational_853"))
+        for m in ("known", "unknown"):
+            r = by.get((scale, m))
+            if r and g and o:
+                ok = r["auroc"] >= g["auroc"] and r["e_shd_icpdag"] <= g["e_shd_icpdag"] and r["auroc"] >= o["auroc"] + 0.05
+                checks.append(f"{scale}, {labels[m]}: AUROC {r['auroc']:.3f} vs GIES {g['auroc']:.3f} and "
+                              f"observational {o['auroc']:.3f}, E-SHD {r['e_shd_icpdag']:.1f} vs GIES "
+                              f"{g['e_shd_icpdag']:.1f} ({yes(ok)})")
+    learned = by.get(("log", "unknown"), {}).get("targets_learned", {})
+    shown = "; ".join(f"{k}: {', '.join(v) if v else 'none'}" for k, v in learned.items())
+    notes = [para("""The nine conditions of Sachs et al. (2005) pooled (7466 rows), their published targets (AKT inhibitor:
+        Akt; G0076: PKC; psitectorigenin: PIP2; U0126: Mek; LY294002: PIP3; PMA: PKC; β2cAMP: PKA;
+        `pyro_dag.datasets.SACHS_CONDITIONS`), columns standardised after the log (or raw). Truth: the 17-edge
+        acyclic consensus DAG (AUROC also against cdt's 18 edges and bnlearn's 17). E-SHD: posterior
+        expectation (GIES: its estimated class), DAG level and interventional-CPDAG level of the published target
+        family. *Targets learned*: every condition but CD3/CD28 alone may change the mechanism of any node (prior
+        0.1 per node and condition), summed out exactly (Eaton & Murphy 2007). One thread, CPU seconds."""),
+             para("Taken as perfect interventions, the published targets do not help: the known-target posterior is "
+                  "no better than all rows taken as observational, and both are dense. A likely cause: the "
+                  "inhibitors block the activity of their target, not its measured phosphorylation, so the measured "
+                  "target and its children do not follow a perfect intervention on the target. With the targets "
+                  "learned, each condition is found to change many mechanisms (posterior above 0.5, log scale: "
+                  f"{shown or 'not run'}). The published target family orients every edge of the consensus DAG, so "
+                  "the two E-SHD levels coincide. Sachs et al.'s network and Eaton & Murphy's ROC curves were "
+                  "computed on discretised data against other reference graphs and are not restated here."),
+             para("Targets (issue 44: AUROC and E-SHD at least GIES's and clearly above the observational posterior "
+                  "of the 853 rows): " + "; ".join(checks) + ".")]
+    return Section("Sachs with its conditions: known and learned targets against GIES",
+                   "`python benchmarks/structure_sachs_interventions.py` (and `--raw`)", tab, notes,
+                   ["structure_sachs_interventions.json"])
+
+
 PARTS = [
     ("Variational inference: estimator, guides, speed", [
         sec_gradient_variance, sec_tree_scaling, sec_sampler_work, sec_collider, sec_collider_timing,
@@ -2460,7 +2606,8 @@ PARTS = [
         sec_sem_predictive, sec_sem_mixing]),
     ("Structure learning", [sec_structure_er, sec_structure_sachs, sec_structure_sweep, sec_two_node,
                             sec_fit_vs_exact, sec_trust, sec_structure_priors, sec_structure_networks, sec_structure_gp,
-                            sec_structure_gp_peers, sec_structure_gp_sachs, sec_structure_networks_fit]),
+                            sec_structure_gp_peers, sec_structure_gp_sachs, sec_structure_networks_fit,
+                            sec_structure_interventions, sec_structure_design, sec_structure_sachs_interventions]),
     ("Right by default: the defaults against the tools a user already has", [sec_zoo, sec_zoo_generated,
                                                                                sec_defaults_ab, sec_deep_regression,
                                                                                sec_csv_boston]),

@@ -310,7 +310,7 @@ def _check_options(args):
         raise SystemExit(f"--out {args.out}: cannot write there ({e.strerror or e}); choose a writable directory") from None
 
 
-def _metrics(P, S, truth):
+def _metrics(P, S, truth, mask=None):
     from ..metrics.structure import auprc, auroc, brier, expected_f1, expected_shd, is_dag
 
     out = {}
@@ -327,6 +327,11 @@ def _metrics(P, S, truth):
             "expected_shd": expected_shd(S, truth, level="cpdag"),
             "expected_f1": expected_f1(S, truth, level="cpdag"),
             "auroc": auroc(S, truth, level="cpdag"),
+        }
+    if mask is not None and is_dag(truth):
+        out["icpdag"] = {
+            "expected_shd": expected_shd(S, truth, level="cpdag", targets=mask),
+            "auroc": auroc(S, truth, level="cpdag", targets=mask),
         }
     out["skeleton"] = {
         "brier": brier(P, truth, level="skeleton"),
@@ -483,7 +488,7 @@ def _run(args):
                     if i != j), reverse=True)
     print("  most probable edges: " + ", ".join(f"{a}->{b} {q:.2f}" for q, a, b in order[:8]))
     if truth is not None:
-        m = _metrics(P, S, truth.cpu())
+        m = _metrics(P, S, truth.cpu(), mask)
         result["metrics"] = m
         d = m["dag"]
         print(f"  DAG level:  AUROC {100 * d['auroc']:.1f}  AUPRC {100 * d['auprc']:.1f}  E-F1 {100 * d['expected_f1']:.1f}"
@@ -491,6 +496,10 @@ def _run(args):
         if "cpdag" in m:
             c = m["cpdag"]
             print(f"  CPDAG level: AUROC {100 * c['auroc']:.1f}  E-F1 {100 * c['expected_f1']:.1f}  "
+                  f"E-SHD {c['expected_shd']:.2f}")
+        if "icpdag" in m:
+            c = m["icpdag"]
+            print(f"  interventional CPDAG level (the experiments' targets): AUROC {100 * c['auroc']:.1f}  "
                   f"E-SHD {c['expected_shd']:.2f}")
     given = ["edge_probs_given.png"] if args.given else []
     out = OutputSet(args.out, ["edge_probs.png", "posterior_graph.png"] + given + ["discover.json"])  # atomically

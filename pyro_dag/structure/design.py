@@ -123,6 +123,9 @@ def next_experiment(posterior, candidates=None, *, num_rows=50, query="graph", n
         raise TypeError("next_experiment needs an exact posterior from exact_posterior(..., likelihood='bge' or "
                         f"'linear'); got {type(posterior).__name__}")
     scoring = posterior._scoring
+    if getattr(posterior, "target_model", None) is not None:
+        raise ValueError("next_experiment does not handle environments with unknown targets yet (the simulated data "
+                         "would be scored without them); fit the posterior with known targets")
     if scoring["likelihood"] not in ("bge", "linear") or scoring["graph_prior"] != "edge":
         raise ValueError(f"next_experiment computes the information gain for the 'bge' and 'linear' likelihoods under "
                          f"the edge prior; this posterior has likelihood={scoring['likelihood']!r}, "

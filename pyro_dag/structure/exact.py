@@ -36,7 +36,7 @@ from .config import EXACT_LIKELIHOODS, StructureConfig
 from .data import prepare_data, standardize_columns
 from .gp_scores import GP_DEFAULT_MAX_PARENTS, GPFamilyScorer
 from .graph_priors import fair_prior_log
-from .interventions import intervention_mask, interventional_local_scores
+from .interventions import intervention_mask, interventional_gp_local_scores, interventional_local_scores
 from .uncertain_targets import uncertain_target_scores
 from .map_dag import most_probable_equivalent
 from .order_scorer import OrderScorer
@@ -422,7 +422,8 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         ``[N, p]`` mask, True where the row's variable was set by the experiment, or GIES's
         ``(environments, targets)`` (:func:`~pyro_dag.structure.interventions.intervention_mask`). Node ``j`` is
         scored on the rows where it is not intervened; every query works on the result (``"linear"`` and
-        ``"bge"``). The posterior keeps the mask as ``interventions``. In GIES's form an environment's targets may
+        ``"bge"``; ``"gp"`` too, with one GP per family fitted on its node's rows, but without
+        :func:`~pyro_dag.structure.gp_interventional_effect`). The posterior keeps the mask as ``interventions``. In GIES's form an environment's targets may
         be ``"unknown"``: they are then learned with the graph (Eaton & Murphy 2007; ``"bge"`` only,
         :mod:`~pyro_dag.structure.uncertain_targets`), and
         :func:`~pyro_dag.structure.uncertain_targets.target_posterior` reports their posterior.
@@ -455,9 +456,9 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     mask, unknown = intervention_mask(interventions, N, p, names, return_unknown=True)
     if unknown and lik != "bge":
         raise ValueError(f"unknown intervention targets are learned for likelihood='bge' only; got {lik!r}")
-    if mask is not None and lik == "gp":
-        raise ValueError("exact_posterior(likelihood='gp') does not take interventions= yet (it would score the "
-                         "interventional rows as observational); use likelihood='bge' or 'linear'")
+    if mask is not None and lik == "gp" and gp_scorer is not None:
+        raise ValueError("exact_posterior(likelihood='gp', interventions=...) fits one GP scorer per group of nodes "
+                         "sharing their non-intervened rows, so a gp_scorer of all rows cannot be reused; drop it")
     if config.standardize:
         X = standardize_columns(X, names)
     if graph_prior not in ("edge", "fair"):
@@ -474,7 +475,11 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
         alpha, beta = config.edge_prior(p, edge_beliefs, dtype=torch.float64)
         q = (alpha / (alpha + beta)).numpy()
         np.fill_diagonal(q, 0.0)
-        if lik == "gp":
+        if lik == "gp" and mask is not None:
+            cap = GP_DEFAULT_MAX_PARENTS if max_parents is None else max_parents
+            log_f = config.likelihood_scale * interventional_gp_local_scores(
+                X, mask, cap, kernel=gp_kernel, restarts=gp_restarts, hyper_penalty=gp_penalty)
+        elif lik == "gp":
             if gp_scorer is None:
                 gp_scorer = GPFamilyScorer(X, kernel=gp_kernel, restarts=gp_restarts, hyper_penalty=gp_penalty)
             cap = GP_DEFAULT_MAX_PARENTS if max_parents is None else max_parents

@@ -184,9 +184,10 @@ def _fit_interventional(data, config, settings, edge_beliefs, node_names, num_th
     from .exact import exact_posterior
     from .hybrid import hybrid_posterior
 
-    if config.likelihood not in ("linear", "bge"):
+    if config.likelihood not in ("linear", "bge", "gp"):
         raise ValueError(f"fit(likelihood={config.likelihood!r}) does not take interventions= yet (its mechanisms "
-                         "would score the interventional rows as observational); use likelihood='bge' or 'linear'")
+                         "would score the interventional rows as observational); use likelihood='bge', 'linear' or "
+                         "'gp'")
     model_fields = {f.name for f in dataclasses.fields(StructureConfig)}
     svi_only = sorted(k for k in settings if k not in model_fields)
     if svi_only or callback is not None:
@@ -197,6 +198,9 @@ def _fit_interventional(data, config, settings, edge_beliefs, node_names, num_th
     model = config.structure_config()
     t0 = time.perf_counter()
     kw = dict(config=model, node_names=names, num_threads=num_threads, interventions=interventions)
+    if config.likelihood == "gp" and X.shape[1] > GP_EXACT_FIT_NODES:
+        raise ValueError(f"fit(likelihood='gp', interventions=...) computes the exact posterior, for at most "
+                         f"{GP_EXACT_FIT_NODES} variables; the data have {X.shape[1]}")
     if X.shape[1] <= EXACT_ORDER_SCORE_MAX_NODES:
         post, method = exact_posterior(X, config.likelihood, edge_beliefs, **kw), "exact"
     else:

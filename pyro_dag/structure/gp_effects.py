@@ -75,6 +75,9 @@ def gp_interventional_effect(posterior, target, intervene, values, *, num_dags=2
         not, the intervention leaves ``x_target``'s distribution unchanged).
     """
     scorer = getattr(posterior, "gp_scorer", None)
+    if getattr(posterior, "interventions", None) is not None:
+        raise ValueError("gp_interventional_effect does not handle a posterior fitted with interventions= yet (each "
+                         "node's GP would have to be refitted on its own rows); fit the effect on observational data")
     if scorer is None:
         raise ValueError("gp_interventional_effect needs a posterior of the GP network score "
                          "(fit(X, likelihood='gp') or exact_posterior(X, 'gp'))")

@@ -248,6 +248,25 @@ def bge_table(mech, X, nodes):
     return out
 
 
+def interventional_gp_local_scores(X, mask, max_parents, **scorer_kw):
+    """``[p, 2^p]`` GP network scores (:class:`~pyro_dag.structure.GPFamilyScorer`, up to ``max_parents`` parents)
+    with node ``j`` fitted on the rows where it is not intervened: one scorer per group of nodes sharing those rows,
+    each fitting only its own nodes' families (``scorer_kw``: the scorer's settings)."""
+    from .gp_scores import GPFamilyScorer
+
+    X = torch.as_tensor(X, dtype=torch.float64)
+    p = X.shape[1]
+    out = np.full((p, 1 << p), -np.inf)
+    loc = np.arange(1 << (p - 1))
+    for rows, nodes in node_row_groups(mask):
+        scorer = GPFamilyScorer(X[torch.as_tensor(rows)], **scorer_kw)
+        for j in nodes:
+            others = np.array([k for k in range(p) if k != j], dtype=np.int64)
+            bits = (loc[:, None] >> np.arange(p - 1)) & 1
+            out[j, (bits << others[None, :]).sum(1)] = scorer.subsets(j, others, max_parents)
+    return out
+
+
 class _InterventionalFamilyScorer:
     """:class:`~pyro_dag.structure.scores.FamilyScorer` on each node's rows (one scorer per group of nodes sharing
     them): ``scorer(j, sets)`` and ``scorer.subsets(j, cand, max_size)`` as FamilyScorer's."""

@@ -54,3 +54,6 @@ def test_next_experiment_refuses_what_it_cannot_score():
         next_experiment(post, num_samples=1)
     with pytest.raises(ValueError, match="graph_prior='fair'"):
         next_experiment(exact_posterior(X, "bge", graph_prior="fair"))
+    env = np.repeat(["obs", "e"], 100)
+    with pytest.raises(ValueError, match="unknown targets"):
+        next_experiment(exact_posterior(X, "bge", interventions=(env, {"obs": [], "e": "unknown"})))

@@ -165,8 +165,6 @@ def test_fit_routes_interventions_to_the_order_dp_and_refuses_what_it_cannot_do(
         fit(X, likelihood="mlp", interventions=mask)
     with pytest.raises(ValueError, match="num_steps"):
         fit(X, likelihood="bge", interventions=mask, num_steps=10)
-    with pytest.raises(ValueError, match="likelihood='gp'.*interventions"):
-        exact_posterior(X, "gp", interventions=mask)
 
 
 def test_gies_form_equals_the_mask():
@@ -289,3 +287,37 @@ def test_unknown_targets_are_summed_out_exactly_and_learned():
         exact_posterior(X, "linear", interventions=(env, {"obs": [], "b": "unknown", "c": "unknown"}))
     with pytest.raises(ValueError, match="unknown targets: only exact_posterior"):
         hybrid_posterior(X, "bge", interventions=(env, {"obs": [], "b": "unknown", "c": [2]}))
+
+
+def test_pairwise_candidates_use_each_nodes_rows():
+    from pyro_dag.structure.candidate_selection import top_candidates
+
+    X, mask = _chain_data(400, 12, targets=((), (1,), (2,)), p=4, weight=0.8)
+    tabs = candidate_tables(X, "bge", num_candidates=2, selection="pairwise", interventions=mask)
+    Z = torch.as_tensor((X - X.mean(0)) / X.std(0, ddof=1))
+    f = interventional_local_scores("bge", Z, mask, StructureConfig(),
+                                    masks=np.concatenate([[0], 1 << np.arange(4)]))
+    gain = f[:, 1:].T - f[:, :1].T                     # [k, i]: f_i({k}) - f_i(∅)
+    assert tabs.candidates == top_candidates(gain, [[] for _ in range(4)], 2)
+
+
+def test_the_gp_score_fits_each_nodes_gps_on_its_own_rows():
+    from pyro_dag.structure import GPFamilyScorer, gp_interventional_effect
+
+    rng = np.random.default_rng(13)
+    n = 60
+    X = rng.normal(size=(2 * n, 2))
+    X[:n, 1] = np.sin(2 * X[:n, 0]) + 0.3 * rng.normal(size=n)
+    X[n:, 0] = rng.normal(size=n)                        # experiment on node 0: still the cause of node 1
+    X[n:, 1] = np.sin(2 * X[n:, 0]) + 0.3 * rng.normal(size=n)
+    mask = np.zeros(X.shape, dtype=bool)
+    mask[n:, 0] = True
+    post = exact_posterior(X, "gp", interventions=mask)
+    Z = torch.as_tensor((X - X.mean(0)) / X.std(0, ddof=1))
+    ref = GPFamilyScorer(Z[torch.as_tensor(~mask[:, 1])])
+    log_f0 = post._g[1, 0b01] - math.log(post._q[0, 1] / (1 - post._q[0, 1]))
+    assert log_f0 == pytest.approx(ref.score(1, [0]), rel=1e-8)
+    assert float(post.edge_probs()[0, 1]) > 0.9
+    assert fit(X, likelihood="gp", interventions=mask).edge_probs()[0, 1] == post.edge_probs()[0, 1]
+    with pytest.raises(ValueError, match="interventions"):
+        gp_interventional_effect(post, 1, 0, [0.0])
