@@ -386,10 +386,21 @@ def _count_optimizer_steps(ctx):
 
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+    from pyro_dag.infer.training.foreach_adam import ForeachAdam
+
+    # train's Adam steps run ForeachAdam, which is not a torch.optim.Optimizer: its steps are counted here
+    real_step = ForeachAdam.step
+
+    def step(self, *a, **k):
+        ctx.work += 1
+        return real_step(self, *a, **k)
+
     handle = register_optimizer_step_pre_hook(hook)
+    ForeachAdam.step = step
     try:
         yield
     finally:
+        ForeachAdam.step = real_step
         handle.remove()
 
 

@@ -332,11 +332,22 @@ def interrupt_optimizer_step(call):
 
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+    from pyro_dag.infer.training.foreach_adam import ForeachAdam
+
+    # train's Adam steps run ForeachAdam (not a torch.optim.Optimizer, so the global hook misses them)
+    real_step = ForeachAdam.step
+
+    def step(self, *a, **k):
+        hook(self, a, k)
+        return real_step(self, *a, **k)
+
     handle = register_optimizer_step_pre_hook(hook)
+    ForeachAdam.step = step
     try:
         yield count
     finally:
         handle.remove()
+        ForeachAdam.step = real_step
 
 
 def state_problems(params_before=None, threads=None):

@@ -1,5 +1,5 @@
 """Checksums of saved files and fingerprints of training data: what lets a saved fit or a checkpoint prove what it
-holds (issue 42).
+holds.
 
 :func:`checksum` hashes a nested structure of plain containers, strings, numbers and tensors (the content of a
 :func:`pyro_dag.persist.save` file or a :func:`~pyro_dag.infer.train` checkpoint) with SHA-256: the tensors by dtype,

@@ -404,7 +404,7 @@ def _run(args):
     from ..structure.fitting import fit
 
     if args.exact or args.likelihood == "gp":
-        # scored exactly: no SVGD steps or particles, which would be ignored without a word (issue 42)
+        # scored exactly: no SVGD steps or particles, which would be ignored without a word
         what = "--exact computes the posterior exactly" if args.exact else \
             "--likelihood gp is scored exactly (the exact or hybrid posterior)"
         for name in ("steps", "particles"):

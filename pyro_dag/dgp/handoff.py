@@ -131,7 +131,7 @@ def prediction(name):
     :raises RuntimeError: if that module registered nothing.
     """
     if name not in _PREDICTION:
-        # loaded at the first predict, not when DAGDGP is imported (51 modules of pyro_dag.infer, issue 42); by name,
+        # loaded at the first predict, not when DAGDGP is imported (51 modules of pyro_dag.infer); by name,
         # so that the model still imports nothing from pyro_dag.infer
         importlib.import_module(PREDICTION_MODULE)
     if name not in _PREDICTION:

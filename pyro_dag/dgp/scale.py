@@ -1,4 +1,4 @@
-"""Data and inputs whose scale is far from 1 (issue 42).
+"""Data and inputs whose scale is far from 1.
 
 A :class:`~pyro_dag.DAGDGP` starts the default kernel of a node whose parents are all observed at a pilot exact GP's
 fit (``kernel_init="pilot"``), which follows the data's scale; every other kernel (one you pass, ``kernel_init=

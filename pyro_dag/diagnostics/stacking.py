@@ -42,7 +42,7 @@ def stacking_weights(pointwise_elpd):
     num = lpd.shape[1]
     if num == 1:
         return np.ones(1)
-    # here, not at the top: scipy.optimize costs ~0.8 s, and pyro_dag.dgp imports this package (issue 42)
+    # here, not at the top: scipy.optimize costs ~0.8 s, and pyro_dag.dgp imports this package
     from scipy.optimize import Bounds, LinearConstraint, minimize
 
     dens = np.exp(lpd - lpd.max(1, keepdims=True))  # [N, K], each row's largest entry 1

@@ -72,7 +72,7 @@ def _same(value, default):
 
 def check_exact_fit_arguments(fit, **given):
     """``fit(method="exact")`` takes no steps: refuse each step option of ``given`` that differs from its default in
-    ``fit``'s signature, which the exact fit would otherwise ignore without a word (issue 42).
+    ``fit``'s signature, which the exact fit would otherwise ignore without a word.
 
     :raises ValueError: naming the first such argument and the fix."""
     defaults = inspect.signature(fit).parameters

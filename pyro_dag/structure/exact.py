@@ -466,7 +466,7 @@ def exact_posterior(data, likelihood=None, edge_beliefs=None, *, config=None, no
     if lik == "gp" and gp_scorer is None:
         from ..baselines.exact_gp import KERNELS
 
-        if gp_kernel not in KERNELS:   # "RBF" ran a Matérn-5/2 score without a word (issue 42)
+        if gp_kernel not in KERNELS:   # never a silent Matérn-5/2 score for "RBF"
             raise ValueError(f"exact_posterior: gp_kernel must be one of {list(KERNELS)} (lower case), got "
                              f"{gp_kernel!r}")
         if isinstance(gp_restarts, bool) or not isinstance(gp_restarts, numbers.Integral) or gp_restarts < 1:

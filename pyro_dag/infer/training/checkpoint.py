@@ -7,7 +7,7 @@ and moved over the old one with ``os.replace``, so that a run killed at any mome
 checkpoint or the new one, never a partial file (the temporary files of killed writes are removed at the next
 write or resume). A file that is not a readable checkpoint raises :class:`CheckpointError` naming it.
 
-A checkpoint proves what it holds (format 2, issue 42): the SHA-256 checksum of its content
+A checkpoint proves what it holds (format 2): the SHA-256 checksum of its content
 (:func:`pyro_dag.fingerprint.checksum`) and a record of the run (:func:`run_record`: the guide's class and precision,
 the graph, the dtype and the fingerprint of the training inputs and data). Resuming verifies both and refuses a
 mismatch by name (:func:`check_record`), so a run never continues from changed bytes or from another run's
