@@ -55,12 +55,13 @@ def test_default_warm_start_is_a_sixth():
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(num_steps=-5), "num_steps=-5"), (dict(lr=float("nan")), "lr=nan"),
-    (dict(pretrain_steps=10), "pretrain_steps=10"), (dict(num_particles=8), "num_particles=8"),
+    (dict(num_steps=-5), "num_steps"), (dict(lr=float("nan")), "lr"),
+    (dict(pretrain_steps=10), "pretrain_steps"), (dict(num_particles=8), "num_particles"),
 ])
 def test_step_options_with_the_exact_fit_are_refused(kwargs, name):
     """Issue 42: fit(method="exact", num_steps=-5, lr=nan) was accepted (the exact fit takes no steps)."""
     em = MultiFidelityEmulator(_fidelities(), {"high": ["low"]})
-    with pytest.raises(ValueError, match=f"fit\\(method='exact'\\): {name} does not apply.*method='svi'"):
+    # the refusal names the option and the method it belongs to
+    with pytest.raises(ValueError, match=f"{name}.*apply to method='svi' only, not method='exact'"):
         em.fit(method="exact", **kwargs)
     assert em.model is None and em.guide is None                 # refused before any work
