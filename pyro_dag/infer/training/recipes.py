@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch.distributed as dist
 
 from ...param_store import adopting_param_store
+from ...progress import quiet_setup
 from ...threads import limit_threads
 from ..distributed import require_process_group
 from .checkpoint import check_writable, checkpoint_file
@@ -66,7 +67,8 @@ class SVIRecipe:
             check_writable(path)
         # resuming overwrites every stored value, so a rebuilt model may take the store's tensors without a warning
         resuming = bool(config.resume) and path is not None and os.path.exists(path)
-        with limit_threads(config.num_threads), (adopting_param_store() if resuming else contextlib.nullcontext()):
+        with limit_threads(config.num_threads), (adopting_param_store() if resuming else contextlib.nullcontext()), \
+                quiet_setup(not config.progress):
             return TrainingRun(model, guide, inputs, data, config, self, path).run()
 
 

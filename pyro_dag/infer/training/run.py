@@ -19,6 +19,7 @@ from .guard import DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_
 from .phases import WARM_START_NAME, AdamPhase, NaturalGradientPhase, WarmStartPhase
 from .pretrain import pretrain_nodes, pretrainable_nodes
 from .result import TrainResult
+from .sampler_rule import choose_sampler
 from .validation import structured_part, validation_loss
 
 __all__ = ["TrainingRun"]
@@ -268,6 +269,8 @@ class TrainingRun:
                 nodes=self._pretrainable())
             self.pretrained = True
             self._save()
+        if state is None and self.config.elbo is None:
+            self._choose_sampler()
         context = self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext()
         with context:
             if state is not None:
@@ -287,6 +290,22 @@ class TrainingRun:
             noise_warnings(self.dgp, self.data, self.name)
         signal_warnings(self.dgp, self.name)
         return r
+
+    def _choose_sampler(self):
+        """The conditional sampler unless its state would not fit in memory (:mod:`.sampler_rule`)."""
+        target = structured_part(self.guide) if self.dag_guide and self.model is self.dgp else None
+        if target is None or not isinstance(self.elbo, DAGELBO) or self.elbo.sampler != "conditional":
+            return
+        if getattr(target, "precision", None) == "mean_field":
+            return
+        if getattr(target, "family", None) is None:   # built at the guide's first call, as the first step would
+            rng = capture_rng_state()                  # (the steps draw the same numbers as without this call)
+            self.guide(*self.args, **self.kw)
+            restore_rng_state(rng)
+        n = self.dgp.checked_arguments(self.inputs, self.data, self.kw.get("mask"))[1]
+        cases = self.kw.get("subsample_size") or n
+        sampler = choose_sampler(self.elbo, target.family, int(cases), self.name)
+        self.settings["sampler"] = self.result.settings["sampler"] = sampler
 
     def _fit_collapsed(self):
         """Fit the collapsible nodes exactly, hold them, and skip the steps when nothing else is left to train."""
