@@ -101,11 +101,9 @@ print("RESULT " + json.dumps({"cpu_s": cpu, "peak_rss_mib": resource.getrusage(r
 
 #: (graph kind, nodes, hidden fraction, guide precision, run the previous release too)
 FULL = [
-    ("er", 10, 0.0, "mean_field", True), ("er", 50, 0.0, "mean_field", True), ("er", 100, 0.0, "mean_field", True),
-    ("er", 200, 0.0, "mean_field", True), ("er", 200, 0.0, "chordal", True), ("er", 200, 0.2, "mean_field", True),
-    ("er", 200, 0.2, "chordal", True), ("er", 500, 0.0, "mean_field", True),
-    ("chain", 200, 0.0, "mean_field", True), ("chain", 200, 1.0, "mean_field", True),
-    ("chain", 200, 1.0, "chordal", True),
+    ("er", 50, 0.0, "mean_field", True), ("er", 200, 0.0, "mean_field", True), ("er", 200, 0.0, "chordal", True),
+    ("er", 200, 0.2, "mean_field", True), ("er", 500, 0.0, "mean_field", False),
+    ("chain", 200, 1.0, "mean_field", True), ("chain", 200, 1.0, "chordal", True),
 ]
 QUICK = [("er", 50, 0.0, "mean_field", True), ("er", 200, 0.0, "mean_field", True)]
 

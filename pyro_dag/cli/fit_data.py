@@ -128,7 +128,8 @@ def run_data(args):
                                  latent_steps=args.latent_steps, progress=not args.no_progress,
                                  checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                                  num_threads=args.threads, distributed=args.distributed,
-                                 prediction=args.predict or "propagate", folds=args.folds)
+                                 prediction=args.predict or "propagate", folds=args.folds,
+                                 report=(lambda line: print(line, flush=True)) if args.folds else None)
                 paths = save_csv_outputs(result, args.out) if rank == 0 else []
             if args.distributed:
                 import torch.distributed
