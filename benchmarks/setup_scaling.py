@@ -37,6 +37,8 @@ import torch
 torch.set_num_threads(1)
 import networkx as nx
 import pyro
+import pyro_dag
+print("TREE " + os.path.dirname(os.path.dirname(pyro_dag.__file__)), flush=True)
 from pyro_dag import DAGDGP
 from pyro_dag.datasets.synthetic import erdos_renyi_dag, synthetic_sem
 from pyro_dag.infer import train
@@ -112,14 +114,16 @@ def run_one(tree, case, n, timeout):
     kind, p, hidden, precision, _ = case
     env = dict(os.environ, PYTHONPATH=tree, OMP_NUM_THREADS="1")
     try:
+        # cwd = the tree: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH
         out = subprocess.run([sys.executable, "-c", WORKER, kind, str(p), str(hidden), precision, str(n)], env=env,
-                             capture_output=True, text=True, timeout=timeout)
+                             capture_output=True, text=True, timeout=timeout, cwd=tree)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    tree_seen = [line[5:] for line in out.stdout.splitlines() if line.startswith("TREE ")]
     if not lines:
         return {"error": (out.stderr or out.stdout)[-600:]}
-    return json.loads(lines[-1][7:])
+    return dict(json.loads(lines[-1][7:]), tree=tree_seen[-1] if tree_seen else None)
 
 
 def previous_tree(commit):
