@@ -122,7 +122,7 @@ def run_fit(X, A, seed):
     threshold = float(expected_shd(T[None], A, level="cpdag")) if acyclic else None
     # the point estimate: the MAP DAG where the posterior has one (exact, hybrid; as run_hybrid), else P > 0.5
     return dict(cpu_s=cpu, shd=float(expected_shd(M[None], A, level="cpdag")) if M is not None else threshold,
-                threshold_shd=threshold, threshold_acyclic=acyclic, method=getattr(post, "method", "svi"),
+                threshold_shd=threshold, threshold_acyclic=acyclic, fit_method=getattr(post, "method", "svi"),
                 auroc=float(auroc(P, A)), skeleton_auroc=float(auroc(P, A, level="skeleton")))
 
 
