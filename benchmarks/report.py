@@ -1873,7 +1873,9 @@ def sec_structure_networks_fit(R):
              f(r.get("mean_skeleton_auroc")) if r.get("mean_skeleton_auroc") is not None else "–",
              f(r["mean_cpu_s"], 1)] for r in d["summary"]]
     tab = table(["network", "n", "method", "seeds", "SHD", "edge AUROC", "skeleton AUROC", "CPU s"], rows)
-    notes = [para(f"""`structure.fit`'s defaults (SVI-DAG) against `hybrid_posterior` and PC ({st["pc"]}) on linear
+    notes = [para(f"""`structure.fit`'s defaults as they were at this run (SVI-DAG; since issue 43 `fit(X)` without
+        SVI-DAG settings computes the hybrid posterior on graphs of this size, and `fit(X, method="svi")` is this
+        row) against `hybrid_posterior` and PC ({st["pc"]}) on linear
         Gaussian data from the CHILD and ALARM graphs ({st["weights"]}), n = {", ".join(map(str, st["ns"]))}, seed
         {", ".join(map(str, st["seeds"]))}, one thread. The variational fit finds the skeleton (AUROC above 0.97) but
         not the orientations on these sizes, and costs minutes; the hybrid (PC-stable skeleton, Markov-blanket
