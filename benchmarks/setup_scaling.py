@@ -122,7 +122,7 @@ def run_one(tree, case, n, timeout):
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     tree_seen = [line[5:] for line in out.stdout.splitlines() if line.startswith("TREE ")]
     if not lines:
-        return {"error": (out.stderr or out.stdout)[-600:]}
+        return {"error": f"exit code {out.returncode}: " + (out.stderr or out.stdout)[-600:]}
     return dict(json.loads(lines[-1][7:]), tree=tree_seen[-1] if tree_seen else None)
 
 
