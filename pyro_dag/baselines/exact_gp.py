@@ -80,8 +80,10 @@ class ExactGP:
         with torch.enable_grad():  # the fit needs gradients even when called under torch.no_grad()
             return self._fit(X, y)
 
-    def _fit(self, X, y):
-        X, y = training_data(X, y, "ExactGP.fit")
+    def _prepare(self, X, y, where="ExactGP.fit"):
+        """Checked training data, subset above ``max_exact`` (the generator then goes on to draw the starts),
+        and the scaling: ``(X, y, Xs, ys, generator)``."""
+        X, y = training_data(X, y, where)
         gen = torch.Generator().manual_seed(self.seed)
         if X.shape[0] > self.max_exact:
             idx = torch.randperm(X.shape[0], generator=gen)[: self.max_exact]
@@ -89,10 +91,13 @@ class ExactGP:
             self.subset = True
         self._lo, span = X.min(0).values, X.max(0).values - X.min(0).values
         self._span = torch.where(span > 0, span, torch.ones_like(span))
-        column_moments(y, "ExactGP.fit: y")  # refuses outputs whose standard deviation overflows float64
+        column_moments(y, f"{where}: y")  # refuses outputs whose standard deviation overflows float64
         self._y_mean, y_sd = y.mean(), y.std()
         self._y_sd = y_sd if float(y_sd) > 0 else torch.ones_like(y_sd)
-        Xs, ys = (X - self._lo) / self._span, (y - self._y_mean) / self._y_sd
+        return X, y, (X - self._lo) / self._span, (y - self._y_mean) / self._y_sd, gen
+
+    def _fit(self, X, y):
+        X, y, Xs, ys, gen = self._prepare(X, y)
         best, best_val = None, math.inf
         D = X.shape[1]
         for k in range(max(1, self.restarts)):
@@ -123,8 +128,13 @@ class ExactGP:
                 best, best_val = [p.detach().clone() for p in params], float(value)
         if best is None:
             raise RuntimeError("ExactGP.fit: every start gave a non-positive-definite Gram matrix")
+        return self._finish(Xs, ys, best, best_val)
+
+    def _finish(self, Xs, ys, best, best_val):
+        """Keep the fitted ``best = [log ls [D], log sf2, log sn2]`` (negative log marginal likelihood ``best_val`` on
+        the scaled problem ``Xs, ys``) and factorise the Gram matrix for :meth:`predict`."""
         self.log_lengthscale, self.log_signal, self.log_noise = best
-        self.log_marginal_likelihood = -best_val - y.shape[0] * math.log(float(self._y_sd))
+        self.log_marginal_likelihood = -best_val - ys.shape[0] * math.log(float(self._y_sd))
         self._Xs, self._ys = Xs, ys
         noise = self.noise_fraction
         K = _kernel(self.kernel, Xs, Xs, self.log_lengthscale, self.log_signal)

@@ -133,7 +133,8 @@ def run_data(args):
                                  latent_steps=args.latent_steps, progress=not args.no_progress,
                                  checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                                  num_threads=args.threads, distributed=args.distributed,
-                                 prediction=args.predict or "propagate", folds=args.folds)
+                                 prediction=args.predict or "propagate", folds=args.folds,
+                                 report=(lambda line: print(line, flush=True)) if args.folds else None)
                 paths = list(save_csv_outputs(result, args.out)) if rank == 0 else []
                 if args.save is not None and rank == 0:
                     paths.append(_save_fit(args.save, result))

@@ -25,10 +25,11 @@ from ..diagnostics.collapse import check_prior_collapse
 from ..gp.collapsed import CollapsedGaussianLeaf
 from ..gp.inducing import init_inducing_inputs
 from ..gp.likelihoods import Gaussian, get_likelihood
-from ..gp.noise import choose_noise
+from ..gp.noise import choose_noise_many
 from ..kernels import Concat, ParentSpec, RBF, as_fusion_kernel
 from ..param_store import check_param_store
 from ..priors import set_hyperpriors
+from ..progress import setup_progress
 from ..utils import freeze
 from .collapse import CollapsedParameterisation
 from .conditionals import NodeConditionals
@@ -371,6 +372,7 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
                  and "variance" in self.likelihoods[w].__dict__.get("_pyro_params", {})]  # not frozen by the user
         if (self.noise == "learned" and self.kernel_init == "default") or not nodes:
             return
+        pilots = {}  # node -> (parents observed, [pilot problem per output column])
         for w in nodes:
             lik = self.likelihoods[w]
             if self.noise not in ("auto", "learned"):
@@ -389,10 +391,18 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
                 continue
             design = torch.cat(cols, -1).detach()
             y, m = obs[w]
-            choices = [choose_noise(torch.where(m[:, j], y[:, j], torch.full_like(y[:, j], float("nan"))).detach(),
-                                    design, observed, seed=self.seed) for j in range(y.shape[1])]
+            pilots[w] = (observed, [(torch.where(m[:, j], y[:, j], torch.full_like(y[:, j], float("nan"))).detach(),
+                                     design, observed) for j in range(y.shape[1])])
+        # every pilot at once: the ones with the same number of cases and inputs are fitted as one batch
+        flat = [problem for _, problems in pilots.values() for problem in problems]
+        with setup_progress(len(flat), "pilot GPs of the noise rule") as bar:
+            fitted = choose_noise_many(flat, seed=self.seed, progress=bar.update) if flat else []
+        k = 0
+        for w, (observed, problems) in pilots.items():
+            choices, k = fitted[k:k + len(problems)], k + len(problems)
             if any(c is None for c in choices):
                 continue
+            lik = self.likelihoods[w]
             if self.kernel_init == "pilot" and observed and w in self._default_kernels and len(choices) == 1:
                 self._kernel_from_pilot(w, choices[0].pilot)
             if self.noise != "auto":

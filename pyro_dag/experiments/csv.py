@@ -46,6 +46,7 @@ from .csv_baselines import _baseline_summary, csv_baselines
 from .csv_data import CSVInputError, CSVProblem, load_csv_problem, parse_latent
 from ..outputs import OutputSet
 from ..plot import save_held_out_figure
+from ..progress import quiet_setup
 from ..utils import renamed_argument
 
 __all__ = ["CSVInputError", "parse_latent", "load_csv_problem", "fit_csv", "cross_validate_csv", "csv_baselines",
@@ -92,7 +93,7 @@ def prediction_note(p, mode):
 def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_steps=2000, pretrain_steps=200,
             precision="chordal", num_inducing="auto", lr=0.01, recipe="recommended", num_samples=200, latent_steps=300,
             progress=False, checkpoint=None, checkpoint_every=100, num_threads=1, distributed=False, structure=None,
-            prediction="propagate", baselines=True, folds=None):
+            prediction="propagate", baselines=True, folds=None, report=None):
     """Fit a DAG-DGP to a CSV file and a graph, and score it on held-out rows (module docstring).
 
     :param csv: path or DataFrame. :param graph: path or ``networkx.DiGraph``. :param list inputs: observed roots.
@@ -115,7 +116,8 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
         ``metrics["baselines"]``, and warn (:class:`~pyro_dag.baselines.BaselineWarning`) for a node whose
         held-out RMSE is more than 5 % above the best baseline's.
     :param int folds: ``K`` for ``K``-fold cross-validation instead of one split (:func:`cross_validate_csv`;
-        ``test_fraction`` is then ignored).
+        ``test_fraction`` is then ignored). :param report: with ``folds``, called with one line per fold as it
+        ends (:func:`cross_validate_csv`).
     :returns: dict with ``"metrics"`` (per node and averaged), ``"problem"`` (:class:`CSVProblem`), ``"model"``,
         ``"guide"``, ``"prediction"`` (``{node: NodePrediction}`` on all rows) and ``"train"``; with ``folds``,
         :func:`cross_validate_csv`'s result.
@@ -129,7 +131,8 @@ def fit_csv(csv, graph, inputs=None, latent=(), test_fraction=0.2, seed=0, num_s
         if distributed:
             raise CSVInputError("--folds runs the K fits one after another in one process; drop --distributed")
         return cross_validate_csv(csv, graph, folds=folds, inputs=inputs, latent=latent, seed=seed,
-                                  prediction=prediction, baselines=baselines, checkpoint=checkpoint, **options)
+                                  prediction=prediction, baselines=baselines, checkpoint=checkpoint, report=report,
+                                  **options)
     mode = _prediction_mode(prediction)
     p = load_csv_problem(csv, graph, inputs, latent, test_fraction, seed)
     return _fit_problem(p, seed=seed, mode=mode, baselines=baselines, warn=True, checkpoint=checkpoint,
@@ -154,7 +157,8 @@ def _fit_problem(p, *, seed, mode, baselines, warn, num_steps, pretrain_steps, p
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
     model = DAGDGP(p.graph, num_inducing=m, seed=seed, latent_inputs=p.latent or None).double()
-    model.setup(X_tr, Y_tr)
+    with quiet_setup(not progress):
+        model.setup(X_tr, Y_tr)
     m = dict(model.num_inducing)
     guide = AutoStructuredGuide(model, precision=precision, init_scale=initial_scales(model, X_tr, Y_tr))
     t0 = time.perf_counter()
@@ -220,13 +224,15 @@ def _mean_sd(values):
 
 
 def cross_validate_csv(csv, graph, folds=5, inputs=None, latent=(), seed=0, prediction="propagate", baselines=True,
-                       checkpoint=None, **fit_options):
+                       checkpoint=None, report=None, **fit_options):
     """``K``-fold cross-validation of :func:`fit_csv` over the rows: the rows are permuted with ``seed`` and cut
     into ``folds`` parts (:func:`load_csv_problem`'s ``fold``); each part is held out once and the other rows fit
     exactly as :func:`fit_csv` fits one split (standardised with that fold's training rows, the baselines on the
     same rows).
 
     :param int folds: ``K >= 2``. :param checkpoint: a directory: fold ``k`` checkpoints to ``fold{k}.pt`` in it.
+    :param report: called with one line per fold as it ends (its held-out RMSE and CPU seconds), e.g. ``print``;
+        ``pyro-dag fit --csv --folds K`` prints them.
     :param fit_options: the other options of :func:`fit_csv` (``num_steps``, ``precision``, ``num_inducing``, ...).
     :returns: ``{"metrics", "fold_results", "problem", "prediction"}``: ``metrics`` has the per-node and average
         metrics as :func:`fit_csv` (each the mean over the folds) and a ``"folds"`` section with, per node and
@@ -254,6 +260,7 @@ def cross_validate_csv(csv, graph, folds=5, inputs=None, latent=(), seed=0, pred
         raise TypeError(f"cross_validate_csv: unknown option(s) {unknown}")
     options = {**defaults, **fit_options}
     results, oof = [], {}
+    start = time.process_time()
     for k in range(K):
         p = load_csv_problem(csv, graph, inputs, latent, seed=seed, fold=(k, K))
         ckpt = None if checkpoint is None else os.path.join(os.fspath(checkpoint), f"fold{k}.pt")
@@ -262,7 +269,13 @@ def cross_validate_csv(csv, graph, folds=5, inputs=None, latent=(), seed=0, pred
             r = _fit_problem(p, seed=seed, mode=mode, baselines=baselines, warn=False, checkpoint=ckpt,
                              distributed=False, **options)
         r["metrics"]["fold"] = k
+        r["metrics"]["fold_cpu_seconds"] = time.process_time() - start
+        start = time.process_time()
         results.append(r)
+        if report is not None:
+            avg = r["metrics"]["average"]
+            report(f"fold {k + 1}/{K}: {int(p.test_rows.sum())} held-out rows, RMSE {avg['rmse']:.3f}, CRPS "
+                   f"{avg['crps']:.3f} (standardised), {r['metrics']['fold_cpu_seconds']:.1f} CPU s")
         rows = np.flatnonzero(p.test_rows)
         for w in p.nodes:
             pw = r["prediction"][w]
@@ -315,6 +328,7 @@ def cross_validate_csv(csv, graph, folds=5, inputs=None, latent=(), seed=0, pred
                   "split": "rows permuted with the seed and cut into k nearly equal parts, each held out once",
                   "sd": "sample standard deviation over the folds (ddof 1)",
                   "per_node": folds_node,
+                  "fold_cpu_seconds": [m["fold_cpu_seconds"] for m in fm],
                   "average": {k: _mean_sd([m["average"][k] for m in fm]) for k in _KEYS},
                   "per_fold": fm},
     }

@@ -7,6 +7,7 @@ the posterior. Its settings are a validated :class:`~pyro_dag.structure.FitConfi
 ordinary Pyro object, returned on the posterior.
 """
 import dataclasses
+import sys
 import time
 from typing import NamedTuple, Optional
 
@@ -20,6 +21,7 @@ from .autoguide import AutoEdgeFlowGuide
 from .config import FitConfig, StructureConfig
 from .data import prepare_data, standardize_columns
 from .mechanisms import LinearGaussianSEM, MLPSEM
+from .method_choice import MethodChoice, choose_method
 from .model import StructureModel, structure_model
 from .order_scorer import OrderScorer
 from .scores import collapsed_mechanism
@@ -52,7 +54,7 @@ def _config(config, likelihood, settings, caller):
 
 
 def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=None, dtype=torch.float32, device=None,
-        callback=None, progress=True, num_threads=DEFAULT_NUM_THREADS, interventions=None, **settings):
+        callback=None, progress=True, num_threads=DEFAULT_NUM_THREADS, interventions=None, method="auto", **settings):
     r"""Fit a posterior over DAGs to data with SVI-DAG: a conditional flow over the edge logits and SVGD particles
     over node-order potentials (Zinage 2026, arXiv:2608.04930, Alg. 1), plus Metropolis-Hastings order moves.
 
@@ -100,6 +102,12 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
         ``(environments, targets)``, see :func:`~pyro_dag.structure.exact_posterior`). SVI-DAG does not take them
         yet; with ``"linear"`` or ``"bge"`` the posterior is then computed as :func:`_fit_interventional` says (the
         exact posterior up to 14 variables, the hybrid one above); other likelihoods are refused.
+    :param str method: ``"auto"`` (default), ``"svi"``, ``"exact"`` or ``"hybrid"``. ``"auto"`` picks by size when
+        no SVI-DAG setting is given (:func:`~pyro_dag.structure.method_choice.choose_method`): the exact posterior up
+        to 12 variables, the hybrid posterior up to 200 (with ``n ≥ p + 10``), SVI-DAG above, or for the
+        likelihoods only SVI-DAG scores; it prints the choice in one line (with ``progress``) and records it as the
+        posterior's ``method`` and ``settings["method"]``. ``"exact"`` and ``"hybrid"`` take the model settings
+        only (:class:`~pyro_dag.structure.StructureConfig`'s fields).
     :returns: :class:`~pyro_dag.structure.StructurePosterior` (its ``config`` is the resolved
         :class:`~pyro_dag.structure.FitConfig`, its ``settings`` a dict of the main fields); for ``"gp"`` an
         :class:`~pyro_dag.structure.ExactStructurePosterior` or :class:`~pyro_dag.structure.OrderMCMCPosterior`
@@ -111,10 +119,17 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
         P = post.edge_probs()          # [p, p], P[i, j] = P(i -> j)
         dags = post.sample(1000)       # [1000, p, p], all acyclic
     """
+    given = config
     config = _config(config, likelihood, settings, "fit")
     if interventions is not None:
         return _fit_interventional(data, config, settings, edge_beliefs, node_names, num_threads, interventions,
                                    callback)
+    if config.likelihood != "gp":
+        choice = _choose(data, config, given, settings, method, node_names)
+        if choice.method != "svi":
+            return _fit_collapsed_posterior(data, config, choice, edge_beliefs, node_names, num_threads, progress)
+        if method == "auto" and progress:
+            print(f"structure.fit: {choice.reason}; method='exact' or 'hybrid' to choose", file=sys.stderr)
     if config.likelihood == "gp":
         if callback is not None:
             raise ValueError("fit(likelihood='gp') runs no optimisation steps, so callback would never be called; "
@@ -141,10 +156,56 @@ def fit(data, likelihood=None, edge_beliefs=None, *, config=None, node_names=Non
                                   wall, weighting=config.weighting)
         post.order_scorer = parts.scorer
         post.config = config
+        post.method = "svi"
+        post.settings = dict(post.settings, method="svi")
         if visited:
             visited = torch.cat(visited, 0)
             post.visited = visited[_distinct_orders(visited)[1]]  # the first potentials seen with each order
         return post
+
+
+def _choose(data, config, given, settings, method, node_names):
+    """The method (:mod:`.method_choice`): ``method`` unless ``"auto"``, which chooses by size unless SVI-DAG
+    settings were given (as keywords, or as fields of ``given``, the caller's config, that differ from their
+    defaults)."""
+    model_fields = {f.name for f in dataclasses.fields(StructureConfig)} | {"seed"}   # (the hybrid's chains use seed)
+    if method not in ("auto", "svi", "exact", "hybrid"):
+        raise ValueError(f"method must be 'auto', 'svi', 'exact' or 'hybrid'; got {method!r}")
+    svi = {k for k in settings if k not in model_fields}
+    if given is not None:
+        default = FitConfig()
+        svi |= {f.name for f in dataclasses.fields(FitConfig)
+                if f.name not in model_fields and getattr(given, f.name) != getattr(default, f.name)}
+    if method == "auto":
+        shape = tuple(getattr(data, "shape", ()))
+        if svi or len(shape) != 2:   # (a bad shape gets SVI-DAG's checks and their message)
+            return choose_method(0, 0, config.likelihood, svi or {"(data checks)"})
+        return choose_method(int(shape[1]), int(shape[0]), config.likelihood, svi)
+    if method != "svi" and svi:
+        raise ValueError(f"fit(method={method!r}) computes the posterior without an SVI run, so the SVI-DAG setting(s) "
+                         f"{sorted(svi)} do not apply; drop them or use method='svi'")
+    return MethodChoice(method, f"method={method!r} given")
+
+
+def _fit_collapsed_posterior(data, config, choice, edge_beliefs, node_names, num_threads, progress):
+    """``fit`` by the exact or the hybrid posterior of a collapsed likelihood (``choice.method``)."""
+    from .exact import exact_posterior
+    from .hybrid import hybrid_posterior
+
+    if progress:
+        print(f"structure.fit: {choice.reason}; method='svi' for SVI-DAG", file=sys.stderr)
+    model = config.structure_config()
+    t0 = time.perf_counter()
+    if choice.method == "exact":
+        post = exact_posterior(data, config.likelihood, edge_beliefs, config=model, node_names=node_names,
+                               num_threads=num_threads)
+    else:
+        post = hybrid_posterior(data, config.likelihood, edge_beliefs, config=model, node_names=node_names,
+                                num_threads=num_threads, seed=config.seed)
+    post.method = choice.method
+    post.method_reason = choice.reason
+    post.settings = dict(likelihood=config.likelihood, method=choice.method, wall_s=time.perf_counter() - t0)
+    return post
 
 
 def _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads):
@@ -169,6 +230,7 @@ def _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads):
         post = hybrid_posterior(X, "gp", edge_beliefs, config=model, node_names=names, num_threads=num_threads,
                                 seed=config.seed)
         method = "hybrid"
+    post.method = method
     post.settings = dict(likelihood="gp", method=method, gp_fits=post.gp_scorer.num_fits,
                          wall_s=time.perf_counter() - t0)
     return post

@@ -116,10 +116,10 @@ def _sparse_nll_and_grad(kernel, X, Z, y, params):
     return nll, g
 
 
-def _bfgs(objective, x0, max_iter=200, gtol=1e-5, ftol=1e-12):
-    """Batched BFGS from ``x0 [B, d]``; ``objective(x, rows)`` returns ``(f [b], g [b, d])`` of the problems
-    ``rows`` (an index tensor) at ``x [b, d]``. Returns ``(x, f)``."""
-    lo, hi = LOG_BOUNDS
+def _bfgs(objective, x0, max_iter=200, gtol=1e-5, ftol=1e-12, bounds=LOG_BOUNDS):
+    """Batched BFGS from ``x0 [B, d]`` in the box ``bounds``; ``objective(x, rows)`` returns ``(f [b], g [b, d])`` of
+    the problems ``rows`` (an index tensor) at ``x [b, d]``. Returns ``(x, f)``."""
+    lo, hi = bounds
     x = x0.clamp(lo, hi)
     f, g = objective(x, torch.arange(len(x)))
     B, d = x.shape
@@ -189,7 +189,8 @@ def _starts(D, restarts, seed, dtype):
     return torch.stack(out).to(dtype)
 
 
-def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, prior=None, chunk=None):
+def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, prior=None, chunk=None,
+                   bounds=LOG_BOUNDS):
     """Type-II maximum-likelihood fits of ``B`` independent GP regressions with ``D`` inputs each.
 
     :param X: ``[B, n, D]`` inputs (float64); each problem's columns are scaled to the unit cube here.
@@ -206,6 +207,8 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
         - ½ log det H``, ``H`` the Hessian of ``-log p(y, θ)`` at the mode (central differences of the analytic
         gradient, eigenvalues floored at the prior's precision).
     :param int chunk: problems per batch (default: about 64 MB of ``n × n`` (or ``n × M``) matrices per batch).
+    :param bounds: ``(low, high)`` box of every log-hyperparameter (default :data:`LOG_BOUNDS`; a noise fraction
+        below ``e⁻⁹ ≈ 1.2e-4`` needs a wider one).
     :returns: ``(log_evidence [B], params [B, D + 2])``: the evidence (or its bound; with ``prior``, its Laplace
         approximation) in the targets' units at the best start and its ``(log ls, log σ_f², log σ_n²)`` on the
         scaled problem.
@@ -249,7 +252,7 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
             def objective(x, r):
                 return _with_prior(*nll(x, r), x, prior)
         for k in range(R):
-            x, _ = _bfgs(objective, starts[k].expand(b, D + 2).clone())
+            x, _ = _bfgs(objective, starts[k].expand(b, D + 2).clone(), bounds=bounds)
             if prior is None:
                 f = nll(x, torch.arange(b))[0]
             else:

@@ -312,7 +312,12 @@ def test_cli_folds_writes_fold_section(tmp_path, capsys):
     assert list(pred.columns) == ["row", "fold", "a", "a_mean", "a_sd", "b", "b_mean", "b_sd"]
     assert sorted(pred["fold"].unique()) == [0, 1, 2] and pred["b_mean"].notna().all()
     assert os.path.getsize(out / "figure.png") > 1000
-    assert "3-fold cross-validation over 45 rows" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "3-fold cross-validation over 45 rows" in printed
+    # progress: one line per fold as it ends, and each fold's CPU seconds in the fold section
+    assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("fold ")] == \
+        ["fold 1/3", "fold 2/3", "fold 3/3"]
+    assert len(m["folds"]["fold_cpu_seconds"]) == 3 and all(s > 0 for s in m["folds"]["fold_cpu_seconds"])
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -255,6 +255,24 @@ class StructuredFamily(PyroModule):
             return self.backend
         return "sparse" if self.size > self.AUTO_SPARSE_SIZE else "dense"
 
+    def conditional_state_bytes(self, num_samples, num_cases):
+        """Bytes of the sparse square-root state that the conditional sampler (:class:`~pyro_dag.infer.DAGELBO`'s
+        default) builds in one ELBO evaluation: each node's site update rewrites the ``[S, B, P_j, P_j]`` block of
+        every column ``j`` on its elimination-tree path, so the total is ``S B Σ_w Σ_{j ∈ path(w)} P_j²`` numbers,
+        which grows with the square of a chain's depth (about a third of it is what autograd keeps per copy)."""
+        from ...graph.chordal import elimination_tree
+
+        later = {w: [] for w in self.order}
+        for v, w in self.edges:
+            later[w].append(v)
+        parent = elimination_tree(self.order, later)
+        size = {b.node: b.size for b in self.blocks}
+        below = {}   # Σ P_j² over the path from a node to its root, from the root down (the order ends at roots)
+        for w in reversed(self.order):
+            below[w] = size[w] ** 2 + (below[parent[w]] if parent[w] is not None else 0)
+        itemsize = torch.finfo(next(self.parameters()).dtype).bits // 8
+        return int(num_samples) * int(num_cases) * sum(below.values()) * itemsize
+
     def posterior(self):
         if "_substitute" in self.__dict__:
             return self.__dict__["_substitute"]

@@ -27,6 +27,7 @@ from ...dgp.observed_inputs import collapsible_nodes
 from ...dgp.scale import scale_hint
 from ...gp.conditional import NotPositiveDefiniteError
 from ...gp.noise import NUGGET_FRACTION
+from ...progress import setup_progress
 from ..autoguide.families import MeanFieldFamily
 from .groups import _sync_with_param_store
 from .validation import structured_part
@@ -201,7 +202,9 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
                          f"{type(guide).__name__}")
     if target.family is None:
         guide(inputs, data) if mask is None else guide(inputs, data, mask=mask)
+    bar = setup_progress(len(nodes), "exact fits of the nodes with observed inputs")
     for w in nodes:
+        bar.update(1)
         values, y = _rows(model, w, X, obs)
         params = list(learnable_node_tensors(model, w, inducing=False).values())
         fit.losses[w] = lbfgs(params, lambda: -collapsed_bound(model, w, values, y)[0], max_iter) if params else []
@@ -216,6 +219,7 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
                 fit.losses[w] = [float(-collapsed_bound(model, w, values, y)[0])]
         write_posterior(target, model, w, values, y)
         fit.nodes.append(w)
+    bar.close()
     if not isinstance(target.family, MeanFieldFamily):
         target.family.zero_offdiagonal()
     fit.seconds = time.perf_counter() - start

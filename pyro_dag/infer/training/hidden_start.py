@@ -117,7 +117,8 @@ def start_hidden_nodes(model, guide, inputs, data, *, mask=None, max_iter=MAX_IT
     for h in hidden:
         if model.output_dims[h] != 1 or not all(p in values for p in model.parents[h]):
             continue
-        roots = [r for r in model.root_nodes if r in X and r in nx.ancestors(graph, h)]
+        ancestors = nx.ancestors(graph, h)   # once per node: inside the comprehension it was once per root
+        roots = [r for r in model.root_nodes if r in X and r in ancestors]
         kids = _nearest_observed(graph, h, obs)
         means = [m for c in kids if model.output_dims[c] == 1
                  for m in [pilot_mean(c, roots)] if m is not None] if roots else []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch.distributed as dist
 
 from ...param_store import adopting_param_store
+from ...progress import quiet_setup
 from ...threads import limit_threads
 from ..distributed import require_process_group
 from .checkpoint import CheckpointLock, check_replaceable, check_writable, checkpoint_file
@@ -69,7 +70,7 @@ class SVIRecipe:
         # one writer per checkpoint, and never over a file of another kind (a saved fit, a user's file)
         lock = CheckpointLock(path) if path is not None else contextlib.nullcontext()
         with lock, limit_threads(config.num_threads), \
-                (adopting_param_store() if resuming else contextlib.nullcontext()):
+                (adopting_param_store() if resuming else contextlib.nullcontext()), quiet_setup(not config.progress):
             if path is not None and not resuming:
                 check_replaceable(path)
             return TrainingRun(model, guide, inputs, data, config, self, path).run()

@@ -26,6 +26,7 @@ from .guard import (DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise
 from .phases import WARM_START_NAME, AdamPhase, NaturalGradientPhase, WarmStartPhase
 from .pretrain import pretrain_nodes, pretrainable_nodes
 from .result import TrainResult
+from .sampler_rule import choose_sampler
 from .validation import structured_part, validation_loss
 
 __all__ = ["TrainingRun"]
@@ -322,6 +323,8 @@ class TrainingRun:
                 nodes=self._pretrainable())
             self.pretrained = True
             self._save()
+        if state is None and self.config.elbo is None:
+            self._choose_sampler()
         context = self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext()
         with context:
             if state is not None:
@@ -367,9 +370,15 @@ class TrainingRun:
                 and not self.warm and not c.pretrain_steps and self.model is self.dgp):
             return None
         target = structured_part(self.guide)
-        if target is None:
+        dgp = self.dgp
+        if target is None or getattr(dgp, "priors", None) is not None:
             return None
-        if target.family is None:
+        if not dgp.is_setup:
+            dgp.setup(self.inputs, self.data, self.kw.get("mask"))
+        _, _, obs = dgp.checked_arguments(self.inputs, self.data, self.kw.get("mask"))
+        if not any(w not in obs and w not in dgp.latent_inputs for w in dgp.topo_nodes):
+            return None   # no hidden node: the start does nothing
+        if target.family is None:   # the guide's first call, which the start would make here (same random draws)
             self.guide(*self.args, **self.kw)
         return copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.guide.state_dict())
 
@@ -416,6 +425,22 @@ class TrainingRun:
             self.result = first_result
             self.result.fallback = dict(info, kept="start")
         self.result.seconds += (first_result.seconds if self.result is not first_result else 0.0)
+
+    def _choose_sampler(self):
+        """The conditional sampler unless its state would not fit in memory (:mod:`.sampler_rule`)."""
+        target = structured_part(self.guide) if self.dag_guide and self.model is self.dgp else None
+        if target is None or not isinstance(self.elbo, DAGELBO) or self.elbo.sampler != "conditional":
+            return
+        if getattr(target, "precision", None) == "mean_field":
+            return
+        if getattr(target, "family", None) is None:   # built at the guide's first call, as the first step would
+            rng = capture_rng_state()                  # (the steps draw the same numbers as without this call)
+            self.guide(*self.args, **self.kw)
+            restore_rng_state(rng)
+        n = self.dgp.checked_arguments(self.inputs, self.data, self.kw.get("mask"))[1]
+        cases = self.kw.get("subsample_size") or n
+        sampler = choose_sampler(self.elbo, target.family, int(cases), self.name)
+        self.settings["sampler"] = self.result.settings["sampler"] = sampler
 
     def _fit_collapsed(self):
         """Fit the collapsible nodes exactly, hold them, and skip the steps when nothing else is left to train."""
