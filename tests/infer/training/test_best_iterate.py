@@ -20,7 +20,9 @@ def _chain(n=30, seed=0):
     return nx.DiGraph([("x", "h"), ("h", "y")]), {"x": x}, {"y": y}
 
 
-def _run(num_steps, callbacks=(), **kw):
+def run_chain(num_steps, callbacks_for=lambda model: (), **kw):
+    """Train the mean-field chain for ``num_steps``; ``callbacks_for(model)`` gives the callbacks. Returns the model,
+    the result and every warning raised."""
     pyro.set_rng_seed(0)
     pyro.clear_param_store()
     graph, inputs, data = _chain()
@@ -28,8 +30,13 @@ def _run(num_steps, callbacks=(), **kw):
     guide = AutoStructuredGuide(model, precision="mean_field")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = train(model, guide, inputs, data, num_steps=num_steps, progress=False, callbacks=callbacks,
-                       start_hidden=False, **kw)
+        result = train(model, guide, inputs, data, num_steps=num_steps, progress=False, start_hidden=False,
+                       callbacks=callbacks_for(model), **kw)
+    return model, result, caught
+
+
+def _run(num_steps, **kw):
+    model, result, caught = run_chain(num_steps, **kw)
     return model, result, [w for w in caught if w.category is BestIterateWarning]
 
 
@@ -53,16 +60,8 @@ def test_a_run_that_degrades_ends_at_its_best_window():
             seen["params"] = capture_params()
         return False
 
-    pyro.set_rng_seed(0)
-    pyro.clear_param_store()
-    graph, inputs, data = _chain()
-    model = DAGDGP(graph, num_inducing=8, noise="learned", kernel_init="default").double()
-    guide = AutoStructuredGuide(model, precision="mean_field")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        # the rollback would repair the sabotage before the end; best_iterate is the last line of defence
-        result = train(model, guide, inputs, data, num_steps=200, progress=False, start_hidden=False,
-                       callbacks=[keep, _sabotage(model, 151)], rollback=False)
+    # the rollback would repair the sabotage before the end; best_iterate is the last line of defence
+    model, result, caught = run_chain(200, lambda m: [keep, _sabotage(m, 151)], rollback=False)
     caught = [w for w in caught if w.category is BestIterateWarning]
     assert result.restored_step == 150
     assert len(caught) == 1 and "step 150" in str(caught[0].message)

@@ -1,29 +1,16 @@
 """train rolls a diverging Adam phase back to its last healthy window with half the learning rate
 (DivergenceRollback), and leaves a run that does not diverge bit for bit as it was."""
-import warnings
-
 import pyro
 import pytest
 import torch
 
-from pyro_dag import DAGDGP
-from pyro_dag.infer import train
-from pyro_dag.infer.autoguide import AutoStructuredGuide
 from pyro_dag.infer.training import DivergenceRollback, RollbackWarning, capture_params
 
-from test_best_iterate import _chain, _sabotage
+from test_best_iterate import _sabotage, run_chain
 
 
 def _fit(num_steps, callbacks_for=lambda model: (), **kw):
-    pyro.set_rng_seed(0)
-    pyro.clear_param_store()
-    graph, inputs, data = _chain()
-    model = DAGDGP(graph, num_inducing=8, noise="learned", kernel_init="default").double()
-    guide = AutoStructuredGuide(model, precision="mean_field")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = train(model, guide, inputs, data, num_steps=num_steps, progress=False, start_hidden=False,
-                       callbacks=callbacks_for(model), **kw)
+    model, result, caught = run_chain(num_steps, callbacks_for, **kw)
     return model, result, [w for w in caught if w.category is RollbackWarning]
 
 
