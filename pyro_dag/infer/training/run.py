@@ -342,6 +342,9 @@ class TrainingRun:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
         self._end_at_best_iterate()
         took = noise_took_signal(self.dgp) if initial is not None and r.stopped is None else {}
+        if took and not (_same_shapes(initial[0], self.model.state_dict())
+                         and _same_shapes(initial[1], self.guide.state_dict())):
+            took = {}   # the model or guide grew other values since: nothing to go back to
         if took:
             self._fallback(initial, sorted(took))
             r = self.result
@@ -519,6 +522,11 @@ class TrainingRun:
             bar.close()
         if self.path is not None:
             self._save()
+
+
+def _same_shapes(saved, now):
+    """Whether two state dicts hold the same names with the same shapes."""
+    return saved.keys() == now.keys() and all(tuple(saved[k].shape) == tuple(now[k].shape) for k in saved)
 
 
 def _all_fixed(dgp):
