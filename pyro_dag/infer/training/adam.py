@@ -152,7 +152,7 @@ class JointAdam:
         grads = [p.grad for _, p in self.named_params if p.grad is not None]
         if not grads:
             return
-        norm = float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))))
+        norm = float(torch.linalg.vector_norm(torch.stack([n.double() for n in torch._foreach_norm(grads)])))
         bound = None
         if len(self.norms) >= SPIKE_WARMUP:
             bound = self.spike_factor * statistics.median(self.norms)
