@@ -43,3 +43,15 @@ def check_zero_diag(a, name):
     d = np.diagonal(a, axis1=-2, axis2=-1)
     if np.any(d != 0):
         raise ValueError(f"{name} has a non-zero diagonal (self-loops); set A[..., i, i] = 0")
+
+
+def checked_adjacency_stack(adj, name="adj"):
+    """``adj`` (a ``[p, p]`` or ``[B, p, p]`` 0/1 array or tensor with a zero diagonal, checked) as an int8 stack
+    ``[B, p, p]``, and whether it came batched."""
+    a = as_numpy(adj, name)
+    batched = a.ndim == 3
+    check_square(a, name, batched=batched)
+    check_binary(a, name)
+    check_zero_diag(a, name)
+    s = a.astype(np.int8) if batched else a.astype(np.int8)[None]
+    return s, batched

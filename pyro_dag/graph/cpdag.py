@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import torch
 
-from ._arrays import as_numpy, check_binary, check_square, check_zero_diag
+from ._arrays import as_numpy, check_binary, check_square, check_zero_diag, checked_adjacency_stack
 from .acyclic import find_cycle, format_cycle, is_acyclic
 
 __all__ = ["cpdag_to_dags", "dag_to_cpdag"]
@@ -84,12 +84,7 @@ def dag_to_cpdag(adj):
                [1, 0, 1],
                [0, 1, 0]], dtype=int8)
     """
-    a = as_numpy(adj, "adj")
-    batched = a.ndim == 3
-    check_square(a, "adj", batched=batched)
-    check_binary(a, "adj")
-    check_zero_diag(a, "adj")
-    s = a.astype(np.int8) if batched else a.astype(np.int8)[None]
+    s, batched = checked_adjacency_stack(adj)
     c = _cpdags(s, "adj")
     c = c if batched else c[0]
     if isinstance(adj, torch.Tensor):

@@ -14,7 +14,7 @@ Matrices as :mod:`~pyro_dag.graph.cpdag`: ``C[i, j] = 1, C[j, i] = 0`` is an ori
 import numpy as np
 import torch
 
-from ._arrays import as_numpy, check_binary, check_square, check_zero_diag
+from ._arrays import checked_adjacency_stack
 from .acyclic import find_cycle, format_cycle, is_acyclic
 
 __all__ = ["dag_to_icpdag", "target_sets"]
@@ -102,12 +102,7 @@ def dag_to_icpdag(adj, targets=None):
         array([[0, 1],
                [0, 0]], dtype=int8)
     """
-    a = as_numpy(adj, "adj")
-    batched = a.ndim == 3
-    check_square(a, "adj", batched=batched)
-    check_binary(a, "adj")
-    check_zero_diag(a, "adj")
-    s = a.astype(np.int8) if batched else a.astype(np.int8)[None]
+    s, batched = checked_adjacency_stack(adj)
     family = target_sets(targets, s.shape[-1])
     flat = s.reshape(s.shape[0], -1)
     uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
