@@ -214,12 +214,7 @@ def _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads):
     from .exact import exact_posterior
     from .hybrid import hybrid_posterior
 
-    model_fields = {f.name for f in dataclasses.fields(StructureConfig)}
-    svi_only = sorted(k for k in settings if k not in model_fields)
-    if svi_only:
-        raise ValueError(f"fit(likelihood='gp') computes the posterior of the GP score exactly (no SVI run), so the "
-                         f"SVI setting(s) {svi_only} do not apply; drop them (the model settings that apply: "
-                         f"{sorted(model_fields - {'likelihood'})})")
+    _refuse_svi_settings(settings, "fit(likelihood='gp') computes the posterior of the GP score exactly (no SVI run)")
     X, names = prepare_data(data, torch.float64, None, node_names)
     model = config.structure_config()
     t0 = time.perf_counter()
@@ -236,6 +231,16 @@ def _fit_gp(data, config, settings, edge_beliefs, node_names, num_threads):
     return post
 
 
+def _refuse_svi_settings(settings, why, extra=()):
+    """Refuse, naming them, the settings of ``settings`` that only SVI-DAG uses (and ``extra`` ones), for a fit that
+    runs no SVI: ``why`` says what it computes instead."""
+    model_fields = {f.name for f in dataclasses.fields(StructureConfig)}
+    svi_only = sorted(k for k in settings if k not in model_fields) + list(extra)
+    if svi_only:
+        raise ValueError(f"{why}, so the SVI setting(s) {svi_only} do not apply; drop them (the model settings that "
+                         f"apply: {sorted(model_fields - {'likelihood'})})")
+
+
 def _fit_interventional(data, config, settings, edge_beliefs, node_names, num_threads, interventions, callback):
     """``fit(interventions=...)``: SVI-DAG's mechanisms score every row as observational, so the interventional
     posterior of the collapsed likelihoods is computed by the order DP instead -- exactly
@@ -250,12 +255,8 @@ def _fit_interventional(data, config, settings, edge_beliefs, node_names, num_th
         raise ValueError(f"fit(likelihood={config.likelihood!r}) does not take interventions= yet (its mechanisms "
                          "would score the interventional rows as observational); use likelihood='bge', 'linear' or "
                          "'gp'")
-    model_fields = {f.name for f in dataclasses.fields(StructureConfig)}
-    svi_only = sorted(k for k in settings if k not in model_fields)
-    if svi_only or callback is not None:
-        raise ValueError(f"fit(interventions=...) computes the interventional posterior by the order DP (no SVI "
-                         f"run), so the SVI setting(s) {svi_only + (['callback'] if callback else [])} do not apply; "
-                         f"drop them (the model settings that apply: {sorted(model_fields - {'likelihood'})})")
+    _refuse_svi_settings(settings, "fit(interventions=...) computes the interventional posterior by the order DP (no "
+                         "SVI run)", extra=["callback"] if callback is not None else [])
     X, names = prepare_data(data, torch.float64, None, node_names)
     model = config.structure_config()
     t0 = time.perf_counter()
