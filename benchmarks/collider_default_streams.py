@@ -84,6 +84,8 @@ def run_one(data_seed, stream, steps, at, precision):
             "final": final, "along": {str(k): v for k, v in along.items()}, "restored_step": result.restored_step,
             "natural_gradient_stopped": result.natural_gradient_stopped,
             "started_nodes": result.started_nodes, "final_loss": result.losses[-1],
+            "noise_steps": result.noise_steps, "rollbacks": [list(r) for r in result.rollbacks],
+            "fallback": result.fallback,
             "min_window_loss": min(sum(result.losses[i:i + 50]) / 50 for i in range(0, len(result.losses) - 49, 50)),
             "warnings": sorted({w.category.__name__ for w in caught})}
 
@@ -113,7 +115,9 @@ def main(argv=None):
                   f"(mean {f['mean_predictor_rmse']:.3f}) noise x{f['noise_factor']:.1f} var {f['parent_var']:.3f} "
                   f"|corr| {f['mean_abs_corr']:.2f} PICP {f['picp95']:.2f} cpu {row['cpu_s']:.0f} "
                   f"along {[(k, round(v['rmse_test'], 3)) for k, v in row['along'].items()]} "
-                  f"restored {row['restored_step']} ng_stopped {row['natural_gradient_stopped']}", flush=True)
+                  f"restored {row['restored_step']} ng_stopped {row['natural_gradient_stopped']} "
+                  f"noise steps {row['noise_steps']} rollbacks {len(row['rollbacks'])} "
+                  f"fallback {None if row['fallback'] is None else row['fallback'].get('kept')}", flush=True)
             write_json(args.name, {"runs": runs, "targets": {"rmse_test": 0.1, "noise_factor": 10,
                                                              "parent_var": 0.05, "mean_abs_corr": 0.3}})
     print("wrote", path)

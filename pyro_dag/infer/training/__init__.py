@@ -15,11 +15,13 @@ pieces it is made of, each usable on its own.
   (:mod:`pyro_dag.infer.autoguide.scales`);
 * :class:`NaturalGradientGuard`, :func:`noise_warnings` -- guards against a diverging natural-gradient phase;
 * :class:`DivergenceRollback` -- a diverging Adam phase goes back to its last healthy state with half the step;
+* :class:`NoiseStep` -- each observed Gaussian node's noise follows the fit down, in closed form;
 * :class:`BestIterate` -- a run that ends worse than its best window of steps ends with that window's parameters;
 * :func:`save_checkpoint` / :func:`load_checkpoint` and the state helpers -- atomic checkpoints.
 """
 from .best import BestIterate, BestIterateWarning
 from .rollback import DivergenceRollback, RollbackWarning
+from .noise_step import NoiseStep
 from ..autoguide.scales import initial_scales
 from .adam import JointAdam
 from .checkpoint import (capture_params, capture_rng_state, load_checkpoint, restore_params, restore_rng_state,
@@ -42,5 +44,5 @@ __all__ = ["train", "TrainConfig", "TrainResult", "RECIPES", "SVIRecipe", "regis
            "group_param_names", "lr_multiplier_args", "save_checkpoint", "load_checkpoint", "capture_params",
            "restore_params", "capture_rng_state", "restore_rng_state", "NaturalGradientGuard",
            "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_warnings",
-           "DEFAULT_NATURAL_GRADIENT_MAX_KL", "BestIterate", "BestIterateWarning",
+           "DEFAULT_NATURAL_GRADIENT_MAX_KL", "BestIterate", "BestIterateWarning", "NoiseStep",
            "DivergenceRollback", "RollbackWarning"]

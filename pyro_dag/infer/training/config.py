@@ -105,6 +105,11 @@ class TrainConfig:
         of that to noise, train again from the state before the start without it, and keep the run with the lower
         final loss (mean of its last 50 steps); :attr:`TrainResult.fallback` records both. Default on; not with a
         checkpoint, validation, a warm start or pretraining.
+    :param bool noise_step: every 50 Adam steps, lower each observed Gaussian node's noise to the ELBO's optimum
+        given the current fit, ``mean E_q[(y - f)²]``, where that is below it (never raise it), and clear its Adam
+        momentum (:class:`~pyro_dag.infer.training.noise_step.NoiseStep`; :attr:`TrainResult.noise_steps` counts
+        them). Default on: Adam alone moves the noise so slowly that it lags the fit by over a thousand steps on the
+        latent collider.
     :param bool best_iterate: without validation, end with the parameters of the window of 50 steps with the lowest
         mean loss when the last window is worse than it by more than ``max(3 sd, 5 %)``
         (:class:`~pyro_dag.infer.training.best.BestIterate`; :attr:`TrainResult.restored_step` and a
@@ -171,6 +176,7 @@ class TrainConfig:
     best_iterate: bool = True
     rollback: bool = True
     fallback_start: bool = True
+    noise_step: bool = True
     spike_factor: float = 10.0
     callbacks: tuple = field(default=())
     progress: bool = True
@@ -246,9 +252,10 @@ class TrainConfig:
         _check(self.patience is None or self.validation is not None, "patience needs validation= (an (inputs, data) pair)")
         _check(self.spike_factor is None or (_positive_real(self.spike_factor) and self.spike_factor > 1),
                f"spike_factor must be a number > 1 (or None: never clip), got {self.spike_factor!r}")
-        _check(self.fallback_start in (True, False), f"fallback_start must be True or False, got {self.fallback_start!r}")
-        _check(self.rollback in (True, False), f"rollback must be True or False, got {self.rollback!r}")
-        _check(self.best_iterate in (True, False), f"best_iterate must be True or False, got {self.best_iterate!r}")
+        _check(isinstance(self.fallback_start, bool), f"fallback_start must be True or False, got {self.fallback_start!r}")
+        _check(isinstance(self.noise_step, bool), f"noise_step must be True or False, got {self.noise_step!r}")
+        _check(isinstance(self.rollback, bool), f"rollback must be True or False, got {self.rollback!r}")
+        _check(isinstance(self.best_iterate, bool), f"best_iterate must be True or False, got {self.best_iterate!r}")
         for cb in self.callbacks:
             _check(callable(cb), f"callbacks must be callables (step, loss) -> bool, got {cb!r}")
         _check(self.fixed_kernels in ("auto", True, False), f"fixed_kernels must be 'auto', True or False, got "

@@ -37,6 +37,8 @@ class TrainResult:
         ``{"kept": "start" or "no start", "start_loss": ..., "no_start_loss": ..., "nodes": [...]}`` (the final losses
         are means of the last 50 steps; ``nodes`` those whose noise took the signal); else ``None``. :attr:`losses`
         are the kept run's.
+    :ivar int noise_steps: the number of noise steps that lowered a node's noise
+        (:class:`~pyro_dag.infer.training.noise_step.NoiseStep`).
     :ivar restored_step: the last step of the window whose parameters the run ended with because the run ended worse
         than that window (:class:`~pyro_dag.infer.training.best.BestIterate`), else ``None``.
     """
@@ -60,6 +62,7 @@ class TrainResult:
     restored_step: int = None
     fallback: dict = None
     rollbacks: list = field(default_factory=list)
+    noise_steps: int = 0
 
     @property
     def num_steps(self):

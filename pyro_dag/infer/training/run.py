@@ -17,6 +17,7 @@ from .collapsed import fit_collapsed, learnable_node_tensors
 from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
 from .rollback import DivergenceRollback, RollbackWarning
+from .noise_step import NoiseStep
 from .checkpoint import (FORMAT, CheckpointError, capture_params, capture_rng_state, check_record, load_checkpoint,
                          restore_params,
                          restore_rng_state, run_record, save_checkpoint)
@@ -147,6 +148,7 @@ class TrainingRun:
             "patience": config.patience, "fixed_kernels": self.use_fixed, "collapse": self.collapse,
             "start_hidden": self.start_hidden, "best_iterate": bool(config.best_iterate and config.validation is None and self.dp is None),
             "spike_factor": config.spike_factor, "rollback": bool(config.rollback and self.dp is None),
+            "noise_step": bool(config.noise_step and self.dag_guide and self.dgp is model and self.dp is None),
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
@@ -166,6 +168,7 @@ class TrainingRun:
         self.rollback = DivergenceRollback() if config.rollback and self.dp is None else None
         self.pretrained = False
         self._no_freeze = {}
+        self.noise_step = None   # built at its first use, once the model is set up
 
     # ------------------------------------------------------------------ one step
     def _one_step(self, s):
@@ -191,6 +194,18 @@ class TrainingRun:
                       f"{back} (median of the last {rb.probe} steps); went back to the parameters after step {back} "
                       f"and halved Adam's learning rate (now {factor:g} of the original). Pass rollback=False to "
                       "turn this off.", RollbackWarning, stacklevel=4)
+
+    def _noise_step(self, s, frozen):
+        """The one-sided closed-form noise step after step ``s``, when it is due (:class:`NoiseStep`)."""
+        if self.noise_step is None:
+            self.noise_step = NoiseStep(self.dgp, self.guide, self.inputs, self.data, mask=self.kw.get("mask"))
+        if not self.noise_step.due(s - self.warm):
+            return
+        adam = self.adam_phase.adam
+        held = set(frozen) | (adam.hold if adam is not None else set())
+        before = self.noise_step.taken
+        self.noise_step(None if adam is None else adam.optim, held)
+        self.result.noise_steps += self.noise_step.taken - before
 
     def _validate(self, s):
         validation = self.config.validation
@@ -501,6 +516,8 @@ class TrainingRun:
                 self.best_iterate.observe(s, loss)
             if self.rollback is not None:
                 self._watch(s, loss, natural_step)
+            if self.settings["noise_step"] and s > self.warm:
+                self._noise_step(s, self.frozen if s <= self.freeze_steps else self._no_freeze)
             if config.validation is not None and s > self.warm and (s % config.validate_every == 0 or s == num_steps):
                 self._validate(s)
             if self.path is not None and s % config.checkpoint_every == 0:

@@ -22,7 +22,9 @@ def _chain(n=30, seed=0):
 
 def run_chain(num_steps, callbacks_for=lambda model: (), **kw):
     """Train the mean-field chain for ``num_steps``; ``callbacks_for(model)`` gives the callbacks. Returns the model,
-    the result and every warning raised."""
+    the result and every warning raised. The sabotage below raises the noise, which the noise step would lower
+    again in closed form (test_noise_step.py): it is off here, so that these tests see the other safeguards alone."""
+    kw.setdefault("noise_step", False)
     pyro.set_rng_seed(0)
     pyro.clear_param_store()
     graph, inputs, data = _chain()
