@@ -53,7 +53,7 @@ def _score(model, guide, ds, num_samples=300):
             "mean_abs_corr": m["mean_abs_corr"], "picp95": cal["picp"], "crps": cal["crps"], "nlpd": cal["nlpd"]}
 
 
-def run_one(data_seed, stream, steps, at, precision):
+def run_one(data_seed, stream, steps, at, precision, child_kernel="default"):
     import pyro
     import torch
 
@@ -65,7 +65,11 @@ def run_one(data_seed, stream, steps, at, precision):
     pyro.clear_param_store()
     pyro.set_rng_seed(stream)
     ds = collider(seed=data_seed)
-    model = DAGDGP(ds.graph).double()
+    kernels = None
+    if child_kernel == "sum":   # the child's kernel on w1 + w2 (the data's structure), hyperparameters learned
+        from pyro_dag import kernels as k
+        kernels = {"w3": k.SumInput(k.RBF())}
+    model = DAGDGP(ds.graph, kernels=kernels).double()
     guide = AutoStructuredGuide(model, precision=precision)
     along = {}
 
@@ -80,7 +84,8 @@ def run_one(data_seed, stream, steps, at, precision):
         result = train(model, guide, ds.inputs, ds.data, num_steps=steps, progress=False, callbacks=[score_along])
     cpu = time.process_time() - t
     final = _score(model, guide, ds)
-    return {"data_seed": data_seed, "stream": stream, "steps": steps, "precision": precision, "cpu_s": cpu,
+    return {"data_seed": data_seed, "stream": stream, "steps": steps, "precision": precision,
+            "child_kernel": child_kernel, "cpu_s": cpu,
             "final": final, "along": {str(k): v for k, v in along.items()}, "restored_step": result.restored_step,
             "natural_gradient_stopped": result.natural_gradient_stopped,
             "started_nodes": result.started_nodes, "final_loss": result.losses[-1],
@@ -97,6 +102,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--at", type=int, nargs="*", default=[1500])
     p.add_argument("--precision", default="chordal")
+    p.add_argument("--child-kernel", choices=["default", "sum"], default="default",
+                   help="the child's kernel: the default, or SumInput(RBF()) on w1 + w2 with learned hyperparameters "
+                        "(the explaining-away comparison)")
     p.add_argument("--name", default="collider_default_streams")
     p.add_argument("--append", action="store_true", help="add the runs to the JSON's existing ones")
     args = p.parse_args(argv)
@@ -108,7 +116,7 @@ def main(argv=None):
             runs = json.load(f)["runs"]
     for d in _span(args.data_seeds):
         for s in _span(args.streams):
-            row = run_one(d, s, args.steps, set(args.at), args.precision)
+            row = run_one(d, s, args.steps, set(args.at), args.precision, args.child_kernel)
             runs.append(row)
             f = row["final"]
             print(f"data {d} stream {s} {args.precision} {args.steps}: held-out {f['rmse_test']:.3f} "
