@@ -101,8 +101,8 @@ def test_hyperpriors_leave_the_noise_to_the_steps():
 
 
 def test_train_takes_the_step_and_reports_it():
-    """On the mean-field chain whose noise starts 100x too large, the default train lowers it in closed form
-    (TrainResult.noise_steps) and ends with a lower loss than noise_step=False; the off switch is recorded."""
+    """On the mean-field chain whose noise starts 100x too large, train(noise_step=True) lowers it in closed form
+    (TrainResult.noise_steps) and ends with a lower loss than the default (off); the switch is recorded."""
     def run(**kw):
         model, guide, inputs, data = _observed_chain(noise=5.0)
         pyro.set_rng_seed(1)
@@ -112,8 +112,8 @@ def test_train_takes_the_step_and_reports_it():
                       **kw)
         return model, r
 
-    on_model, on = run()
-    off_model, off = run(noise_step=False)
+    on_model, on = run(noise_step=True)
+    off_model, off = run()
     assert on.settings["noise_step"] is True and off.settings["noise_step"] is False
     assert on.noise_steps >= 1 and off.noise_steps == 0
     assert float(on_model.likelihoods["y"].variance.detach()) < 0.5 * float(off_model.likelihoods["y"].variance.detach())
