@@ -280,20 +280,23 @@ def sec_collider_default_streams(R):
     runs = [r for r in d["runs"] if r.get("child_kernel", "default") == "default"]
     t = d["targets"]
     steps = runs[0]["steps"]
+    base = {b["data_seed"]: b for b in R("collider_exact_gp_baseline.json")["runs"]}
     rows, lengths = [], sorted({int(k) for r in runs for k in r["along"]})
     for r in sorted(runs, key=lambda r: (r["precision"], r["data_seed"], r["stream"])):
         fin = r["final"]
         along = [f(r["along"][str(k)]["rmse_test"]) if str(k) in r["along"] else "–" for k in lengths]
         fb = r.get("fallback")
         rows.append([r["precision"], r["data_seed"], r["stream"], *along, f(fin["rmse_test"]),
-                     f(fin["mean_predictor_rmse"]), f"{fin['noise_factor']:.1f}x", f(fin["parent_var"], 4),
+                     f(fin["mean_predictor_rmse"]), f(base[r["data_seed"]]["rmse_test"]) if r["data_seed"] in base
+                     else "–", f"{fin['noise_factor']:.1f}x", f(fin["parent_var"], 4),
                      f(fin["mean_abs_corr"], 2), calib_cell(fin), f"{r['cpu_s']:.0f}",
                      len(r.get("rollbacks", [])) if "rollbacks" in r else
                      ("yes" if "RollbackWarning" in r["warnings"] else "no"),
                      r["restored_step"] if r["restored_step"] is not None else "–",
                      r.get("noise_steps", "n.r."), "–" if not fb else fb.get("kept", "?")])
     tab = table(["guide", "data", "stream"] + [f"held-out RMSE at step {k}" for k in lengths]
-                + [f"held-out RMSE at step {steps} (returned)", "mean predictor", "noise / truth",
+                + [f"held-out RMSE at step {steps} (returned)", "mean predictor", "exact GP on (x1, x2)",
+                   "noise / truth",
                    "parents' var", "mean abs corr", f"held out {CALIB_HEAD}", "CPU s", "rollbacks",
                    "restored to", "noise steps", "fallback kept"], rows)
     chordal = [r for r in runs if r["precision"] == "chordal"]
@@ -324,10 +327,14 @@ def sec_collider_default_streams(R):
         (targets >= {t['parent_var']} and >= {t['mean_abs_corr']}, at least 3x mean field's"""
                   + (f": mean field {rng([x['parent_var'] for x in mf], 4)} / {rng([x['mean_abs_corr'] for x in mf], 2)})."
                      if mf else "; the mean-field comparison is in the next section).")
-                  + " " + d.get("note", ""))]
+                  + " The baseline a user already has, an exact GP of the child on both roots (`ExactGP`, "
+                  + "`--baseline`), per data set: "
+                  + "; ".join(f"{k}: {f(b['rmse_test'])} (PICP95 {f(b['picp95'], 2)})" for k, b in sorted(base.items()))
+                  + ". " + d.get("note", ""))]
     return Section("Is the latent collider with default kernels right on every run?",
                    "`python benchmarks/collider_default_streams.py --data-seeds 0-4 --streams 0-4 --steps 6000 --at 1500 "
-                   "3000`", tab, notes, ["collider_default_streams.json"])
+                   "3000` and `--baseline`", tab, notes,
+                   ["collider_default_streams.json", "collider_exact_gp_baseline.json"])
 
 
 def sec_collider_explaining_away(R):
