@@ -101,7 +101,7 @@ def score(case, mean, var):
     sc = lambda a: (np.asarray(a, dtype=np.float64).reshape(-1) - case.y_loc) / case.y_scale  # noqa: E731
     m, v = sc(mean), np.asarray(var, dtype=np.float64).reshape(-1) / case.y_scale ** 2
     y, f = sc(case.y_test[t].numpy()), sc(case.f_test[t].numpy())
-    rmse, nlpd, crps = zoo._gauss_scores(m, v, y, f)
+    rmse, nlpd, crps = zoo._gauss_scores(m, v, y, f)[:3]
     picp = float(np.mean(np.abs(m - y) <= 1.959964 * np.sqrt(np.maximum(v, 1e-300))))
     return {"rmse": rmse, "picp95": picp, "crps": crps, "nlpd": nlpd, "mean_sd": float(np.sqrt(np.maximum(v, 0)).mean())}
 

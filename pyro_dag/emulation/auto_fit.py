@@ -66,15 +66,18 @@ class AutoFitMixin:
     def _exact_mean(self, f, xq, fitted):
         """Exact-GP posterior mean of fidelity ``f`` (standardised) at unit-box inputs ``xq`` ``[m, d]``, its
         parents' values there their posterior means (recursively)."""
-        from .selection import _cholesky
+        from .selection import _cholesky, isolated
 
         kernel, noise, Z, y, order = fitted[f]
         cols = {self.mf.input: xq, **{p: self._exact_mean(p, xq, fitted)[:, None] for p in self.mf.parents[f]}}
         Zq = torch.cat([cols[p] for p in order], 1)
-
-        L = _cholesky(kernel, Z, noise)
-        alpha = torch.cholesky_solve(y[:, None], L)
-        return (kernel(Zq, Z) @ alpha)[:, 0]
+        # each fidelity's kernel in a scope of its own: two fusion kernels share their short parameter names
+        # ("rho.variance"), so in one scope the second would read the first's hyperparameters (a 3-level chain:
+        # f3's mean off by 0.09 standardised units, Hartmann-3)
+        with isolated():
+            L = _cholesky(kernel, Z, noise)
+            alpha = torch.cholesky_solve(y[:, None], L)
+            return (kernel(Zq, Z) @ alpha)[:, 0]
 
     def _auto_columns(self, f, Z):
         """Fidelity ``f``'s parent specs, their order (the DAG's, the kernel's columns), ``{parent: columns}`` and
