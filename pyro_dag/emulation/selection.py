@@ -18,9 +18,11 @@ The noise rule (Andrianakis & Challenor 2012, "The effect of the nugget on Gauss
 models", CSDA 56(12); :mod:`pyro_dag.gp.noise`): the first candidate is fitted with the noise learned from every
 start; a best fit whose noise is at most :data:`~pyro_dag.gp.noise.DETERMINISTIC_FRACTION` of the runs' variance
 marks the fidelity deterministic, and every fit of it then holds the noise at the nugget :data:`NUGGET` of that
-variance (emukit's examples fix 1e-6 the same way); otherwise the noise is learned. The chosen fit of a
-deterministic fidelity then takes its amplitude from leave-one-out (:func:`loo_variance_scale`): the maximum-likelihood
-amplitude makes the intervals of a smooth simulator several times too wide.
+variance (emukit's examples fix 1e-6 the same way); otherwise the noise is learned. The chosen fit then takes its
+amplitude from cross-validation with refitted hyperparameters (:func:`cv_variance_scale`; Sundararajan & Keerthi
+2001, Bachoc 2013): the maximum-likelihood amplitude of a few runs' fit made the intervals several times too narrow
+(Currin, Hartmann-3: 95 % intervals covering 70 % of test points), and that of a smooth simulator's dense design
+several times too wide.
 """
 import math
 import time
@@ -34,7 +36,7 @@ from ..kernels.base import detached_copy
 from ..infer.training.collapsed import lbfgs
 
 __all__ = ["CandidateFit", "ModelSelection", "exact_evidence", "loo_log_density", "loo_variance_scale",
-           "scale_kernel", "fit_exact_gp", "KERNEL_CANDIDATES", "AMPLITUDES"]
+           "cv_variance_scale", "scale_kernel", "fit_exact_gp", "KERNEL_CANDIDATES", "AMPLITUDES"]
 
 #: The hyperparameters that scale each candidate kernel as a whole (``k → c k`` when each is multiplied by ``c``).
 AMPLITUDES = {"rbf": ("base.variance",), "ar1": ("linear.variance", "delta.variance"),
@@ -132,6 +134,48 @@ def loo_variance_scale(kernel, Z, y, noise):
     return float((resid ** 2 * d).mean())
 
 
+def cv_variance_scale(kernel, Z, y, noise, *, folds=5, seed=0, max_iter=100):
+    """The amplitude factor ``c`` of :func:`loo_variance_scale` from ``folds``-fold cross-validation with the
+    hyperparameters refitted on each fold's training runs (L-BFGS on the evidence, started at the fitted ones, the
+    noise held): ``c = mean_i (y_i - μ_i)² / σ²_i`` over the held-out runs. Unlike the closed-form leave-one-out,
+    which keeps the hyperparameters fitted with the left-out run, it sees how far the fit moves without a run, the
+    part of the error that a few runs leave in the hyperparameters (Currin 200 / 25, the chosen fit: closed-form
+    factor 0.61, refitted 6.8; with the fitted amplitude 95 % intervals covered 70 % of test points, 92 % with 6.8).
+    With ``folds = n`` and ``max_iter = 0`` (no refit) it is :func:`loo_variance_scale`.
+
+    :param kernel: the fitted bound kernel (not modified). :param torch.Tensor Z: ``[n, D]``. :param y: ``[n]``.
+    :param float noise: the noise variance (held). :param int folds: folds (runs dealt round-robin after a
+        permutation drawn from ``seed``). :param int max_iter: L-BFGS iterations of each refit (0: none).
+    :returns: a float (``nan`` when no fold could be scored).
+    """
+    n = y.shape[0]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    ratios = []
+    for k in range(min(folds, n)):
+        held = order[k::folds]
+        keep = torch.ones(n, dtype=torch.bool)
+        keep[held] = False
+        Zk, yk = Z[keep], y[keep]
+        refit = detached_copy(kernel)
+        with isolated():
+            with torch.no_grad():
+                refit(Zk[:1])
+            params = [p for p in refit.parameters() if p.requires_grad]
+            if max_iter > 0:
+                lbfgs(params, lambda: -exact_evidence(refit, Zk, yk, noise), max_iter, tolerance_change=TOLERANCE)
+            with torch.no_grad():
+                try:
+                    L = _cholesky(refit, Zk, noise)
+                except torch.linalg.LinAlgError:
+                    continue
+                Ks = refit(Z[held], Zk)
+                mean = (Ks @ torch.cholesky_solve(yk[:, None], L))[:, 0]
+                v = torch.linalg.solve_triangular(L, Ks.transpose(0, 1), upper=False)
+                var = (refit(Z[held], diag=True) - v.pow(2).sum(0)).clamp_min(0) + noise
+        ratios.append((y[held] - mean).pow(2) / var)
+    return float(torch.cat(ratios).mean()) if ratios else math.nan
+
+
 @torch.no_grad()
 def scale_kernel(kernel, name, c):
     """Multiply the kernel ``name`` (a key of :data:`AMPLITUDES`) by ``c`` in place (its amplitude hyperparameters)."""
@@ -157,8 +201,8 @@ class CandidateFit:
     :ivar float loo: mean leave-one-out log predictive density. :ivar float noise: noise variance (standardised).
     :ivar bool noise_fixed: held at the nugget. :ivar list start_evidence: the evidence reached from each start.
     :ivar float seconds: CPU seconds of the fits. :ivar kernel_module: the fitted kernel (bound).
-    :ivar float variance_scale: the leave-one-out factor applied to the chosen fit of a deterministic fidelity
-        (:func:`loo_variance_scale`; 1 otherwise).
+    :ivar float variance_scale: the cross-validation factor applied to the chosen fit's variances
+        (:func:`cv_variance_scale`; 1 where none was applied).
     """
 
     fidelity: str
