@@ -43,8 +43,8 @@ def test_exact_evidence_and_loo_match_dense_formulas():
 
 def test_auto_fit_chooses_by_evidence_and_reports_it():
     """On Forrester 50 / 14 (nested, deterministic) the default fit is exact, detects the deterministic simulator
-    (nugget noise), keeps the candidate with the largest evidence, beats the training mean by far, and reports every
-    candidate in .selection and in baseline_report."""
+    (nugget noise), keeps the candidate with the smallest refitted cross-validation error (14 runs: few), beats the
+    training mean by far, and reports every candidate in .selection and in baseline_report."""
     pyro.clear_param_store()
     p = chain_problem("forrester", [50, 14], num_test=60, seed=0)
     em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
@@ -52,15 +52,16 @@ def test_auto_fit_chooses_by_evidence_and_reports_it():
     assert set(sel.chosen) == {"f1", "f2"} and sel.chosen["f1"] == "rbf"
     cands = [c for c in sel.candidates if c.fidelity == "f2"]
     assert {c.kernel for c in cands} == {"multifidelity", "ar1", "nargp"}
-    best = max(cands, key=lambda c: c.evidence)
+    assert sel.criterion == {"f1": "evidence", "f2": "cv"}
+    best = min(cands, key=lambda c: c.cv_mse)
     assert sel.chosen["f2"] == best.kernel
-    assert all(math.isfinite(c.loo) for c in cands)
+    assert all(math.isfinite(c.loo) and math.isfinite(c.cv_mse) for c in cands)
     assert sel.deterministic == {"f1": True, "f2": True}
     assert float(em.model.likelihoods["f2"].variance) < 1e-5
     X, y = p.test
     pred = em.predict(X, num_samples=100)["f2"]
     assert _rmse(pred.mean, y) < 0.02 * _rmse(y, np.mean(p.train["f2"][1]))
-    assert "f2" in sel.table() and "*" in sel.table()
+    assert "f2" in sel.table() and "*" in sel.table() and "cv" in sel.table()
 
 
 @pytest.mark.slow
@@ -68,7 +69,7 @@ def test_baseline_report_carries_the_selection():
     pyro.clear_param_store()
     p = chain_problem("forrester", [50, 14], num_test=60, seed=0)
     em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
-    best = max((c for c in em.selection.candidates if c.fidelity == "f2"), key=lambda c: c.evidence)
+    best = min((c for c in em.selection.candidates if c.fidelity == "f2"), key=lambda c: c.cv_mse)
     X, y = p.test
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -206,3 +207,17 @@ def test_auto_fit_widens_a_few_runs_intervals_by_refitted_cross_validation():
     base = raw.predict(X, fidelities=["f2"], num_samples=200)["f2"]
     assert np.mean(np.abs(base.mean - truth) <= 1.96 * base.std) < 0.8
     assert _rmse(base.mean, pred.mean) < 0.05 * _rmse(pred.mean, truth)
+
+
+def test_many_runs_choose_by_evidence():
+    """A refined fidelity with more runs than CV_SELECT_MAX_RUNS keeps the candidate with the largest evidence (no
+    cross-validation scores computed)."""
+    from pyro_dag.emulation.auto_fit import CV_SELECT_MAX_RUNS
+
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [90, CV_SELECT_MAX_RUNS + 5], num_test=10, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
+    cands = [c for c in em.selection.candidates if c.fidelity == "f2"]
+    assert em.selection.criterion["f2"] == "evidence"
+    assert em.selection.chosen["f2"] == max(cands, key=lambda c: c.evidence).kernel
+    assert all(math.isnan(c.cv_mse) for c in cands)
