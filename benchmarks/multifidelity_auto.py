@@ -11,10 +11,12 @@ noise-free truth, PICP95 / CRPS / NLPD of each method's Gaussian predictive of a
 of fit + predict (``time.process_time``).
 
     flock /tmp/pyro_dag_bench.lock python benchmarks/multifidelity_auto.py [--draws 200-211] [--named] [--linked 5]
-        [--out NAME]
+        [--seeds 1] [--seed-start 0] [--out NAME]
 
-The recorded runs used a frozen copy of the committed package (``git archive HEAD pyro_dag benchmarks``; its commit
-in ``snapshot_commit``).
+(the recorded tables: ``--named --draws 200-211 --linked 5``, and the named problems' streams 1-4 with
+``--named --seeds 4 --seed-start 1 --draws '' --out multifidelity_auto_streams``)
+
+A run records the commit and the ``pyro_dag/`` tree it was measured on (``code_state``).
 """
 import argparse
 import math
@@ -204,6 +206,7 @@ def main(argv=None):
     ap.add_argument("--draws", default="200-211", help="random draws, 'a-b' inclusive ('' for none)")
     ap.add_argument("--named", action="store_true", help="also the zoo pairs and the named chains (seed 0)")
     ap.add_argument("--seeds", type=int, default=1, help="streams per named problem")
+    ap.add_argument("--seed-start", type=int, default=0, help="first stream of the named problems")
     ap.add_argument("--linked", type=int, default=0, help="streams of the three linked simulators")
     ap.add_argument("--out", default="multifidelity_auto")
     args = ap.parse_args(argv)
@@ -223,7 +226,7 @@ def main(argv=None):
         payload["linked"].append(run_linked(seed))
         write_json(args.out, payload)
     if args.named:
-        for seed in range(args.seeds):
+        for seed in range(args.seed_start, args.seed_start + args.seeds):
             for name in NAMED_ZOO:
                 case = zoo.PROBLEMS[name][1](seed, False)
                 results.append(run_case(name, case, seed))
