@@ -3,7 +3,8 @@ the noise chosen from the data) against emukit's AR1 and NARGP (Paleyes et al. 2
 linked GP (an exact ARD-RBF GP per fidelity on the input and the fidelity below, predicted through the chain with
 the closed-form linked-GP moments of Ming & Guillas 2021 / Kyzyurova et al. 2018, pyro_dag's LinkedGPPredictor),
 on the zoo's multi-fidelity pairs (benchmarks/zoo.py), the named chains of benchmarks/multifidelity.py and random
-draws of pyro_dag.datasets.random_multifidelity whose seeds were not looked at while tuning (100 and up).
+draws of pyro_dag.datasets.random_multifidelity whose seeds were not looked at while tuning (200-211; draws
+100-111 were the tuning set).
 
 Target (issue 41): RMSE <= 1.1x the best peer's at <= 3x the best peer's CPU seconds, PICP95 in [0.88, 0.99].
 Scores on the highest fidelity's test points, in units standardised by its training runs; RMSE against the
