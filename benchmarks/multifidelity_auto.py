@@ -3,7 +3,8 @@ the noise chosen from the data) against emukit's AR1 and NARGP (Paleyes et al. 2
 linked GP (an exact ARD-RBF GP per fidelity on the input and the fidelity below, predicted through the chain with
 the closed-form linked-GP moments of Ming & Guillas 2021 / Kyzyurova et al. 2018, pyro_dag's LinkedGPPredictor),
 on the zoo's multi-fidelity pairs (benchmarks/zoo.py), the named chains of benchmarks/multifidelity.py and random
-draws of pyro_dag.datasets.random_multifidelity whose seeds were not looked at while tuning (100 and up).
+draws of pyro_dag.datasets.random_multifidelity whose seeds were not looked at while tuning (200-211; draws
+100-111 were the tuning set).
 
 Target (issue 41): RMSE <= 1.1x the best peer's at <= 3x the best peer's CPU seconds, PICP95 in [0.88, 0.99].
 Scores on the highest fidelity's test points, in units standardised by its training runs; RMSE against the
@@ -11,10 +12,12 @@ noise-free truth, PICP95 / CRPS / NLPD of each method's Gaussian predictive of a
 of fit + predict (``time.process_time``).
 
     flock /tmp/pyro_dag_bench.lock python benchmarks/multifidelity_auto.py [--draws 200-211] [--named] [--linked 5]
-        [--out NAME]
+        [--seeds 1] [--seed-start 0] [--out NAME]
 
-The recorded runs used a frozen copy of the committed package (``git archive HEAD pyro_dag benchmarks``; its commit
-in ``snapshot_commit``).
+(the recorded tables: ``--named --draws 200-211 --linked 5``, and the named problems' streams 1-4 with
+``--named --seeds 4 --seed-start 1 --draws '' --out multifidelity_auto_streams``)
+
+A run records the commit and the ``pyro_dag/`` tree it was measured on (``code_state``).
 """
 import argparse
 import math
@@ -101,7 +104,7 @@ def score(case, mean, var):
     sc = lambda a: (np.asarray(a, dtype=np.float64).reshape(-1) - case.y_loc) / case.y_scale  # noqa: E731
     m, v = sc(mean), np.asarray(var, dtype=np.float64).reshape(-1) / case.y_scale ** 2
     y, f = sc(case.y_test[t].numpy()), sc(case.f_test[t].numpy())
-    rmse, nlpd, crps = zoo._gauss_scores(m, v, y, f)
+    rmse, nlpd, crps = zoo._gauss_scores(m, v, y, f)[:3]
     picp = float(np.mean(np.abs(m - y) <= 1.959964 * np.sqrt(np.maximum(v, 1e-300))))
     return {"rmse": rmse, "picp95": picp, "crps": crps, "nlpd": nlpd, "mean_sd": float(np.sqrt(np.maximum(v, 0)).mean())}
 
@@ -204,6 +207,7 @@ def main(argv=None):
     ap.add_argument("--draws", default="200-211", help="random draws, 'a-b' inclusive ('' for none)")
     ap.add_argument("--named", action="store_true", help="also the zoo pairs and the named chains (seed 0)")
     ap.add_argument("--seeds", type=int, default=1, help="streams per named problem")
+    ap.add_argument("--seed-start", type=int, default=0, help="first stream of the named problems")
     ap.add_argument("--linked", type=int, default=0, help="streams of the three linked simulators")
     ap.add_argument("--out", default="multifidelity_auto")
     args = ap.parse_args(argv)
@@ -223,7 +227,7 @@ def main(argv=None):
         payload["linked"].append(run_linked(seed))
         write_json(args.out, payload)
     if args.named:
-        for seed in range(args.seeds):
+        for seed in range(args.seed_start, args.seed_start + args.seeds):
             for name in NAMED_ZOO:
                 case = zoo.PROBLEMS[name][1](seed, False)
                 results.append(run_case(name, case, seed))

@@ -1,5 +1,6 @@
 """Model choice for a refined fidelity: exact GP fits of candidate fusion kernels on the fidelity's runs, compared by
-their evidence (log marginal likelihood), with the leave-one-out score beside it.
+their evidence (log marginal likelihood) or, where the fidelity has few runs, by refitted cross-validation, with the
+leave-one-out score beside them.
 
 Where a fidelity was run only where the fidelities it refines were run (nested designs), the multi-fidelity model's
 likelihood factorises over the fidelities, and each fidelity is an exact GP regression of its runs on the input and
@@ -12,15 +13,20 @@ k_δ(x)``), ``"ar1"`` (the linear autoregressive model of Kennedy & O'Hagan 2000
 hyperparameters) and ``"nargp"`` (``k_ρ(x)·k_f(z) + k_δ(x)``, the nonlinear map of Perdikaris et al. 2017). Each is fitted by L-BFGS
 from several starts (the data-driven one of the emulator, unit hyperparameters, and random ones, as GPy's
 ``optimize_restarts``); the best start by evidence is the candidate's fit, and the candidate with the largest
-evidence is chosen (all share the fidelity's runs, so their evidences compare).
+evidence is chosen (all share the fidelity's runs, so their evidences compare), except at a fidelity with few runs
+(``CV_SELECT_MAX_RUNS`` of :mod:`~pyro_dag.emulation.auto_fit`), where the candidate with the smallest 5-fold
+cross-validation error, its hyperparameters refitted without each fold (:func:`cv_residuals`), is chosen: there the
+evidence of the richest kernel overfits the runs (Currin, Hartmann-3: 25 runs).
 
 The noise rule (Andrianakis & Challenor 2012, "The effect of the nugget on Gaussian process emulators of computer
 models", CSDA 56(12); :mod:`pyro_dag.gp.noise`): the first candidate is fitted with the noise learned from every
 start; a best fit whose noise is at most :data:`~pyro_dag.gp.noise.DETERMINISTIC_FRACTION` of the runs' variance
 marks the fidelity deterministic, and every fit of it then holds the noise at the nugget :data:`NUGGET` of that
-variance (emukit's examples fix 1e-6 the same way); otherwise the noise is learned. The chosen fit of a
-deterministic fidelity then takes its amplitude from leave-one-out (:func:`loo_variance_scale`): the maximum-likelihood
-amplitude makes the intervals of a smooth simulator several times too wide.
+variance (emukit's examples fix 1e-6 the same way); otherwise the noise is learned. The chosen fit then takes its
+amplitude from cross-validation with refitted hyperparameters (:func:`cv_variance_scale`; Sundararajan & Keerthi
+2001, Bachoc 2013): the maximum-likelihood amplitude of a few runs' fit made the intervals several times too narrow
+(Currin, Hartmann-3: 95 % intervals covering 70 % of test points), and that of a smooth simulator's dense design
+several times too wide.
 """
 import math
 import time
@@ -34,7 +40,7 @@ from ..kernels.base import detached_copy
 from ..infer.training.collapsed import lbfgs
 
 __all__ = ["CandidateFit", "ModelSelection", "exact_evidence", "loo_log_density", "loo_variance_scale",
-           "scale_kernel", "fit_exact_gp", "KERNEL_CANDIDATES", "AMPLITUDES"]
+           "cv_variance_scale", "cv_residuals", "scale_kernel", "fit_exact_gp", "KERNEL_CANDIDATES", "AMPLITUDES"]
 
 #: The hyperparameters that scale each candidate kernel as a whole (``k → c k`` when each is multiplied by ``c``).
 AMPLITUDES = {"rbf": ("base.variance",), "ar1": ("linear.variance", "delta.variance"),
@@ -132,6 +138,58 @@ def loo_variance_scale(kernel, Z, y, noise):
     return float((resid ** 2 * d).mean())
 
 
+def cv_variance_scale(kernel, Z, y, noise, *, folds=5, seed=0, max_iter=100):
+    """The amplitude factor ``c`` of :func:`loo_variance_scale` from ``folds``-fold cross-validation with the
+    hyperparameters refitted on each fold's training runs (L-BFGS on the evidence, started at the fitted ones, the
+    noise held): ``c = mean_i (y_i - μ_i)² / σ²_i`` over the held-out runs. Unlike the closed-form leave-one-out,
+    which keeps the hyperparameters fitted with the left-out run, it sees how far the fit moves without a run, the
+    part of the error that a few runs leave in the hyperparameters (Currin 200 / 25, the chosen fit: closed-form
+    factor 0.61, refitted 6.8; with the fitted amplitude 95 % intervals covered 70 % of test points, 92 % with 6.8).
+    With ``folds = n`` and ``max_iter = 0`` (no refit) it is :func:`loo_variance_scale`.
+
+    :param kernel: the fitted bound kernel (not modified). :param torch.Tensor Z: ``[n, D]``. :param y: ``[n]``.
+    :param float noise: the noise variance (held). :param int folds: folds (runs dealt round-robin after a
+        permutation drawn from ``seed``). :param int max_iter: L-BFGS iterations of each refit (0: none).
+    :returns: a float (``nan`` when no fold could be scored).
+    """
+    resid, var = cv_residuals(kernel, Z, y, noise, folds=folds, seed=seed, max_iter=max_iter)
+    return float((resid.pow(2) / var).mean()) if resid.numel() else math.nan
+
+
+def cv_residuals(kernel, Z, y, noise, *, folds=5, seed=0, max_iter=100):
+    """The held-out residuals ``y_i - μ_i`` and predictive variances ``σ²_i`` of :func:`cv_variance_scale`'s
+    refitted cross-validation (the runs of folds whose factorisation failed are left out); ``([m], [m])``."""
+    n = y.shape[0]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    resid, variances = [], []
+    for k in range(min(folds, n)):
+        held = order[k::folds]
+        keep = torch.ones(n, dtype=torch.bool)
+        keep[held] = False
+        Zk, yk = Z[keep], y[keep]
+        refit = detached_copy(kernel)
+        with isolated():
+            with torch.no_grad():
+                refit(Zk[:1])
+            params = [p for p in refit.parameters() if p.requires_grad]
+            if max_iter > 0:
+                lbfgs(params, lambda: -exact_evidence(refit, Zk, yk, noise), max_iter, tolerance_change=TOLERANCE)
+            with torch.no_grad():
+                try:
+                    L = _cholesky(refit, Zk, noise)
+                except torch.linalg.LinAlgError:
+                    continue
+                Ks = refit(Z[held], Zk)
+                mean = (Ks @ torch.cholesky_solve(yk[:, None], L))[:, 0]
+                v = torch.linalg.solve_triangular(L, Ks.transpose(0, 1), upper=False)
+                var = (refit(Z[held], diag=True) - v.pow(2).sum(0)).clamp_min(0) + noise
+        resid.append(y[held] - mean)
+        variances.append(var)
+    if not resid:
+        return y.new_zeros(0), y.new_zeros(0)
+    return torch.cat(resid), torch.cat(variances)
+
+
 @torch.no_grad()
 def scale_kernel(kernel, name, c):
     """Multiply the kernel ``name`` (a key of :data:`AMPLITUDES`) by ``c`` in place (its amplitude hyperparameters)."""
@@ -157,8 +215,10 @@ class CandidateFit:
     :ivar float loo: mean leave-one-out log predictive density. :ivar float noise: noise variance (standardised).
     :ivar bool noise_fixed: held at the nugget. :ivar list start_evidence: the evidence reached from each start.
     :ivar float seconds: CPU seconds of the fits. :ivar kernel_module: the fitted kernel (bound).
-    :ivar float variance_scale: the leave-one-out factor applied to the chosen fit of a deterministic fidelity
-        (:func:`loo_variance_scale`; 1 otherwise).
+    :ivar float variance_scale: the cross-validation factor applied to the chosen fit's variances
+        (:func:`cv_variance_scale`; 1 where none was applied).
+    :ivar float cv_mse: mean squared error of the refitted 5-fold cross-validation (:func:`cv_residuals`), the
+        criterion at a fidelity with few runs (``nan`` where not computed).
     """
 
     fidelity: str
@@ -171,11 +231,12 @@ class CandidateFit:
     seconds: float = 0.0
     kernel_module: object = field(default=None, repr=False)
     variance_scale: float = 1.0
+    cv_mse: float = math.nan
 
     def as_dict(self):
         return {"fidelity": self.fidelity, "kernel": self.kernel, "evidence": self.evidence, "loo": self.loo,
                 "noise": self.noise, "noise_fixed": self.noise_fixed, "start_evidence": list(self.start_evidence),
-                "seconds": self.seconds, "variance_scale": self.variance_scale}
+                "seconds": self.seconds, "variance_scale": self.variance_scale, "cv_mse": self.cv_mse}
 
 
 @dataclass
@@ -185,26 +246,30 @@ class ModelSelection:
     :ivar dict chosen: ``{fidelity: kernel name}``. :ivar list candidates: :class:`CandidateFit` of every candidate
         at every fidelity. :ivar dict deterministic: ``{fidelity: bool}`` (the noise rule's decision).
     :ivar dict imputed: ``{fidelity: number of its runs where a fidelity it refines was not run}`` (those parents'
-        values are the parents' posterior means there). :ivar str criterion: ``"evidence"``.
+        values are the parents' posterior means there). :ivar dict criterion: ``{fidelity: "evidence" or "cv"}``, how
+        the kernel was chosen (``"cv"``: the smallest refitted cross-validation error, at a fidelity with few runs).
     """
 
     chosen: dict = field(default_factory=dict)
     candidates: list = field(default_factory=list)
     deterministic: dict = field(default_factory=dict)
     imputed: dict = field(default_factory=dict)
-    criterion: str = "evidence"
+    criterion: dict = field(default_factory=dict)
 
     def as_dict(self):
-        return {"criterion": self.criterion, "chosen": dict(self.chosen), "deterministic": dict(self.deterministic),
-                "imputed": dict(self.imputed), "candidates": [c.as_dict() for c in self.candidates]}
+        return {"criterion": dict(self.criterion), "chosen": dict(self.chosen),
+                "deterministic": dict(self.deterministic), "imputed": dict(self.imputed),
+                "candidates": [c.as_dict() for c in self.candidates]}
 
     def table(self):
-        """A plain-text table of the candidates (one line each; ``*`` marks the choice)."""
-        lines = [f"{'fidelity':>10} {'kernel':>14} {'evidence':>11} {'LOO lpd':>9} {'noise':>9}  fixed"]
+        """A plain-text table of the candidates (one line each; ``*`` marks the choice, made by the criterion
+        column's score)."""
+        lines = [f"{'fidelity':>10} {'kernel':>14} {'evidence':>11} {'LOO lpd':>9} {'CV MSE':>9} {'noise':>9}  fixed"
+                 "  criterion"]
         for c in self.candidates:
             mark = "*" if self.chosen.get(c.fidelity) == c.kernel else " "
-            lines.append(f"{c.fidelity:>10} {c.kernel:>13}{mark} {c.evidence:11.2f} {c.loo:9.3f} {c.noise:9.2e}  "
-                         f"{c.noise_fixed}")
+            lines.append(f"{c.fidelity:>10} {c.kernel:>13}{mark} {c.evidence:11.2f} {c.loo:9.3f} {c.cv_mse:9.2e} "
+                         f"{c.noise:9.2e}  {str(c.noise_fixed):5}  {self.criterion.get(c.fidelity, 'evidence')}")
         return "\n".join(lines)
 
 

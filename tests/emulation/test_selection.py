@@ -43,8 +43,8 @@ def test_exact_evidence_and_loo_match_dense_formulas():
 
 def test_auto_fit_chooses_by_evidence_and_reports_it():
     """On Forrester 50 / 14 (nested, deterministic) the default fit is exact, detects the deterministic simulator
-    (nugget noise), keeps the candidate with the largest evidence, beats the training mean by far, and reports every
-    candidate in .selection and in baseline_report."""
+    (nugget noise), keeps the candidate with the smallest refitted cross-validation error (14 runs: few), beats the
+    training mean by far, and reports every candidate in .selection and in baseline_report."""
     pyro.clear_param_store()
     p = chain_problem("forrester", [50, 14], num_test=60, seed=0)
     em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
@@ -52,15 +52,16 @@ def test_auto_fit_chooses_by_evidence_and_reports_it():
     assert set(sel.chosen) == {"f1", "f2"} and sel.chosen["f1"] == "rbf"
     cands = [c for c in sel.candidates if c.fidelity == "f2"]
     assert {c.kernel for c in cands} == {"multifidelity", "ar1", "nargp"}
-    best = max(cands, key=lambda c: c.evidence)
+    assert sel.criterion == {"f1": "evidence", "f2": "cv"}
+    best = min(cands, key=lambda c: c.cv_mse)
     assert sel.chosen["f2"] == best.kernel
-    assert all(math.isfinite(c.loo) for c in cands)
+    assert all(math.isfinite(c.loo) and math.isfinite(c.cv_mse) for c in cands)
     assert sel.deterministic == {"f1": True, "f2": True}
     assert float(em.model.likelihoods["f2"].variance) < 1e-5
     X, y = p.test
     pred = em.predict(X, num_samples=100)["f2"]
     assert _rmse(pred.mean, y) < 0.02 * _rmse(y, np.mean(p.train["f2"][1]))
-    assert "f2" in sel.table() and "*" in sel.table()
+    assert "f2" in sel.table() and "*" in sel.table() and "cv" in sel.table()
 
 
 @pytest.mark.slow
@@ -68,7 +69,7 @@ def test_baseline_report_carries_the_selection():
     pyro.clear_param_store()
     p = chain_problem("forrester", [50, 14], num_test=60, seed=0)
     em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
-    best = max((c for c in em.selection.candidates if c.fidelity == "f2"), key=lambda c: c.evidence)
+    best = min((c for c in em.selection.candidates if c.fidelity == "f2"), key=lambda c: c.cv_mse)
     X, y = p.test
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -143,3 +144,80 @@ def test_linked_simulators_fed_by_others_only():
     err = pred.mean - truth
     assert _rmse(pred.mean, truth) < 0.05 * truth.std()
     assert np.mean(np.abs(err) <= 1.96 * pred.std) > 0.85
+
+
+def test_exact_mean_of_a_three_level_chain_matches_the_model():
+    """The exact posterior mean that imputes a parent's missing runs (``_exact_mean``) equals the fitted model's
+    prediction on a 3-level chain, where two fusion kernels share their short parameter names (each is evaluated
+    in a parameter-store scope of its own; in one shared scope the top level read the middle one's
+    hyperparameters)."""
+    from pyro_dag.emulation.auto_fit import AUTO_MAX_EXACT
+
+    pyro.clear_param_store()
+    p = chain_problem("hartmann3", [60, 30, 12], num_test=40, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents, seed=0, kernel="ar1").fit()
+    sel, fitted = em.selection, {}
+    for f in em.mf.fidelities:
+        Z, y, _, _ = em._auto_rows(f, fitted or None, AUTO_MAX_EXACT, sel.deterministic)
+        _, order, _, Zo = em._auto_columns(f, Z)
+        chosen = next(c for c in sel.candidates if c.fidelity == f and c.kernel == sel.chosen[f])
+        fitted[f] = (chosen.kernel_module, chosen.noise, Zo, y, order)
+    X = p.test[0]
+    xq = torch.as_tensor(em._scale_x(X), dtype=torch.float64)
+    pred = em.predict(X, fidelities=["f3"], num_samples=400)["f3"]
+    exact = em._exact_mean("f3", xq, fitted).numpy() * em.y_scale["f3"] + em.y_loc["f3"]
+    # the model's mean propagates the lower fidelities' (small) uncertainty by sampling: agreement to ~1 % of sd
+    assert _rmse(exact, pred.mean) < 0.02 * np.std(p.train["f3"][1])
+
+
+def test_cv_variance_scale_without_refit_is_the_closed_form_leave_one_out():
+    """n folds and no refit: the held-out residuals are the closed-form leave-one-out ones (a dense reference for
+    the fold bookkeeping); with refits the factor is positive and finite, and the kernel is left as it was."""
+    from pyro_dag.emulation.selection import cv_variance_scale, loo_variance_scale
+
+    gen = torch.Generator().manual_seed(1)
+    X = torch.rand(15, 2, generator=gen, dtype=torch.float64)
+    y = torch.sin(4 * X[:, 0]) * X[:, 1]
+    y = (y - y.mean()) / y.std()
+    k = RBF(ard=True, variance=0.7, lengthscale=0.5).double().bind(2)
+    noise = 1e-4
+    ref = loo_variance_scale(k, X, y, noise)
+    assert cv_variance_scale(k, X, y, noise, folds=15, max_iter=0) == pytest.approx(ref, rel=1e-6)
+    before = [p.detach().clone() for p in k.parameters()]
+    c = cv_variance_scale(k, X, y, noise, folds=5, seed=0)
+    assert math.isfinite(c) and c > 0
+    assert all(torch.equal(a, b) for a, b in zip(before, k.parameters()))
+
+
+def test_auto_fit_widens_a_few_runs_intervals_by_refitted_cross_validation():
+    """Currin 200 / 25 (deterministic): the high fidelity's maximum-likelihood intervals covered 70 % of test points;
+    the refitted cross-validation factor (> 1, recorded on the chosen candidate) brings the coverage into
+    [0.85, 0.99] and leaves the mean as it was."""
+    pyro.clear_param_store()
+    p = chain_problem("currin", [200, 25], num_test=300, seed=0)
+    X, _ = p.test
+    truth = p.truth["f2"](X).reshape(-1)
+    em = MultiFidelityEmulator(p.train, p.parents, seed=0, bounds=p.bounds).fit()
+    chosen = next(c for c in em.selection.candidates if c.fidelity == "f2" and c.kernel == em.selection.chosen["f2"])
+    assert chosen.variance_scale > 1.5
+    pred = em.predict(X, fidelities=["f2"], num_samples=200)["f2"]
+    assert 0.85 <= np.mean(np.abs(pred.mean - truth) <= 1.96 * pred.std) <= 0.99
+    pyro.clear_param_store()
+    raw = MultiFidelityEmulator(p.train, p.parents, seed=0, bounds=p.bounds, calibrate=False).fit()
+    base = raw.predict(X, fidelities=["f2"], num_samples=200)["f2"]
+    assert np.mean(np.abs(base.mean - truth) <= 1.96 * base.std) < 0.8
+    assert _rmse(base.mean, pred.mean) < 0.05 * _rmse(pred.mean, truth)
+
+
+def test_many_runs_choose_by_evidence():
+    """A refined fidelity with more runs than CV_SELECT_MAX_RUNS keeps the candidate with the largest evidence (no
+    cross-validation scores computed)."""
+    from pyro_dag.emulation.auto_fit import CV_SELECT_MAX_RUNS
+
+    pyro.clear_param_store()
+    p = chain_problem("forrester", [90, CV_SELECT_MAX_RUNS + 5], num_test=10, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents, seed=0).fit()
+    cands = [c for c in em.selection.candidates if c.fidelity == "f2"]
+    assert em.selection.criterion["f2"] == "evidence"
+    assert em.selection.chosen["f2"] == max(cands, key=lambda c: c.evidence).kernel
+    assert all(math.isnan(c.cv_mse) for c in cands)
