@@ -21,7 +21,7 @@ def _data(n=40, d=2, seed=0, noise=0.05):
 
 def test_the_nested_point_is_the_exact_gp():
     X, y, Xt = _data()
-    reg = DeepRegression(num_steps=0, seed=1).fit(X, y)
+    reg = DeepRegression(method="svi", num_steps=0, seed=1).fit(X, y)
     assert reg.choice == "shallow"
     # the reference: the exact GP on the same scaled inputs and standardised outputs
     gp = reg.exact
@@ -45,7 +45,7 @@ def test_the_nested_point_is_the_exact_gp():
 
 def test_a_short_deep_fit_does_not_beat_the_shallow_elbo_and_is_dropped():
     X, y, Xt = _data(n=30)
-    reg = DeepRegression(num_steps=20, elbo_particles=32, seed=0).fit(X, y)
+    reg = DeepRegression(method="svi", num_steps=20, elbo_particles=32, seed=0).fit(X, y)
     assert set(reg.elbo) == {"shallow", "deep"} and reg.elbo_se >= 0
     assert math.isfinite(reg.elbo["deep"])
     kept_deep = reg.elbo["deep"] > reg.elbo["shallow"] + 2 * reg.elbo_se
@@ -60,7 +60,7 @@ def test_a_short_deep_fit_does_not_beat_the_shallow_elbo_and_is_dropped():
 def test_a_higher_deep_elbo_keeps_the_deep_fit(monkeypatch):
     X, y, Xt = _data(n=30)
     monkeypatch.setattr(DeepRegression, "_estimate_elbo", lambda self: (1e9, 0.0))
-    reg = DeepRegression(num_steps=5, seed=0).fit(X, y)
+    reg = DeepRegression(method="svi", num_steps=5, seed=0).fit(X, y)
     assert reg.choice == "deep"
     mean, var = reg.predict(Xt, num_samples=16)
     pred = reg.model.predict(reg.guide, {"x": reg._scale_x(Xt)}, nodes=["y"], num_samples=16)["y"]
