@@ -3,6 +3,7 @@ exact GP does and its ELBO is the exact log marginal likelihood), the deep fit i
 bad input is refused."""
 import math
 
+import pyro
 import pytest
 import torch
 
@@ -62,10 +63,12 @@ def test_a_higher_deep_elbo_keeps_the_deep_fit(monkeypatch):
     monkeypatch.setattr(DeepRegression, "_estimate_elbo", lambda self: (1e9, 0.0))
     reg = DeepRegression(method="svi", num_steps=5, seed=0).fit(X, y)
     assert reg.choice == "deep"
+    pyro.set_rng_seed(7)
     mean, var = reg.predict(Xt, num_samples=16)
+    pyro.set_rng_seed(7)   # the same draws: the deep predictive (k_int is switched on, so h's draws matter)
     pred = reg.model.predict(reg.guide, {"x": reg._scale_x(Xt)}, nodes=["y"], num_samples=16)["y"]
     assert mean.shape == var.shape == (50,) and bool((var > 0).all()) and torch.isfinite(mean).all()
-    assert torch.allclose(mean, reg._y_loc + reg._y_scale * pred.mean[:, 0].double(), atol=0.2 * float(y.std()))
+    assert torch.allclose(mean, reg._y_loc + reg._y_scale * pred.mean[:, 0].double(), atol=1e-8 * float(y.std()))
 
 
 def test_lamp_method_chooses_by_validation():
