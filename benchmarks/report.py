@@ -2007,7 +2007,9 @@ def sec_deep_regression(R):
     per_draw = [len(v) for v in streams.values()] or [0]
     locks = sorted({run.get("bench_lock", "held (flock)") for run in d["runs"]})
     loads = [run["load"][0] for run in d["runs"] if run.get("load")]
-    deep = [r for r in d["rows"] if r["method"] == "deep" and r["seed"] in report and "rmse" in r]
+    # rows of DeepRegression(method="linear") (they record its evidence; earlier `deep` rows were the SVI fit)
+    deep = [r for r in d["rows"] if r["method"] == "deep" and r["seed"] in report and "rmse" in r
+            and r.get("info", {}).get("evidence")]
     notes.append(para(f"""Runs: {len(d["runs"])} chunks, load average {min(loads):.1f}-{max(loads):.1f} at their
         start; benchmark lock: {"; ".join(locks)}. A stochastic method has {min(per_draw)}-{max(per_draw)}
         optimisation streams per draw of the 5 planned (`draws / runs` above); the exact GP is deterministic (one run
