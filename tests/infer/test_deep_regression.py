@@ -3,6 +3,7 @@ exact GP does and its ELBO is the exact log marginal likelihood), the deep fit i
 bad input is refused."""
 import math
 
+import pyro
 import pytest
 import torch
 
@@ -21,7 +22,7 @@ def _data(n=40, d=2, seed=0, noise=0.05):
 
 def test_the_nested_point_is_the_exact_gp():
     X, y, Xt = _data()
-    reg = DeepRegression(num_steps=0, seed=1).fit(X, y)
+    reg = DeepRegression(method="svi", num_steps=0, seed=1).fit(X, y)
     assert reg.choice == "shallow"
     # the reference: the exact GP on the same scaled inputs and standardised outputs
     gp = reg.exact
@@ -45,7 +46,7 @@ def test_the_nested_point_is_the_exact_gp():
 
 def test_a_short_deep_fit_does_not_beat_the_shallow_elbo_and_is_dropped():
     X, y, Xt = _data(n=30)
-    reg = DeepRegression(num_steps=20, elbo_particles=32, seed=0).fit(X, y)
+    reg = DeepRegression(method="svi", num_steps=20, elbo_particles=32, seed=0).fit(X, y)
     assert set(reg.elbo) == {"shallow", "deep"} and reg.elbo_se >= 0
     assert math.isfinite(reg.elbo["deep"])
     kept_deep = reg.elbo["deep"] > reg.elbo["shallow"] + 2 * reg.elbo_se
@@ -60,12 +61,14 @@ def test_a_short_deep_fit_does_not_beat_the_shallow_elbo_and_is_dropped():
 def test_a_higher_deep_elbo_keeps_the_deep_fit(monkeypatch):
     X, y, Xt = _data(n=30)
     monkeypatch.setattr(DeepRegression, "_estimate_elbo", lambda self: (1e9, 0.0))
-    reg = DeepRegression(num_steps=5, seed=0).fit(X, y)
+    reg = DeepRegression(method="svi", num_steps=5, seed=0).fit(X, y)
     assert reg.choice == "deep"
+    pyro.set_rng_seed(7)
     mean, var = reg.predict(Xt, num_samples=16)
+    pyro.set_rng_seed(7)   # the same draws: the deep predictive (k_int is switched on, so h's draws matter)
     pred = reg.model.predict(reg.guide, {"x": reg._scale_x(Xt)}, nodes=["y"], num_samples=16)["y"]
     assert mean.shape == var.shape == (50,) and bool((var > 0).all()) and torch.isfinite(mean).all()
-    assert torch.allclose(mean, reg._y_loc + reg._y_scale * pred.mean[:, 0].double(), atol=0.2 * float(y.std()))
+    assert torch.allclose(mean, reg._y_loc + reg._y_scale * pred.mean[:, 0].double(), atol=1e-8 * float(y.std()))
 
 
 def test_lamp_method_chooses_by_validation():

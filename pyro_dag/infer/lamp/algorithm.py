@@ -141,9 +141,18 @@ class LaMPFit:
             d = model.output_dims[v]
             if v in hidden:
                 W[v] = self._init_values(P, d, generator).to(**kw)
+                exact_ls = None
+                if lamp.init == "exact" and P.shape[1] > d:
+                    start = self._exact_start(v, P, obs, train_rows, seed)
+                    if start is not None:
+                        W[v][:, 0] = start[0].to(**kw)
+                        exact_ls = start[1]
             if v in rows_obs:
                 P = P[rows_obs[v]]
-            log_ls[v] = self._init_lengthscale(P, d, generator).log().requires_grad_()
+            ls = self._init_lengthscale(P, d, generator)
+            if v in hidden and exact_ls is not None and lamp.lengthscale_kind == "ard":
+                ls[0] = exact_ls.to(ls)   # the first column reproduces the pilot's fit with the pilot's length-scales
+            log_ls[v] = ls.log().requires_grad_()
             if v in observed and lamp.nugget == "estimate":
                 log_g[v] = torch.full((d,), math.log(lamp.nugget_init), **kw).requires_grad_()
         fixed_g = {v: torch.full((model.output_dims[v],), float(lamp.nugget), **kw)
@@ -358,6 +367,33 @@ class LaMPFit:
         W = torch.stack(reps, -1)
         noise = torch.randn(W.shape, generator=generator, dtype=torch.float64).to(W)
         return W + 0.1 * noise
+
+    def _exact_start(self, v, P, obs, train_rows, seed):
+        """``(start [n_tr], lengthscales [D])``: the standardised exact-GP fit of ``v``'s nearest observed descendants
+        on its inputs ``P`` ``[n_tr, D]`` (at the training rows), averaged over their columns, and the pilots' ARD
+        length-scales (geometric mean); ``None`` when no pilot finds a signal (the class docstring,
+        *Initialisation*)."""
+        from ...baselines import ExactGP
+        from ..training.hidden_start import _nearest_observed
+
+        graph = self.lamp.model.graph
+        design = P.detach().double().cpu()
+        means, scales = [], []
+        for c in _nearest_observed(graph, v, set(obs)):
+            y, m = obs[c][0][train_rows].detach().double().cpu(), obs[c][1][train_rows].cpu()
+            for j in range(y.shape[1]):
+                keep = m[:, j]
+                if int(keep.sum()) < 5 or not float(y[keep, j].var()) > 0:
+                    continue
+                pilot = ExactGP(restarts=2, max_exact=300, seed=int(seed)).fit(design[keep], y[keep, j])
+                if pilot.noise_fraction > 0.9:
+                    continue
+                means.append(self._standardise(pilot.predict(design)[0].unsqueeze(-1))[:, 0])
+                scales.append(pilot.lengthscales.log())
+        if not means:
+            return None
+        start = self._standardise(torch.stack(means, -1).mean(-1, keepdim=True))[:, 0]
+        return start, torch.stack(scales).mean(0).exp()
 
     def _init_lengthscale(self, P, d, generator):
         """``[d, 1]`` (isotropic) or ``[d, D]`` (ARD) from the median squared distance of ``P``'s rows."""

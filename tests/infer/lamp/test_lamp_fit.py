@@ -123,12 +123,12 @@ def test_fitted_nodes_and_predictor_of_a_diamond_with_an_observed_internal_node(
 
 @pytest.mark.parametrize("d_x, d_w", [(2, 2), (3, 1), (1, 2)])
 def test_initial_latent_values(d_x, d_w):
-    """W⁽⁰⁾: the standardised parents (equal dims), their leading principal components (more), or their columns
-    repeated with a little noise (fewer); a zero W learning rate keeps it."""
+    """W⁽⁰⁾ with ``init="pca"``: the standardised parents (equal dims), their leading principal components (more), or
+    their columns repeated with a little noise (fewer); a zero W learning rate keeps it."""
     g = torch.Generator().manual_seed(0)
     x = torch.rand(40, d_x, generator=g, dtype=torch.float64) * torch.arange(1, d_x + 1)
     y = torch.sin(3 * x.sum(-1, keepdim=True))
-    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": d_w}).double())
+    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": d_w}).double(), init="pca")
     lamp.fit({"x": x}, {"y": y}, num_epochs=2, lr={"W": 0.0}, validation_fraction=0)
     W = lamp.latent_values()["w"]
     xs = x[lamp.train_rows]
@@ -142,6 +142,32 @@ def test_initial_latent_values(d_x, d_w):
     else:
         assert not torch.equal(W[:, 0], W[:, 1])
         assert (W - xs[:, [0, 0]]).abs().max() < 0.5
+
+
+def test_exact_start_of_a_narrow_hidden_node():
+    """init="exact" (the default): a hidden node narrower than its inputs starts at the exact GP's fit of its observed
+    descendant (standardised), its first-layer ARD length-scales at the pilot's; the other columns stay at the
+    principal components; equal widths keep the paper's W = X."""
+    from pyro_dag.baselines import ExactGP
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(50, 3, generator=g, dtype=torch.float64)
+    y = torch.sin(4 * x[:, :1]) + x[:, 1:2] ** 2
+    lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": 2}).double())
+    assert lamp.init == "exact" and lamp.lengthscale_kind == "ard"
+    lamp.fit({"x": x}, {"y": y}, num_epochs=1, lr={"W": 0.0, "theta_hidden": 0.0}, validation_fraction=0,
+             condition_on_validation=False)
+    W = lamp.latent_values()["w"]
+    xs, ys = x[lamp.train_rows], y[lamp.train_rows, 0]
+    pilot = ExactGP(restarts=2, max_exact=300, seed=0).fit(xs, ys)
+    ref = pilot.predict(xs)[0]
+    torch.testing.assert_close(W[:, 0], (ref - ref.mean()) / ref.std(unbiased=False))
+    pcs = (xs - xs.mean(0)) / xs.std(0, unbiased=False)
+    pc = pcs @ torch.linalg.svd(pcs, full_matrices=False).Vh[1]
+    assert abs(torch.corrcoef(torch.stack([W[:, 1], pc]))[0, 1].item()) == pytest.approx(1.0, abs=1e-10)
+    torch.testing.assert_close(lamp._log_ls["w"][0].detach().exp(), pilot.lengthscales)
+    with pytest.raises(ValueError, match="init"):
+        LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])), init="prior")
 
 
 def test_partially_observed_leaf_uses_its_observed_cases():
@@ -229,7 +255,8 @@ def test_after_selection_the_fitted_gps_condition_on_the_validation_cases():
     y = torch.sin(3 * x.sum(-1, keepdim=True))
     fits = {}
     for flag in (False, True):
-        lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": 2}).double())
+        lamp = LatentMAP(DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")]), output_dims={"w": 2}).double(),
+                         lengthscale="isotropic")   # the brute force below uses one length-scale
         lamp.fit({"x": x}, {"y": y}, num_epochs=40, seed=1, condition_on_validation=flag)
         fits[flag] = lamp
     ref, lamp = fits[False], fits[True]
