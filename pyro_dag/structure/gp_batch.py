@@ -190,7 +190,7 @@ def _starts(D, restarts, seed, dtype):
 
 
 def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, prior=None, chunk=None,
-                   bounds=LOG_BOUNDS):
+                   bounds=LOG_BOUNDS, center=True, start=None):
     """Type-II maximum-likelihood fits of ``B`` independent GP regressions with ``D`` inputs each.
 
     :param X: ``[B, n, D]`` inputs (float64); each problem's columns are scaled to the unit cube here.
@@ -209,6 +209,11 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
     :param int chunk: problems per batch (default: about 64 MB of ``n × n`` (or ``n × M``) matrices per batch).
     :param bounds: ``(low, high)`` box of every log-hyperparameter (default :data:`LOG_BOUNDS`; a noise fraction
         below ``e⁻⁹ ≈ 1.2e-4`` needs a wider one).
+    :param bool center: subtract each problem's mean from ``y`` (the GP models the residual, as
+        :class:`~pyro_dag.baselines.ExactGP` does); ``False``: a zero-mean GP on ``y`` itself (``y`` only scaled by
+        its standard deviation, an exact reparametrisation), the model of a :class:`~pyro_dag.DAGDGP` node.
+    :param start: ``None`` (ExactGP's starts, ``restarts`` of them) or ``[B, D + 2]``: one start per problem on the
+        scaled problem (``restarts`` is then ignored).
     :returns: ``(log_evidence [B], params [B, D + 2])``: the evidence (or its bound; with ``prior``, its Laplace
         approximation) in the targets' units at the best start and its ``(log ls, log σ_f², log σ_n²)`` on the
         scaled problem.
@@ -220,8 +225,11 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
     Xs = (X - lo) / torch.where(span > 0, span, torch.ones_like(span))
     mean, sd = y.mean(-1, keepdim=True), y.std(-1, keepdim=True)
     sd = torch.where(sd > 0, sd, torch.ones_like(sd))
-    ys = (y - mean) / sd
-    starts = _starts(D, restarts, seed, X.dtype)                               # [R, D + 2]
+    ys = (y - mean) / sd if center else y / sd
+    if start is None:
+        starts = _starts(D, restarts, seed, X.dtype)[:, None].expand(-1, B, -1)   # [R, B, D + 2]
+    else:
+        starts = torch.as_tensor(start, dtype=X.dtype).reshape(1, B, D + 2)
     R = starts.shape[0]
     sparse = inducing is not None and int(inducing) < n
     if sparse:
@@ -229,7 +237,7 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
     if chunk is None:
         chunk = max(1, int(8e6 // ((n * int(inducing) * 4) if sparse else (n * n * (D + 3)))))
     best_f = torch.full((B,), math.inf, dtype=X.dtype)
-    best_x = starts[0].expand(B, D + 2).clone()
+    best_x = starts[0].clone()
     for b0 in range(0, B, chunk):
         sl = slice(b0, min(B, b0 + chunk))
         Xc, yc = Xs[sl], ys[sl]
@@ -252,7 +260,7 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
             def objective(x, r):
                 return _with_prior(*nll(x, r), x, prior)
         for k in range(R):
-            x, _ = _bfgs(objective, starts[k].expand(b, D + 2).clone(), bounds=bounds)
+            x, _ = _bfgs(objective, starts[k, sl].clone(), bounds=bounds)
             if prior is None:
                 f = nll(x, torch.arange(b))[0]
             else:

@@ -29,6 +29,7 @@ from ...gp.conditional import NotPositiveDefiniteError
 from ...gp.noise import NUGGET_FRACTION
 from ...progress import setup_progress
 from ..autoguide.families import MeanFieldFamily
+from .collapsed_batch import EVIDENCE_TOLERANCE, exact_gp_problem, fit_exact_nodes
 from .groups import _sync_with_param_store
 from .validation import structured_part
 
@@ -166,7 +167,7 @@ def write_posterior(guide, model, w, parent_values, y, noise=None):
 
 
 def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, mask=None,
-                  noise_floor=NUGGET_FRACTION):
+                  noise_floor=NUGGET_FRACTION, batch=True):
     """Fit each collapsible node of ``model`` exactly (module docstring): its kernel hyperparameters and noise (those
     that are learnable; inducing inputs held) by L-BFGS on ``B_w``, then the optimal ``q(V_w)`` into ``guide``.
 
@@ -177,6 +178,10 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
     :param int max_iter: L-BFGS iterations per node. :param dict mask: optional observation masks.
     :param float noise_floor: a learned noise variance that ends below ``noise_floor · Var(y_w)`` is raised to it
         (a GP fitted to noise-free data drives ``τ²`` to the jitter's scale, where ``q(V_w)`` is ill-conditioned).
+    :param bool batch: fit the nodes whose bound is an exact GP's evidence (the default kernel, a learned noise,
+        every case an inducing input) together by batched BFGS (:mod:`~pyro_dag.infer.training.collapsed_batch`),
+        the others one by one by L-BFGS; ``False``: every node by L-BFGS (same optimum to the optimisers'
+        tolerance; at 113 such nodes of 100 cases the batch takes a fraction of the one-by-one fits' CPU time).
     :returns: a :class:`CollapsedFit`.
     :raises ValueError: naming a node that cannot be fitted this way, or a guide without a structured part.
     """
@@ -203,11 +208,26 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
     if target.family is None:
         guide(inputs, data) if mask is None else guide(inputs, data, mask=mask)
     bar = setup_progress(len(nodes), "exact fits of the nodes with observed inputs")
+    rows = {w: _rows(model, w, X, obs) for w in nodes}
+    batched = {}
+    if batch:
+        problems = {w: exact_gp_problem(model, w, *rows[w]) for w in nodes}
+        problems = {w: p for w, p in problems.items() if p is not None}
+        batched = fit_exact_nodes(model, problems, progress=bar.update) if problems else {}
     for w in nodes:
-        bar.update(1)
-        values, y = _rows(model, w, X, obs)
-        params = list(learnable_node_tensors(model, w, inducing=False).values())
-        fit.losses[w] = lbfgs(params, lambda: -collapsed_bound(model, w, values, y)[0], max_iter) if params else []
+        values, y = rows[w]
+        fit.losses[w] = []
+        if w in batched:
+            with torch.no_grad():
+                bound = float(collapsed_bound(model, w, values, y)[0])
+            # the batch solved the node's own problem: its bound there is the batch's evidence
+            if math.isfinite(bound) and abs(bound - batched[w]) <= EVIDENCE_TOLERANCE * (y.numel() + abs(bound)):
+                fit.losses[w] = [-bound]
+        else:
+            bar.update(1)
+        if not fit.losses[w]:
+            params = list(learnable_node_tensors(model, w, inducing=False).values())
+            fit.losses[w] = lbfgs(params, lambda: -collapsed_bound(model, w, values, y)[0], max_iter) if params else []
         lik = model.likelihoods[w]
         floor = noise_floor * float(y.double().var()) if y.numel() > 1 else 0.0
         if lik.variance.requires_grad and float(lik.variance.detach().reshape(-1)[0]) < floor:
