@@ -43,12 +43,14 @@ def _nll_and_grad(kernel, D2, y, params):
     B, D, n, _ = D2.shape
     log_ls, log_sf2, log_sn2 = params[:, :D], params[:, D], params[:, D + 1]
     inv_ls2 = torch.exp(-2.0 * log_ls)                                          # [B, D]
-    r2 = torch.einsum("bkij,bk->bij", D2, inv_ls2)
-    sf2 = log_sf2.exp()[:, None, None]
+    # (in-place where a [B, n, n] temporary would otherwise be allocated: the evaluation is memory-bound)
     if kernel == "rbf":
-        Kf = sf2 * torch.exp(-0.5 * r2)
+        Kf = torch.einsum("bkij,bk->bij", D2, -0.5 * inv_ls2)
+        Kf.add_(log_sf2[:, None, None]).exp_()                                 # σ_f² exp(-r²/2)
         dKdS = Kf                                               # ∂K/∂log ls_k = dKdS ∘ D2_k ls_k⁻²
     else:  # Matérn-5/2
+        sf2 = log_sf2.exp()[:, None, None]
+        r2 = torch.einsum("bkij,bk->bij", D2, inv_ls2)
         r = (r2 + 1e-30).sqrt()
         s5 = math.sqrt(5.0)
         e = torch.exp(-s5 * r)
@@ -61,13 +63,19 @@ def _nll_and_grad(kernel, D2, y, params):
     bad = info != 0
     if bool(bad.any()):  # factorise something harmless in their place; their value is inf
         L = torch.where(bad[:, None, None], torch.eye(n, dtype=K.dtype, device=K.device).expand_as(K), L)
-    alpha = torch.cholesky_solve(y.unsqueeze(-1), L).squeeze(-1)              # [B, n]
+    alpha = torch.cholesky_solve(y.unsqueeze(-1), L)                           # [B, n, 1]
     W = torch.cholesky_inverse(L)
-    W.sub_(alpha.unsqueeze(-1) * alpha.unsqueeze(-2))                          # K⁻¹ - α αᵀ
+    W.baddbmm_(alpha, alpha.transpose(-1, -2), alpha=-1.0)                       # K⁻¹ - α αᵀ
+    alpha = alpha.squeeze(-1)
     nll = 0.5 * (y * alpha).sum(-1) + L.diagonal(dim1=-2, dim2=-1).log().sum(-1) + 0.5 * n * math.log(2 * math.pi)
-    g_ls = 0.5 * torch.einsum("bij,bkij->bk", W * dKdS, D2) * inv_ls2
-    g_sf = 0.5 * (W * Kf).sum((-2, -1))
     g_sn = 0.5 * sn2 * W.diagonal(dim1=-2, dim2=-1).sum(-1)
+    if dKdS is Kf:
+        WdK = W.mul_(Kf)                                                         # W is not needed after this
+        g_sf = 0.5 * WdK.sum((-2, -1))
+    else:
+        g_sf = 0.5 * (W * Kf).sum((-2, -1))
+        WdK = W.mul_(dKdS)
+    g_ls = 0.5 * torch.einsum("bij,bkij->bk", WdK, D2) * inv_ls2
     nll = torch.where(bad, torch.full_like(nll, math.inf), nll)
     return nll, torch.cat([g_ls, g_sf[:, None], g_sn[:, None]], -1)
 
