@@ -151,10 +151,11 @@ def learnable_node_tensors(model, w, likelihood=True, inducing=True):
 
 
 @torch.no_grad()
-def write_posterior(guide, model, w, parent_values, y, noise=None):
+def write_posterior(guide, model, w, parent_values, y, noise=None, bound=None):
     """Write the optimal ``q(V_w)`` of the collapsed bound at the current hyperparameters into ``guide``'s block of
-    ``w`` (its off-diagonal blocks are the caller's to zero); ``noise`` as for :func:`collapsed_bound`."""
-    _, a, tau2 = collapsed_bound(model, w, parent_values, y, noise)
+    ``w`` (its off-diagonal blocks are the caller's to zero); ``noise`` as for :func:`collapsed_bound`, ``bound``
+    its result at the current hyperparameters if the caller has it."""
+    _, a, tau2 = collapsed_bound(model, w, parent_values, y, noise) if bound is None else bound
     M = a.shape[1]
     prec = torch.eye(M, dtype=a.dtype, device=a.device) + a.T @ a / tau2
     Lp = torch.linalg.cholesky(prec)
@@ -216,13 +217,16 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
         batched = fit_exact_nodes(model, problems, progress=bar.update) if problems else {}
     for w in nodes:
         values, y = rows[w]
-        fit.losses[w] = []
+        fit.losses[w], at_optimum = [], None
         if w in batched:
             with torch.no_grad():
-                bound = float(collapsed_bound(model, w, values, y)[0])
+                at_optimum = collapsed_bound(model, w, values, y)
+            bound = float(at_optimum[0])
             # the batch solved the node's own problem: its bound there is the batch's evidence
             if math.isfinite(bound) and abs(bound - batched[w]) <= EVIDENCE_TOLERANCE * (y.numel() + abs(bound)):
                 fit.losses[w] = [-bound]
+            else:
+                at_optimum = None
         else:
             bar.update(1)
         if not fit.losses[w]:
@@ -234,10 +238,11 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
             with torch.no_grad():
                 lik.variance = torch.full_like(lik.variance, floor)
             fit.floored[w] = floor
+            at_optimum = None
         if not fit.losses[w]:
             with torch.no_grad():
                 fit.losses[w] = [float(-collapsed_bound(model, w, values, y)[0])]
-        write_posterior(target, model, w, values, y)
+        write_posterior(target, model, w, values, y, bound=at_optimum)
         fit.nodes.append(w)
     bar.close()
     if not isinstance(target.family, MeanFieldFamily):
