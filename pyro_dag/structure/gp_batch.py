@@ -186,13 +186,15 @@ def _bfgs(objective, x0, max_iter=200, gtol=1e-5, ftol=1e-12, bounds=LOG_BOUNDS)
 
 
 def _starts(D, restarts, seed, dtype):
-    """ExactGP's starts for ``D`` inputs: ``[restarts, D + 2]`` (the first fixed, the others from its generator)."""
+    """ExactGP's starts for ``D`` inputs: ``[restarts, D + 2]`` (the first fixed, the others from its generator;
+    drawn in float32 whatever torch's default dtype, so that the starts, and the fits, do not depend on it)."""
     gen = torch.Generator().manual_seed(seed)
-    out = [torch.cat([torch.full((D,), math.log(0.5)), torch.tensor([0.0, math.log(0.01)])])]
+    f32 = torch.float32
+    out = [torch.cat([torch.full((D,), math.log(0.5), dtype=f32), torch.tensor([0.0, math.log(0.01)], dtype=f32)])]
     for _ in range(1, max(1, restarts)):
-        ls = torch.empty(D).uniform_(math.log(0.05), math.log(2.0), generator=gen)
-        sf = torch.empty(()).uniform_(-1.0, 1.0, generator=gen)
-        sn = torch.empty(()).uniform_(math.log(1e-6), math.log(0.1), generator=gen)
+        ls = torch.empty(D, dtype=f32).uniform_(math.log(0.05), math.log(2.0), generator=gen)
+        sf = torch.empty((), dtype=f32).uniform_(-1.0, 1.0, generator=gen)
+        sn = torch.empty((), dtype=f32).uniform_(math.log(1e-6), math.log(0.1), generator=gen)
         out.append(torch.cat([ls, sf.view(1), sn.view(1)]))
     return torch.stack(out).to(dtype)
 

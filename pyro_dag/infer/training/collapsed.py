@@ -71,7 +71,7 @@ def collapsed_bound(model, w, parent_values, y, noise=None):
     """
     a, r = model.node_conditional(w, parent_values)                   # [n, M], [n]
     a, r, y = a.double(), r.double(), y.double()
-    tau2 = model.likelihoods[w].variance.reshape(-1)[0] if noise is None else torch.as_tensor(noise)
+    tau2 = model.likelihoods[w].variance.reshape(-1)[0] if noise is None else torch.as_tensor(noise, dtype=torch.float64)
     tau2 = tau2.double().to(a.device)
     n, M = a.shape
     B = torch.eye(M, dtype=a.dtype, device=a.device) + a.T @ a / tau2
