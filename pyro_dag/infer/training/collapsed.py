@@ -143,10 +143,13 @@ def learnable_node_tensors(model, w, likelihood=True, inducing=True):
         out.update({id(p): p for p in module.parameters() if p.requires_grad})
     if not inducing:
         return out
-    _sync_with_param_store(model.inducing)
-    Z = dict(model.inducing.named_parameters()).get(f"{w}_unconstrained")
-    if Z is not None:
-        out[id(Z)] = Z
+    store = model.inducing
+    if w in store.__dict__.get("_pyro_params", {}):  # register this node's Z alone: syncing every node's per node
+        with store._pyro_context:                   # made holding N nodes O(N²) (3.6 s at 278 nodes)
+            getattr(store, w)
+        Z = store._parameters.get(f"{w}_unconstrained")
+        if Z is not None:
+            out[id(Z)] = Z
     return out
 
 
