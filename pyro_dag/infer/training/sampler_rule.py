@@ -11,11 +11,10 @@ switches to it above :data:`CONDITIONAL_STATE_BUDGET` and says so in one line.
 
 On the binary trees of ``benchmarks/tree_scaling.py`` (20 cases, 20 inducing points per node) the state with
 ``train``'s 4 samples is 376 MiB at depth 7 (254 GP nodes), 875 MiB at depth 8 and 2.0 GiB at depth 9 (1022 GP
-nodes), so ``train`` uses the joint sampler from depth 8, whose ELBO + gradient cost 1.4× mean field's at depth 9
-with one sample (the conditional sampler 3.8×: ``benchmarks/tree_scaling.py``; ``benchmarks/sampler_rule_trees.py``
-measures what ``train`` picks); with one sample the depth-9 state
-(500 MiB) fits and the conditional sampler stays: its variance-adjusted work is the lower one on every tree measured
-(``benchmarks/sampler_work.py``).
+nodes), so ``train`` uses the joint sampler from depth 8, whose ELBO + gradient costs 1.36× mean field's at depth 9
+(``benchmarks/sampler_rule_trees.py``); with one sample the depth-9 state
+(500 MiB) fits and the conditional sampler stays (3.45× mean field's CPU there): its variance-adjusted work is the
+lower one on every tree measured (``benchmarks/sampler_work.py``).
 """
 import warnings
 
