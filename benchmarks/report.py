@@ -683,6 +683,47 @@ def sec_collider_timing(R):
                    tab, notes, ["collider_timing.json"])
 
 
+def sec_sampler_rule_trees(R):
+    if not os.path.exists(os.path.join(R.folder, "sampler_rule_trees.json")):
+        return None
+    d = R("sampler_rule_trees.json")
+    rows = []
+    for r in d["rows"]:
+        mf = r["mean_field_cpu_s"]
+        cond = (f"{r['conditional_cpu_s']:.2f} ({r['conditional_cpu_s'] / mf:.2f})" if "conditional_cpu_s" in r
+                else f"not run: state {r['conditional_state_mib'] / 1024:.1f} GiB")
+        rows.append([r["depth"], r["gp_nodes"], r["samples"], f"{r['conditional_state_mib']:.0f}", r["picked"],
+                     f"{mf:.2f}", cond, f"{r['joint_cpu_s']:.2f} ({r['joint_cpu_s'] / mf:.2f})",
+                     f"**{r['picked_over_mean_field']:.2f}**"])
+    tab = table(["depth", "GP nodes", "samples S", "conditional state (MiB)", "train picks", "mean field CPU s",
+                 "conditional CPU s (/ MF)", "joint CPU s (/ MF)", "picked / MF"], rows)
+    big = [r for r in d["rows"] if r["gp_nodes"] >= 1022]
+    verdict = "; ".join(f"S = {r['samples']}: {r['picked']} at {r['picked_over_mean_field']:.2f}x "
+                        f"({yes(r['picked_over_mean_field'] <= 2.0)})" for r in big) or "not run at depth 9"
+    budget = d["rows"][0]["budget_mib"]
+    loads = [r["load"][0] for r in d["rows"]]
+    switch = []
+    for S in sorted({r["samples"] for r in d["rows"]}):
+        joint = [r for r in d["rows"] if r["samples"] == S and r["picked"] == "joint"]
+        switch.append(f"S = {S}: the joint sampler from depth {min(r['depth'] for r in joint)}" if joint else
+                      f"S = {S}: the conditional sampler at every depth measured")
+    switch = "Picked: " + "; ".join(switch) + "."
+    notes = [para(f"""What `train` runs on `tree_scaling.py`'s binary trees (20 cases, 20 inducing points per node,
+        the DAGDGP defaults, a chordal guide on the sparse backend): `DAGELBO(num_particles=S)`, whose sampler the
+        size rule (`pyro_dag.infer.training.sampler_rule.choose_sampler`) switches from the conditional sampler to
+        the joint one when the conditional sampler's square-root state, S x cases x the sum over nodes of the
+        squared block sizes on each node's elimination-tree path, exceeds {budget:.0f} MiB per step. CPU seconds of
+        one ELBO + gradient, median of {d['settings']['repeats']} interleaved rounds after a warm-up, one thread;
+        the conditional sampler is timed only where the rule would run it. Issue 43's target (the default sampler
+        within 2x mean field on 1022-node trees, or the rule that picks it documented and measured):
+        {verdict}. {switch} Where the conditional sampler's state fits, it stays: its variance-adjusted work is
+        the lower one on every tree measured (sampler-work section). Load average
+        {rng(loads, 1)}, 2 cores. {code_note(d['rows'])}""")]
+    return Section("Which sampler does train pick on large trees, and what does it cost?",
+                   "`python benchmarks/sampler_rule_trees.py` (under the shared lock)", tab, notes,
+                   ["sampler_rule_trees.json"])
+
+
 def sec_setup_scaling(R):
     d = R("setup_scaling.json")
 
@@ -2738,7 +2779,7 @@ def sec_structure_sachs_interventions(R):
 
 PARTS = [
     ("Variational inference: estimator, guides, speed", [
-        sec_gradient_variance, sec_tree_scaling, sec_sampler_work, sec_collider, sec_collider_timing,
+        sec_gradient_variance, sec_tree_scaling, sec_sampler_work, sec_sampler_rule_trees, sec_collider, sec_collider_timing,
         sec_collider_recipe_ab, sec_setup_scaling, sec_quickstart,
         sec_collider_data_seeds, sec_collider_default_streams, sec_collider_explaining_away, sec_chain_gpytorch, sec_gpu, sec_distributed,
         sec_threads, sec_generic,

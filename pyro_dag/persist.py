@@ -291,8 +291,37 @@ def model_payload(model, guide, inputs, data, mask=None):
     }
 
 
-def restore_model(state, model, guide, path):
-    """Set up ``model`` (and ``guide``) as the saved ones were and copy the saved values in (see :func:`load`)."""
+def _load_dtype(dtype, saved, path):
+    """The dtype :func:`load` gives the model: ``dtype`` (float32 or float64), or the saved one."""
+    if dtype is None:
+        return saved
+    if dtype not in (torch.float32, torch.float64):
+        raise SavedFileError(f"load: dtype={dtype!r}: a DAGDGP computes in torch.float32 or torch.float64; pass one "
+                             f"of them, or dtype=None for the saved one ({_dtype_name(saved)}) ({path!r})")
+    return dtype
+
+
+def _load_device(map_location, model, path):
+    """The device :func:`load` puts the model on: ``map_location`` (a device or its name), or the model's own."""
+    if map_location is None:
+        return model.device
+    try:
+        device = torch.device(map_location)
+    except (RuntimeError, TypeError) as e:
+        raise SavedFileError(f"load: map_location={map_location!r} is not a device ({e}); pass e.g. 'cpu', 'cuda' or "
+                             f"torch.device('cuda', 0) ({path!r})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SavedFileError(f"load: map_location={map_location!r}, but CUDA is not available in this process; load "
+                             f"on the CPU (map_location='cpu' or None) ({path!r})")
+    if device.type == "meta":
+        raise SavedFileError(f"load: map_location={map_location!r}: the meta device holds no values to load into; "
+                             f"pass a real device such as 'cpu' ({path!r})")
+    return device
+
+
+def restore_model(state, model, guide, path, dtype=None, map_location=None):
+    """Set up ``model`` (and ``guide``) as the saved ones were and copy the saved values in (see :func:`load`):
+    in ``dtype`` (default: the saved one) on ``map_location`` (default: the model's device)."""
     if _graph_state(model.graph) != state["graph"]:
         raise SavedFileError(f"load: {path!r} holds a model of the graph with edges {state['graph']['edges']}, not "
                              f"this model's {_graph_state(model.graph)['edges']}; build the model on the saved graph")
@@ -311,9 +340,9 @@ def restore_model(state, model, guide, path):
                              "with the same arguments)")
     modules = state.get("modules") or {}
     check_module_classes(modules.get("model"), model, "the model", path)   # the set-up creates no module
-    dtype = saved_dtype(state, path)
-    model.to(dtype=dtype)
-    device = model.device
+    dtype = _load_dtype(dtype, saved_dtype(state, path), path)
+    device = _load_device(map_location, model, path)
+    model.to(device=device, dtype=dtype)
     inputs = {r: x.to(device=device, dtype=dtype) for r, x in state["inputs"].items()}
     data = {w: torch.where(state["mask"][w], y, torch.full_like(y, float("nan"))).to(device=device, dtype=dtype)
             for w, y in state["data"].items()}
@@ -366,13 +395,16 @@ def save(path, model, guide=None, inputs=None, data=None, *, mask=None):
     return write_saved(path, "DAGDGP", model_payload(model, guide, inputs or {}, data, mask))
 
 
-def load(path, model, guide=None):
+def load(path, model, guide=None, *, dtype=None, map_location=None):
     """Load a fit written by :func:`save` into a fresh ``model`` (and ``guide``), built with the same constructor
     arguments as the saved ones (and the same :func:`~pyro_dag.utils.freeze` calls, if any: a hyperparameter held
     fixed in the saved model is held fixed here too).
 
     The model is set up on the saved training inputs and data, the guide is called once on them, and the saved
-    parameters and buffers are copied in; the model takes the saved dtype. The caller's random-number stream is
+    parameters and buffers are copied in; the model takes the saved dtype unless ``dtype`` is given (a fit saved in
+    float64 loads into float32 and back: the values are rounded to the new dtype, so predictions agree to its
+    precision), and stays on its device unless ``map_location`` is given (a fit saved from a GPU loads on the CPU:
+    the file itself always holds CPU tensors). The caller's random-number stream is
     left as it was, so predictions with the same seed equal the saved model's. In a process that still holds the
     saved model, call ``pyro.clear_param_store()`` (or give the new model another ``name``) first, as for any new
     model (:class:`~pyro_dag.param_store.ParamStoreCollisionWarning`).
@@ -380,11 +412,17 @@ def load(path, model, guide=None):
     ``load(path, lamp)`` with a :class:`~pyro_dag.infer.LatentMAP` or a
     :class:`~pyro_dag.emulation.MultiFidelityEmulator` alone is ``lamp.load(path)``.
 
-    :returns: ``model``. :raises SavedFileError: for a missing, corrupt or foreign file, or a model or guide that
-        does not match the saved one (naming the difference and the fix).
+    :param dtype: ``torch.float32`` or ``torch.float64``; ``None``: the saved dtype.
+    :param map_location: the device to load onto (``"cpu"``, ``"cuda"``, a ``torch.device``); ``None``: the model's.
+    :returns: ``model``. :raises SavedFileError: for a missing, corrupt or foreign file, a model or guide that
+        does not match the saved one (naming the difference and the fix), another ``dtype``, or a device that is not
+        available (``map_location="cuda"`` without CUDA).
     """
     if _own_persistence(model, guide):
+        if dtype is not None or map_location is not None:
+            raise SavedFileError(f"load: dtype and map_location apply to a DAGDGP; a {type(model).__name__} loads "
+                                 "with its own load(path)")
         return model.load(path)
     _check_model(model, "load")
     _check_guide(guide, model, "load")
-    return restore_model(read_saved(path, "DAGDGP"), model, guide, path)
+    return restore_model(read_saved(path, "DAGDGP"), model, guide, path, dtype=dtype, map_location=map_location)

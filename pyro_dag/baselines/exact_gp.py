@@ -101,12 +101,14 @@ class ExactGP:
         best, best_val = None, math.inf
         D = X.shape[1]
         for k in range(max(1, self.restarts)):
+            f32 = torch.float32  # the starts in float32 whatever the default dtype: the fit does not depend on it
             if k == 0:
-                start = [torch.full((D,), math.log(0.5)), torch.tensor(0.0), torch.tensor(math.log(0.01))]
+                start = [torch.full((D,), math.log(0.5), dtype=f32), torch.tensor(0.0, dtype=f32),
+                         torch.tensor(math.log(0.01), dtype=f32)]
             else:
-                start = [torch.empty(D).uniform_(math.log(0.05), math.log(2.0), generator=gen),
-                         torch.empty(()).uniform_(-1.0, 1.0, generator=gen),
-                         torch.empty(()).uniform_(math.log(1e-6), math.log(0.1), generator=gen)]
+                start = [torch.empty(D, dtype=f32).uniform_(math.log(0.05), math.log(2.0), generator=gen),
+                         torch.empty((), dtype=f32).uniform_(-1.0, 1.0, generator=gen),
+                         torch.empty((), dtype=f32).uniform_(math.log(1e-6), math.log(0.1), generator=gen)]
             params = [p.to(torch.float64).clone().requires_grad_() for p in start]
             opt = torch.optim.LBFGS(params, lr=0.5, max_iter=200, line_search_fn="strong_wolfe")
 

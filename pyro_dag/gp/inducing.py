@@ -67,8 +67,15 @@ def sobol_normal(num_points, dim, scale, seed=0, dtype=None, device=None):
 
     :returns: ``[num_points, dim]``.
     """
-    engine = torch.quasirandom.SobolEngine(dim, scramble=True, seed=seed)
-    u = engine.draw(num_points, dtype=torch.float64).clamp(0.02, 0.98)
+    # torch's engine computes its first point in the default dtype: build it under float32 (torch's own default, so
+    # the points fitted models have always had), so that the points do not depend on the default dtype
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        engine = torch.quasirandom.SobolEngine(dim, scramble=True, seed=seed)
+        u = engine.draw(num_points, dtype=torch.float64).clamp(0.02, 0.98)
+    finally:
+        torch.set_default_dtype(default)
     z = math.sqrt(2) * torch.erfinv(2 * u - 1)
     return (z * torch.as_tensor(scale, dtype=torch.float64)).to(dtype=dtype, device=device)
 
@@ -83,7 +90,9 @@ def init_inducing_inputs(blocks, num_inducing, seed=0):
     """
     known = [i for i, b in enumerate(blocks) if torch.is_tensor(b)]
     ref = next((blocks[i] for i in known), None)
-    dtype = ref.dtype if ref is not None else torch.get_default_dtype()
+    # without known parents: float32 (torch's default dtype, as always) whatever the default dtype, so that a model
+    # gets the same inducing inputs in every process; the caller casts them to the model's dtype
+    dtype = ref.dtype if ref is not None else torch.float32
     device = ref.device if ref is not None else None
     parts = [None] * len(blocks)
     if known:

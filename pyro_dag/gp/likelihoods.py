@@ -45,10 +45,10 @@ class Likelihood(PyroModule):
     def __init__(self, num_quadrature=20):
         super().__init__()
         x, w = np.polynomial.hermite.hermgauss(num_quadrature)
-        # Buffers follow .to()/.double(); no numpy in forward.
-        self.register_buffer("_gh_x", torch.tensor(x, dtype=torch.get_default_dtype()), persistent=False)
-        self.register_buffer("_gh_w", torch.tensor(w / np.sqrt(np.pi), dtype=torch.get_default_dtype()),
-                             persistent=False)
+        # Buffers follow .to()/.double(); no numpy in forward. Kept in float64 whatever the default dtype (forward
+        # casts them to its inputs): a float64 model built under a float32 default keeps exact nodes and weights.
+        self.register_buffer("_gh_x", torch.tensor(x, dtype=torch.float64), persistent=False)
+        self.register_buffer("_gh_w", torch.tensor(w / np.sqrt(np.pi), dtype=torch.float64), persistent=False)
 
     def dist(self, f):
         """Observation distribution with batch shape ``f.shape`` (elementwise)."""

@@ -43,12 +43,14 @@ def _nll_and_grad(kernel, D2, y, params):
     B, D, n, _ = D2.shape
     log_ls, log_sf2, log_sn2 = params[:, :D], params[:, D], params[:, D + 1]
     inv_ls2 = torch.exp(-2.0 * log_ls)                                          # [B, D]
-    r2 = torch.einsum("bkij,bk->bij", D2, inv_ls2)
-    sf2 = log_sf2.exp()[:, None, None]
+    # (in-place where a [B, n, n] temporary would otherwise be allocated: the evaluation is memory-bound)
     if kernel == "rbf":
-        Kf = sf2 * torch.exp(-0.5 * r2)
+        Kf = torch.einsum("bkij,bk->bij", D2, -0.5 * inv_ls2)
+        Kf.add_(log_sf2[:, None, None]).exp_()                                 # σ_f² exp(-r²/2)
         dKdS = Kf                                               # ∂K/∂log ls_k = dKdS ∘ D2_k ls_k⁻²
     else:  # Matérn-5/2
+        sf2 = log_sf2.exp()[:, None, None]
+        r2 = torch.einsum("bkij,bk->bij", D2, inv_ls2)
         r = (r2 + 1e-30).sqrt()
         s5 = math.sqrt(5.0)
         e = torch.exp(-s5 * r)
@@ -61,13 +63,19 @@ def _nll_and_grad(kernel, D2, y, params):
     bad = info != 0
     if bool(bad.any()):  # factorise something harmless in their place; their value is inf
         L = torch.where(bad[:, None, None], torch.eye(n, dtype=K.dtype, device=K.device).expand_as(K), L)
-    alpha = torch.cholesky_solve(y.unsqueeze(-1), L).squeeze(-1)              # [B, n]
+    alpha = torch.cholesky_solve(y.unsqueeze(-1), L)                           # [B, n, 1]
     W = torch.cholesky_inverse(L)
-    W.sub_(alpha.unsqueeze(-1) * alpha.unsqueeze(-2))                          # K⁻¹ - α αᵀ
+    W.baddbmm_(alpha, alpha.transpose(-1, -2), alpha=-1.0)                       # K⁻¹ - α αᵀ
+    alpha = alpha.squeeze(-1)
     nll = 0.5 * (y * alpha).sum(-1) + L.diagonal(dim1=-2, dim2=-1).log().sum(-1) + 0.5 * n * math.log(2 * math.pi)
-    g_ls = 0.5 * torch.einsum("bij,bkij->bk", W * dKdS, D2) * inv_ls2
-    g_sf = 0.5 * (W * Kf).sum((-2, -1))
     g_sn = 0.5 * sn2 * W.diagonal(dim1=-2, dim2=-1).sum(-1)
+    if dKdS is Kf:
+        WdK = W.mul_(Kf)                                                         # W is not needed after this
+        g_sf = 0.5 * WdK.sum((-2, -1))
+    else:
+        g_sf = 0.5 * (W * Kf).sum((-2, -1))
+        WdK = W.mul_(dKdS)
+    g_ls = 0.5 * torch.einsum("bij,bkij->bk", WdK, D2) * inv_ls2
     nll = torch.where(bad, torch.full_like(nll, math.inf), nll)
     return nll, torch.cat([g_ls, g_sf[:, None], g_sn[:, None]], -1)
 
@@ -178,19 +186,21 @@ def _bfgs(objective, x0, max_iter=200, gtol=1e-5, ftol=1e-12, bounds=LOG_BOUNDS)
 
 
 def _starts(D, restarts, seed, dtype):
-    """ExactGP's starts for ``D`` inputs: ``[restarts, D + 2]`` (the first fixed, the others from its generator)."""
+    """ExactGP's starts for ``D`` inputs: ``[restarts, D + 2]`` (the first fixed, the others from its generator;
+    drawn in float32 whatever torch's default dtype, so that the starts, and the fits, do not depend on it)."""
     gen = torch.Generator().manual_seed(seed)
-    out = [torch.cat([torch.full((D,), math.log(0.5)), torch.tensor([0.0, math.log(0.01)])])]
+    f32 = torch.float32
+    out = [torch.cat([torch.full((D,), math.log(0.5), dtype=f32), torch.tensor([0.0, math.log(0.01)], dtype=f32)])]
     for _ in range(1, max(1, restarts)):
-        ls = torch.empty(D).uniform_(math.log(0.05), math.log(2.0), generator=gen)
-        sf = torch.empty(()).uniform_(-1.0, 1.0, generator=gen)
-        sn = torch.empty(()).uniform_(math.log(1e-6), math.log(0.1), generator=gen)
+        ls = torch.empty(D, dtype=f32).uniform_(math.log(0.05), math.log(2.0), generator=gen)
+        sf = torch.empty((), dtype=f32).uniform_(-1.0, 1.0, generator=gen)
+        sn = torch.empty((), dtype=f32).uniform_(math.log(1e-6), math.log(0.1), generator=gen)
         out.append(torch.cat([ls, sf.view(1), sn.view(1)]))
     return torch.stack(out).to(dtype)
 
 
 def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, prior=None, chunk=None,
-                   bounds=LOG_BOUNDS):
+                   bounds=LOG_BOUNDS, center=True, start=None):
     """Type-II maximum-likelihood fits of ``B`` independent GP regressions with ``D`` inputs each.
 
     :param X: ``[B, n, D]`` inputs (float64); each problem's columns are scaled to the unit cube here.
@@ -209,6 +219,11 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
     :param int chunk: problems per batch (default: about 64 MB of ``n × n`` (or ``n × M``) matrices per batch).
     :param bounds: ``(low, high)`` box of every log-hyperparameter (default :data:`LOG_BOUNDS`; a noise fraction
         below ``e⁻⁹ ≈ 1.2e-4`` needs a wider one).
+    :param bool center: subtract each problem's mean from ``y`` (the GP models the residual, as
+        :class:`~pyro_dag.baselines.ExactGP` does); ``False``: a zero-mean GP on ``y`` itself (``y`` only scaled by
+        its standard deviation, an exact reparametrisation), the model of a :class:`~pyro_dag.DAGDGP` node.
+    :param start: ``None`` (ExactGP's starts, ``restarts`` of them) or ``[B, D + 2]``: one start per problem on the
+        scaled problem (``restarts`` is then ignored).
     :returns: ``(log_evidence [B], params [B, D + 2])``: the evidence (or its bound; with ``prior``, its Laplace
         approximation) in the targets' units at the best start and its ``(log ls, log σ_f², log σ_n²)`` on the
         scaled problem.
@@ -220,8 +235,11 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
     Xs = (X - lo) / torch.where(span > 0, span, torch.ones_like(span))
     mean, sd = y.mean(-1, keepdim=True), y.std(-1, keepdim=True)
     sd = torch.where(sd > 0, sd, torch.ones_like(sd))
-    ys = (y - mean) / sd
-    starts = _starts(D, restarts, seed, X.dtype)                               # [R, D + 2]
+    ys = (y - mean) / sd if center else y / sd
+    if start is None:
+        starts = _starts(D, restarts, seed, X.dtype)[:, None].expand(-1, B, -1)   # [R, B, D + 2]
+    else:
+        starts = torch.as_tensor(start, dtype=X.dtype).reshape(1, B, D + 2)
     R = starts.shape[0]
     sparse = inducing is not None and int(inducing) < n
     if sparse:
@@ -229,7 +247,7 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
     if chunk is None:
         chunk = max(1, int(8e6 // ((n * int(inducing) * 4) if sparse else (n * n * (D + 3)))))
     best_f = torch.full((B,), math.inf, dtype=X.dtype)
-    best_x = starts[0].expand(B, D + 2).clone()
+    best_x = starts[0].clone()
     for b0 in range(0, B, chunk):
         sl = slice(b0, min(B, b0 + chunk))
         Xc, yc = Xs[sl], ys[sl]
@@ -252,7 +270,7 @@ def batched_gp_fit(X, y, *, kernel="rbf", restarts=2, seed=0, inducing=None, pri
             def objective(x, r):
                 return _with_prior(*nll(x, r), x, prior)
         for k in range(R):
-            x, _ = _bfgs(objective, starts[k].expand(b, D + 2).clone(), bounds=bounds)
+            x, _ = _bfgs(objective, starts[k, sl].clone(), bounds=bounds)
             if prior is None:
                 f = nll(x, torch.arange(b))[0]
             else:

@@ -64,7 +64,7 @@ def _node_score_fn(mechanism, X):
 def _scores_for_masks(mechanism, X, masks):
     """``[p, len(masks)]`` log evidence ``f_j(mask)`` of each parent-set mask for every node (``-inf`` where the
     mask contains the node), in chunks that keep the mechanism's ``[chunk, p, p, p]`` temporaries small."""
-    X = X.to(torch.float64)
+    X = X.to("cpu", torch.float64)   # scored on the CPU (the scores go to numpy) whatever the data's device
     p = X.shape[1]
     score = _node_score_fn(mechanism, X)
     bits = mask_bits(masks, p)                                          # [n, p]

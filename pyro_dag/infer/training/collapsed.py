@@ -29,6 +29,7 @@ from ...gp.conditional import NotPositiveDefiniteError
 from ...gp.noise import NUGGET_FRACTION
 from ...progress import setup_progress
 from ..autoguide.families import MeanFieldFamily
+from .collapsed_batch import EVIDENCE_TOLERANCE, exact_gp_problem, fit_exact_nodes
 from .groups import _sync_with_param_store
 from .validation import structured_part
 
@@ -70,7 +71,7 @@ def collapsed_bound(model, w, parent_values, y, noise=None):
     """
     a, r = model.node_conditional(w, parent_values)                   # [n, M], [n]
     a, r, y = a.double(), r.double(), y.double()
-    tau2 = model.likelihoods[w].variance.reshape(-1)[0] if noise is None else torch.as_tensor(noise)
+    tau2 = model.likelihoods[w].variance.reshape(-1)[0] if noise is None else torch.as_tensor(noise, dtype=torch.float64)
     tau2 = tau2.double().to(a.device)
     n, M = a.shape
     B = torch.eye(M, dtype=a.dtype, device=a.device) + a.T @ a / tau2
@@ -142,18 +143,22 @@ def learnable_node_tensors(model, w, likelihood=True, inducing=True):
         out.update({id(p): p for p in module.parameters() if p.requires_grad})
     if not inducing:
         return out
-    _sync_with_param_store(model.inducing)
-    Z = dict(model.inducing.named_parameters()).get(f"{w}_unconstrained")
-    if Z is not None:
-        out[id(Z)] = Z
+    store = model.inducing
+    if w in store.__dict__.get("_pyro_params", {}):  # register this node's Z alone: syncing every node's per node
+        with store._pyro_context:                   # made holding N nodes O(N²) (3.6 s at 278 nodes)
+            getattr(store, w)
+        Z = store._parameters.get(f"{w}_unconstrained")
+        if Z is not None:
+            out[id(Z)] = Z
     return out
 
 
 @torch.no_grad()
-def write_posterior(guide, model, w, parent_values, y, noise=None):
+def write_posterior(guide, model, w, parent_values, y, noise=None, bound=None):
     """Write the optimal ``q(V_w)`` of the collapsed bound at the current hyperparameters into ``guide``'s block of
-    ``w`` (its off-diagonal blocks are the caller's to zero); ``noise`` as for :func:`collapsed_bound`."""
-    _, a, tau2 = collapsed_bound(model, w, parent_values, y, noise)
+    ``w`` (its off-diagonal blocks are the caller's to zero); ``noise`` as for :func:`collapsed_bound`, ``bound``
+    its result at the current hyperparameters if the caller has it."""
+    _, a, tau2 = collapsed_bound(model, w, parent_values, y, noise) if bound is None else bound
     M = a.shape[1]
     prec = torch.eye(M, dtype=a.dtype, device=a.device) + a.T @ a / tau2
     Lp = torch.linalg.cholesky(prec)
@@ -166,7 +171,7 @@ def write_posterior(guide, model, w, parent_values, y, noise=None):
 
 
 def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, mask=None,
-                  noise_floor=NUGGET_FRACTION):
+                  noise_floor=NUGGET_FRACTION, batch=True):
     """Fit each collapsible node of ``model`` exactly (module docstring): its kernel hyperparameters and noise (those
     that are learnable; inducing inputs held) by L-BFGS on ``B_w``, then the optimal ``q(V_w)`` into ``guide``.
 
@@ -177,6 +182,10 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
     :param int max_iter: L-BFGS iterations per node. :param dict mask: optional observation masks.
     :param float noise_floor: a learned noise variance that ends below ``noise_floor · Var(y_w)`` is raised to it
         (a GP fitted to noise-free data drives ``τ²`` to the jitter's scale, where ``q(V_w)`` is ill-conditioned).
+    :param bool batch: fit the nodes whose bound is an exact GP's evidence (the default kernel, a learned noise,
+        every case an inducing input) together by batched BFGS (:mod:`~pyro_dag.infer.training.collapsed_batch`),
+        the others one by one by L-BFGS; ``False``: every node by L-BFGS (same optimum to the optimisers'
+        tolerance; at 113 such nodes of 100 cases the batch takes a fraction of the one-by-one fits' CPU time).
     :returns: a :class:`CollapsedFit`.
     :raises ValueError: naming a node that cannot be fitted this way, or a guide without a structured part.
     """
@@ -203,21 +212,40 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
     if target.family is None:
         guide(inputs, data) if mask is None else guide(inputs, data, mask=mask)
     bar = setup_progress(len(nodes), "exact fits of the nodes with observed inputs")
+    rows = {w: _rows(model, w, X, obs) for w in nodes}
+    batched = {}
+    if batch:
+        problems = {w: exact_gp_problem(model, w, *rows[w]) for w in nodes}
+        problems = {w: p for w, p in problems.items() if p is not None}
+        batched = fit_exact_nodes(model, problems, progress=bar.update) if problems else {}
     for w in nodes:
-        bar.update(1)
-        values, y = _rows(model, w, X, obs)
-        params = list(learnable_node_tensors(model, w, inducing=False).values())
-        fit.losses[w] = lbfgs(params, lambda: -collapsed_bound(model, w, values, y)[0], max_iter) if params else []
+        values, y = rows[w]
+        fit.losses[w], at_optimum = [], None
+        if w in batched:
+            with torch.no_grad():
+                at_optimum = collapsed_bound(model, w, values, y)
+            bound = float(at_optimum[0])
+            # the batch solved the node's own problem: its bound there is the batch's evidence
+            if math.isfinite(bound) and abs(bound - batched[w]) <= EVIDENCE_TOLERANCE * (y.numel() + abs(bound)):
+                fit.losses[w] = [-bound]
+            else:
+                at_optimum = None
+        else:
+            bar.update(1)
+        if not fit.losses[w]:
+            params = list(learnable_node_tensors(model, w, inducing=False).values())
+            fit.losses[w] = lbfgs(params, lambda: -collapsed_bound(model, w, values, y)[0], max_iter) if params else []
         lik = model.likelihoods[w]
         floor = noise_floor * float(y.double().var()) if y.numel() > 1 else 0.0
         if lik.variance.requires_grad and float(lik.variance.detach().reshape(-1)[0]) < floor:
             with torch.no_grad():
                 lik.variance = torch.full_like(lik.variance, floor)
             fit.floored[w] = floor
+            at_optimum = None
         if not fit.losses[w]:
             with torch.no_grad():
                 fit.losses[w] = [float(-collapsed_bound(model, w, values, y)[0])]
-        write_posterior(target, model, w, values, y)
+        write_posterior(target, model, w, values, y, bound=at_optimum)
         fit.nodes.append(w)
     bar.close()
     if not isinstance(target.family, MeanFieldFamily):

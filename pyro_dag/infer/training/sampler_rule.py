@@ -8,6 +8,13 @@ on 100 cases), 4 samples, took 57 CPU s and 9 GiB per three steps, and a chain o
 (``benchmarks/setup_scaling.py``). The joint sampler (one block back-substitution per draw) is the same ELBO in
 expectation at a cost per node independent of the depth, with more gradient variance, so :func:`choose_sampler`
 switches to it above :data:`CONDITIONAL_STATE_BUDGET` and says so in one line.
+
+On the binary trees of ``benchmarks/tree_scaling.py`` (20 cases, 20 inducing points per node) the state with
+``train``'s 4 samples is 376 MiB at depth 7 (254 GP nodes), 875 MiB at depth 8 and 2.0 GiB at depth 9 (1022 GP
+nodes), so ``train`` uses the joint sampler from depth 8, whose ELBO + gradient costs 1.36× mean field's at depth 9
+(``benchmarks/sampler_rule_trees.py``); with one sample the depth-9 state
+(500 MiB) fits and the conditional sampler stays (3.45× mean field's CPU there): its variance-adjusted work is the
+lower one on every tree measured (``benchmarks/sampler_work.py``).
 """
 import warnings
 
