@@ -330,11 +330,17 @@ def sec_collider_default_streams(R):
                   + " The baseline a user already has, an exact GP of the child on both roots (`ExactGP`, "
                   + "`--baseline`), per data set: "
                   + "; ".join(f"{k}: {f(b['rmse_test'])} (PICP95 {f(b['picp95'], 2)})" for k, b in sorted(base.items()))
-                  + ". " + d.get("note", ""))]
+                  + ". " + d.get("note", "")
+                  + " The opt-in `noise_step=True` on data set 0 (`results/collider_noise_step.json`, its own tree): "
+                  + "; ".join(f"stream {r['stream']}: "
+                              + " / ".join(f(r["along"][k]["rmse_test"]) for k in sorted(r["along"], key=int))
+                              + f" / {f(r['final']['rmse_test'])} at steps "
+                              + " / ".join(sorted(r["along"], key=int)) + f" / {r['steps']}"
+                              for r in R("collider_noise_step.json")["runs"]) + ".")]
     return Section("Is the latent collider with default kernels right on every run?",
                    "`python benchmarks/collider_default_streams.py --data-seeds 0-4 --streams 0-4 --steps 6000 --at 1500 "
                    "3000` and `--baseline`", tab, notes,
-                   ["collider_default_streams.json", "collider_exact_gp_baseline.json"])
+                   ["collider_default_streams.json", "collider_exact_gp_baseline.json", "collider_noise_step.json"])
 
 
 def sec_collider_explaining_away(R):
