@@ -326,7 +326,7 @@ class TrainingRun:
                 nodes=self._pretrainable())
             self.pretrained = True
             self._save()
-        if state is None and self.config.elbo is None:
+        if state is None and self.config.elbo is None and r.stopped is None:   # no steps, no sampler to choose
             self._choose_sampler()
         context = self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext()
         with context:
