@@ -119,6 +119,31 @@ if method == "default":
     loc, var = pred["y"].loc[..., 0], pred["y"].var[..., 0]
     out.update(node_metrics(loc, var, noise, yt[:, 0], seed=seed))
     out["rmse_f"] = float((loc.mean(0) - Ey[:, 0]).pow(2).mean().sqrt())
+elif method == "cli":   # pyro-dag fit --csv on the n rows (its own 80/20 split; the held-out rows are its test rows)
+    import subprocess, tempfile
+    import numpy as np
+    folder = tempfile.mkdtemp(prefix="rows_scaling_")
+    cols = {{"x": x[:, 0], "y": y[:, 0]}} if h is None else {{"x": x[:, 0], "h": h[0][:, 0], "y": y[:, 0]}}
+    np.savetxt(os.path.join(folder, "data.csv"), np.stack([c.numpy() for c in cols.values()], 1), delimiter=",",
+               header=",".join(cols), comments="")
+    with open(os.path.join(folder, "graph.txt"), "w") as fh:
+        fh.write("\n".join(f"{{a}} -> {{b}}" for a, b in GRAPHS[case]) + "\n")
+    data_csv, graph_txt, out_dir = (os.path.join(folder, k) for k in ("data.csv", "graph.txt", "out"))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run([sys.executable, "-m", "pyro_dag.cli", "fit", "--csv", data_csv, "--graph", graph_txt,
+                        "--threads", "1", "--no-progress", "--steps", str(steps), "--out", out_dir],
+                       capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out["fit_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    out["messages"] = sorted({{line.split("ScaledDefaultWarning: ")[1][:160] for line in p.stderr.splitlines()
+                               if "ScaledDefaultWarning: " in line}})
+    if p.returncode != 0:
+        out["error"] = (p.stderr.strip().splitlines() or ["failed"])[-1][:300]
+    else:
+        met = json.load(open(os.path.join(out_dir, "metrics.json")))["per_node"]["y"]
+        out.update({{k: met[k] for k in ("rmse", "crps", "nlpd", "picp")}}, rmse_f=None, predict_cpu_s=None,
+                   baselines={{k: v["rmse"] for k, v in met.get("baselines", {{}}).items()}})
+    out["peak_rss_mib"] = after.ru_maxrss / 1024
 else:   # the exact GP of y on x: type-II ML on a random subset (ExactGP's default of 2000 rows, or --exact-fit-rows)
     from pyro_dag.baselines import ExactGP
     import numpy as np, scipy.linalg as sl
@@ -153,7 +178,7 @@ else:   # the exact GP of y on x: type-II ML on a random subset (ExactGP's defau
     mean = float(gp._y_mean) + float(gp._y_sd) * torch.from_numpy(mean)
     var = float(gp._y_sd) ** 2 * torch.from_numpy(var_f + sn2)
     out["all"] = dict(scores(mean, var), fit_cpu_s=out["subset"]["fit_cpu_s"] + cpu() - t0, rows=n)
-out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out.setdefault("peak_rss_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print("RESULT " + json.dumps(out), flush=True)
 """
 
@@ -185,9 +210,10 @@ def main():
     ap.add_argument("--cases", nargs="+", default=["xy", "xhy", "hidden"], choices=sorted(GRAPHS))
     ap.add_argument("--sizes", nargs="+", type=int, default=[20000, 200000])
     ap.add_argument("--seeds", default="0-4")
-    ap.add_argument("--methods", nargs="+", default=["default", "exact"], choices=["default", "exact"],
+    ap.add_argument("--methods", nargs="+", default=["default", "exact"], choices=["default", "exact", "cli"],
                     help="default: the library's default path at each size; exact: the exact GPs of y on x on "
-                         "--exact-rows rows (type-II ML on a random --exact-fit-rows of them)")
+                         "--exact-rows rows (type-II ML on a random --exact-fit-rows of them); cli: pyro-dag fit "
+                         "--csv on the rows at each size (its own 80/20 split and baselines)")
     ap.add_argument("--steps", type=int, default=1000, help="train's num_steps (only the hidden case takes steps)")
     ap.add_argument("--exact-rows", type=int, default=20000)
     ap.add_argument("--exact-fit-rows", type=int, default=2000, help="ExactGP's max_exact (its default: 2000)")
