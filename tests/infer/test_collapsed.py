@@ -234,3 +234,26 @@ def test_the_posterior_written_in_chunks_is_the_one_pass_posterior():
         posts.append((post.mean_blocks()["y"].reshape(-1).clone(), post.covariance_block("y").clone()))
     assert torch.allclose(posts[0][0], posts[1][0], atol=1e-10)
     assert torch.allclose(posts[0][1], posts[1][1], atol=1e-10)
+
+
+def test_the_guides_first_call_on_many_cases_traces_a_minibatch(monkeypatch):
+    """Above FIT_MAX_CASES the guide is set up from a minibatch trace (its q(U) shapes do not depend on the cases);
+    q(V) is still the optimum over every case."""
+    from pyro_dag.infer.training import collapsed as collapsed_module
+
+    monkeypatch.setattr(collapsed_module, "FIT_MAX_CASES", 20)
+    pyro.clear_param_store()
+    graph, inputs, data, _ = _regression(n=60)
+    model = DAGDGP(graph, num_inducing=8).double()
+    guide = AutoStructuredGuide(model)
+    sizes = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **k: sizes.append(k.get("subsample_size")) or forward(*a, **k))
+    fit_collapsed(model, guide, inputs, data, max_iter=10, max_cases=None)
+    assert sizes == [20]
+    with torch.no_grad():
+        _, a, tau2 = collapsed_bound(model, "y", inputs, data["y"][:, 0])
+        S = torch.linalg.inv(torch.eye(8, dtype=torch.float64) + a.T @ a / tau2)
+        m = S @ a.T @ data["y"][:, 0] / tau2
+    post = guide.inducing_posterior()
+    assert torch.allclose(post.mean_blocks()["y"].reshape(-1), m, atol=1e-8)

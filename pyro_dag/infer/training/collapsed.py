@@ -244,8 +244,16 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
     if target is None:
         raise ValueError(f"fit_collapsed writes each node's q(V_w) into an AutoStructuredGuide; got "
                          f"{type(guide).__name__}")
-    if target.family is None:
-        guide(inputs, data) if mask is None else guide(inputs, data, mask=mask)
+    if target.family is None:   # the guide's first call traces the model to build q(U), whose shapes do not
+        # depend on the cases: on a minibatch above FIT_MAX_CASES (a full trace held [n, M] conditionals: 2.3 GiB
+        # at n = 2·10⁵, M = 512)
+        n = next(iter(obs.values()))[0].shape[0]
+        if mask is not None:
+            guide(inputs, data, mask=mask)
+        elif n > FIT_MAX_CASES:
+            guide(inputs, data, subsample_size=FIT_MAX_CASES)
+        else:
+            guide(inputs, data)
     bar = setup_progress(len(nodes), "exact fits of the nodes with observed inputs")
     subset = {}
     for w in nodes:
