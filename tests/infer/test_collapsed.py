@@ -182,3 +182,78 @@ def test_held_tensors_are_the_ones_training_updates():
     ids = set(group_tensors(model, "kernel"))
     store = {id(p) for _, p in pyro.get_param_store().named_parameters()}
     assert ids <= store
+
+
+def test_above_max_cases_the_hyperparameters_come_from_a_subset_and_q_from_every_case():
+    """fit_collapsed(max_cases=m) with n > m: the kernel and noise are those of a fit on fitting_rows' subset alone,
+    q(V) is the optimal one for every case, and one ScaledDefaultWarning says so."""
+    from pyro_dag.infer.training.collapsed import fitting_rows
+    from pyro_dag.progress import ScaledDefaultWarning
+
+    graph, inputs, data, _ = _regression(n=60)
+    Z = torch.linspace(0, 1, 16, dtype=torch.float64).reshape(8, 2)
+
+    def fitted(inputs, data, **kw):
+        pyro.clear_param_store()
+        model = DAGDGP(graph, num_inducing=8, inducing_inputs={"y": Z}).double()
+        guide = AutoStructuredGuide(model)
+        return model, guide, fit_collapsed(model, guide, inputs, data, max_iter=50, **kw)
+
+    with pytest.warns(ScaledDefaultWarning, match=r"fitted on a random 20 of them, q\(V\) on all"):
+        model, guide, fit = fitted(inputs, data, max_cases=20)
+    assert fit.subset == {"y": 60}
+    sub_x, sub_y = fitting_rows({"x": inputs["x"]}, data["y"][:, 0], 20, model.seed)
+    assert sub_y.shape == (20,)
+    ref, _, ref_fit = fitted(sub_x, {"y": sub_y[:, None]}, max_cases=None)
+    assert ref_fit.subset == {}
+    for a, b in zip(group_tensors(model, "kernel").values(), group_tensors(ref, "kernel").values()):
+        assert torch.allclose(a.detach(), b.detach(), rtol=1e-6, atol=1e-9)
+    assert torch.allclose(model.likelihoods["y"].variance.detach(), ref.likelihoods["y"].variance.detach(),
+                          rtol=1e-6, atol=1e-12)
+    with torch.no_grad():
+        _, a, tau2 = collapsed_bound(model, "y", inputs, data["y"][:, 0])
+        S = torch.linalg.inv(torch.eye(8, dtype=torch.float64) + a.T @ a / tau2)
+        m = S @ a.T @ data["y"][:, 0] / tau2
+    post = guide.inducing_posterior()
+    assert torch.allclose(post.mean_blocks()["y"].reshape(-1), m, atol=1e-8)
+    assert torch.allclose(post.covariance_block("y"), S, atol=1e-8)
+
+
+def test_the_posterior_written_in_chunks_is_the_one_pass_posterior():
+    from pyro_dag.infer.training.collapsed import write_posterior
+
+    pyro.clear_param_store()
+    graph, inputs, data, _ = _regression(n=45)
+    model = DAGDGP(graph, num_inducing=10).double()
+    guide = AutoStructuredGuide(model)
+    fit_collapsed(model, guide, inputs, data, max_iter=10)
+    posts = []
+    for chunk in (1000, 7):
+        write_posterior(guide, model, "y", inputs, data["y"][:, 0], chunk=chunk)
+        post = guide.inducing_posterior()
+        posts.append((post.mean_blocks()["y"].reshape(-1).clone(), post.covariance_block("y").clone()))
+    assert torch.allclose(posts[0][0], posts[1][0], atol=1e-10)
+    assert torch.allclose(posts[0][1], posts[1][1], atol=1e-10)
+
+
+def test_the_guides_first_call_on_many_cases_traces_a_minibatch(monkeypatch):
+    """Above FIT_MAX_CASES the guide is set up from a minibatch trace (its q(U) shapes do not depend on the cases);
+    q(V) is still the optimum over every case."""
+    from pyro_dag.infer.training import collapsed as collapsed_module
+
+    monkeypatch.setattr(collapsed_module, "FIT_MAX_CASES", 20)
+    pyro.clear_param_store()
+    graph, inputs, data, _ = _regression(n=60)
+    model = DAGDGP(graph, num_inducing=8).double()
+    guide = AutoStructuredGuide(model)
+    sizes = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **k: sizes.append(k.get("subsample_size")) or forward(*a, **k))
+    fit_collapsed(model, guide, inputs, data, max_iter=10, max_cases=None)
+    assert sizes == [20]
+    with torch.no_grad():
+        _, a, tau2 = collapsed_bound(model, "y", inputs, data["y"][:, 0])
+        S = torch.linalg.inv(torch.eye(8, dtype=torch.float64) + a.T @ a / tau2)
+        m = S @ a.T @ data["y"][:, 0] / tau2
+    post = guide.inducing_posterior()
+    assert torch.allclose(post.mean_blocks()["y"].reshape(-1), m, atol=1e-8)

@@ -144,6 +144,11 @@ class TrainConfig:
         ``warm_start`` raises); validation losses are averaged over the processes; each process writes its
         own checkpoint (``checkpoint`` with ``.rank{r}of{R}`` before the extension). Pretraining runs on each
         shard and rank 0's result is broadcast. Callbacks must decide alike on every process.
+    :param minibatch: ``"auto"`` (default): above :data:`~pyro_dag.infer.training.minibatch.MINIBATCH_ABOVE`
+        cases the steps use random minibatches of
+        :data:`~pyro_dag.infer.training.minibatch.MINIBATCH_SIZE` (an unbiased ELBO; one
+        :class:`~pyro_dag.progress.ScaledDefaultWarning` says so; :mod:`~pyro_dag.infer.training.minibatch` lists
+        where it does not apply); ``False``: full-batch steps. A ``subsample_size`` in ``model_kwargs`` wins.
 
     Example::
 
@@ -189,6 +194,7 @@ class TrainConfig:
     model_kwargs: dict = None
     name: str = "train"
     distributed: bool = False
+    minibatch: object = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
@@ -261,6 +267,7 @@ class TrainConfig:
             _check(callable(cb), f"callbacks must be callables (step, loss) -> bool, got {cb!r}")
         _check(self.fixed_kernels in ("auto", True, False), f"fixed_kernels must be 'auto', True or False, got "
                                                        f"{self.fixed_kernels!r}")
+        _check(self.minibatch in ("auto", False), f"minibatch must be 'auto' or False, got {self.minibatch!r}")
         _check(_is_int(self.checkpoint_every) and self.checkpoint_every >= 1,
                f"checkpoint_every must be a positive integer, got {self.checkpoint_every!r}")
         _check(not self.resume or self.checkpoint is not None, "resume=True needs checkpoint= (the file to resume from)")

@@ -27,7 +27,7 @@ from ...dgp import DAGDGP
 from ...gp.inducing import init_inducing_inputs
 from ...gp.likelihoods import Gaussian
 from ..autoguide.families import MeanFieldFamily
-from .collapsed import collapsed_bound, lbfgs, learnable_node_tensors, write_posterior
+from .collapsed import FIT_MAX_CASES, collapsed_bound, fitting_rows, lbfgs, learnable_node_tensors, write_posterior
 from .validation import structured_part
 
 __all__ = ["start_hidden_nodes", "PSEUDO_NOISE"]
@@ -128,8 +128,9 @@ def start_hidden_nodes(model, guide, inputs, data, *, mask=None, max_iter=MAX_IT
         noise = PSEUDO_NOISE * float(pseudo.var())
         parents = {p: values[p] for p in model.parents[h]}
         params = list(learnable_node_tensors(model, h, likelihood=False, inducing=False).values())
-        if params:
-            lbfgs(params, lambda: -collapsed_bound(model, h, parents, pseudo, noise)[0], max_iter)
+        if params:   # hyperparameters on a random subset above FIT_MAX_CASES cases, q(V_h) on every case
+            sub, sub_pseudo = fitting_rows(parents, pseudo, FIT_MAX_CASES, model.seed)
+            lbfgs(params, lambda: -collapsed_bound(model, h, sub, sub_pseudo, noise)[0], max_iter)
         write_posterior(target, model, h, parents, pseudo, noise)
         values[h] = pseudo.unsqueeze(-1)
         started[h] = "hidden"
@@ -151,7 +152,8 @@ def start_hidden_nodes(model, guide, inputs, data, *, mask=None, max_iter=MAX_IT
         parents = {p: v[rows] for p, v in full.items()}
         params = list(learnable_node_tensors(model, w, inducing=False).values())
         if params:
-            lbfgs(params, lambda: -collapsed_bound(model, w, parents, y[rows, 0])[0], max_iter)
+            sub, sub_y = fitting_rows(parents, y[rows, 0], FIT_MAX_CASES, model.seed)
+            lbfgs(params, lambda: -collapsed_bound(model, w, sub, sub_y)[0], max_iter)
         write_posterior(target, model, w, parents, y[rows, 0])
         started[w] = "child"
     if started and not isinstance(target.family, MeanFieldFamily):

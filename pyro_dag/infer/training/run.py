@@ -13,7 +13,8 @@ from ..autoguide import AutoStructuredGuide
 from ..checks import check_finite_loss, training_step
 from ..distributed import DataParallel
 from ..elbo import DAGELBO
-from .collapsed import fit_collapsed, learnable_node_tensors
+from .collapsed import collapsible_nodes, fit_collapsed, learnable_node_tensors
+from .minibatch import choose_minibatch
 from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
 from .rollback import DivergenceRollback, RollbackWarning
@@ -133,6 +134,7 @@ class TrainingRun:
         self.collapse = bool(collapse) and self.dag_guide and self.dp is None
         start_hidden = recipe.start_hidden if config.start_hidden is None else config.start_hidden
         self.start_hidden = bool(start_hidden) and self.dag_guide and self.dp is None
+        self._choose_minibatch()
         self.settings = {
             "recipe": config.recipe, "lr": config.lr, "elbo": type(elbo).__name__,
             "num_particles": getattr(elbo, "num_particles", None), "antithetic": getattr(elbo, "antithetic", False),
@@ -149,6 +151,7 @@ class TrainingRun:
             "start_hidden": self.start_hidden, "best_iterate": bool(config.best_iterate and config.validation is None and self.dp is None),
             "spike_factor": config.spike_factor, "rollback": bool(config.rollback and self.dp is None),
             "noise_step": bool(config.noise_step and self.dag_guide and self.dgp is model and self.dp is None),
+            "minibatch": self.minibatch,
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
@@ -338,7 +341,7 @@ class TrainingRun:
                 nodes=self._pretrainable())
             self.pretrained = True
             self._save()
-        if state is None and self.config.elbo is None:
+        if state is None and self.config.elbo is None and r.stopped is None:   # no steps, no sampler to choose
             self._choose_sampler()
         context = self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext()
         with context:
@@ -459,6 +462,22 @@ class TrainingRun:
         cases = self.kw.get("subsample_size") or n
         sampler = choose_sampler(self.elbo, target.family, int(cases), self.name)
         self.settings["sampler"] = self.result.settings["sampler"] = sampler
+
+    def _choose_minibatch(self):
+        """Minibatches for the steps above a number of cases (:mod:`.minibatch`), unless the exact fits leave no
+        step to take; sets ``self.minibatch`` (``B`` or ``None``) and adds ``subsample_size`` to the run's keywords."""
+        self.minibatch = None
+        dgp = self.dgp
+        if self.config.minibatch is False or dgp is None or not dgp.is_setup:
+            return
+        X, n, obs = dgp.checked_arguments(self.inputs, self.data, self.kw.get("mask"))
+        if (self.collapse and self.model is dgp and structured_part(self.guide) is self.guide
+                and not dgp.latent_inputs and set(collapsible_nodes(dgp, X, obs)) == set(dgp.gp_nodes)):
+            return   # every node fitted exactly: no steps
+        self.minibatch = choose_minibatch(self.config.minibatch, self.model, dgp, int(n), self.kw,
+                                          distributed=self.dp is not None, name=self.name)
+        if self.minibatch is not None:
+            self.kw["subsample_size"] = self.minibatch
 
     def _fit_collapsed(self):
         """Fit the collapsible nodes exactly, hold them, and skip the steps when nothing else is left to train."""
