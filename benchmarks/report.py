@@ -167,8 +167,12 @@ def measurement_states(data):
     (uncommitted edits not recorded: not exact)."""
     if not isinstance(data, dict):
         return [(None, None, False)]
-    rows = next((data[k] for k in ("rows", "runs") if isinstance(data.get(k), list)), [])
-    if any(isinstance(r, dict) and ("code_tree" in r or isinstance(r.get("code"), dict)) for r in rows):
+    def records(rows):
+        return any(isinstance(r, dict) and ("code_tree" in r or isinstance(r.get("code"), dict)) for r in rows)
+
+    # the first of "rows" / "runs" that records its trees (a file may keep its results in rows, its runs' trees in runs)
+    rows = next((data[k] for k in ("rows", "runs") if isinstance(data.get(k), list) and records(data[k])), [])
+    if rows:
         out = []
         for r in rows:
             if not isinstance(r, dict):
@@ -2198,8 +2202,7 @@ def sec_deep_regression(R):
             per non-stationary draw, by family and dimension: {by_family}. A linear hidden layer gains where the
             function varies along a direction that is not an axis (creases and steps in 2-3 D); on the
             {len(one_d)} one-dimensional draws the projection is the input itself, so it cannot gain
-            (ratios {", ".join(f"{v:.2f}" for v in sorted(one_d))}), and these alone keep the median above 0.8×
-            unless it gains on nearly every draw of more than one dimension."""))
+            (ratios {", ".join(f"{v:.2f}" for v in sorted(one_d))})."""))
     svi = [r for r in d["rows"] if r["method"] == "deep_svi" and r["seed"] in report and "rmse" in r]
     if svi:
         lower = sum(r["info"]["elbo"]["deep"] < r["info"]["elbo"]["shallow"] for r in svi)
