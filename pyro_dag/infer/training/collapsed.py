@@ -25,6 +25,7 @@ import torch
 from ...dgp import DAGDGP
 from ...dgp.observed_inputs import collapsible_nodes
 from ...dgp.scale import scale_hint
+from ...gp.amplitude import bounded_amplitude_factor, scale_amplitude
 from ...gp.conditional import NotPositiveDefiniteError
 from ...gp.noise import NUGGET_FRACTION
 from ...progress import setup_progress
@@ -32,7 +33,7 @@ from ..autoguide.families import MeanFieldFamily
 from .groups import _sync_with_param_store
 from .validation import structured_part
 
-__all__ = ["CollapsedFit", "collapsed_bound", "fit_collapsed", "collapsible_nodes"]
+__all__ = ["CollapsedFit", "collapsed_bound", "fit_collapsed", "collapsible_nodes", "calibrate_amplitude"]
 
 #: L-BFGS iterations per node.
 MAX_ITER = 200
@@ -44,12 +45,15 @@ class CollapsedFit:
 
     :ivar list nodes: the nodes fitted. :ivar dict losses: ``{node: [negative bound per evaluation]}``.
     :ivar dict floored: ``{node: noise variance}`` of the nodes whose learned noise ended below the floor and was
-        raised to it. :ivar float seconds: wall-clock seconds.
+        raised to it. :ivar dict amplitude_factors: ``{node: c}`` of the deterministic nodes whose kernel and nugget
+        were scaled by the leave-one-out factor ``c`` (:func:`calibrate_amplitude`). :ivar float seconds:
+        wall-clock seconds.
     """
 
     nodes: list = field(default_factory=list)
     losses: dict = field(default_factory=dict)
     floored: dict = field(default_factory=dict)
+    amplitude_factors: dict = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -150,6 +154,33 @@ def learnable_node_tensors(model, w, likelihood=True, inducing=True):
 
 
 @torch.no_grad()
+def calibrate_amplitude(model, w, parent_values, y):
+    """Scale the kernel amplitude and the nugget of a deterministic node ``w`` by its bounded leave-one-out factor
+    ``c`` (:mod:`pyro_dag.gp.amplitude`): the posterior mean stays, every posterior variance is multiplied by ``c``.
+
+    Applies only where the model chose both (the node's noise fixed as a nugget by the noise rule, its kernel the
+    default one) and ``model.deterministic_amplitude == "loo"`` (the default; ``"ml"`` keeps the type-II
+    maximum-likelihood amplitude). The factor is recorded in ``model.amplitude_factors[w]``.
+
+    :returns: ``c``, or ``None`` where nothing was scaled.
+    """
+    if getattr(model, "deterministic_amplitude", "ml") != "loo":
+        return None
+    choice = model.noise_choices.get(w)
+    lik = model.likelihoods[w]
+    if (not getattr(choice, "fixed", False) or w not in model._default_kernels
+            or "variance" not in lik._buffers):   # noise learned, a user's kernel or a user's fixed noise
+        return None
+    _, a, tau2 = collapsed_bound(model, w, parent_values, y)
+    c = bounded_amplitude_factor(a, y, float(tau2), seed=model.seed)
+    if c is None or not scale_amplitude(model.kernels[w], c):
+        return None
+    lik._buffers["variance"].mul_(c)
+    model.amplitude_factors[w] = c
+    return c
+
+
+@torch.no_grad()
 def write_posterior(guide, model, w, parent_values, y, noise=None):
     """Write the optimal ``q(V_w)`` of the collapsed bound at the current hyperparameters into ``guide``'s block of
     ``w`` (its off-diagonal blocks are the caller's to zero); ``noise`` as for :func:`collapsed_bound`."""
@@ -217,8 +248,12 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
         if not fit.losses[w]:
             with torch.no_grad():
                 fit.losses[w] = [float(-collapsed_bound(model, w, values, y)[0])]
+        c = calibrate_amplitude(model, w, values, y)
+        if c is not None:
+            fit.amplitude_factors[w] = c
         write_posterior(target, model, w, values, y)
         fit.nodes.append(w)
+        model.exact_fit_nodes.add(w)   # fitted on its parents' observed values: predict feeds it those (with noise)
     bar.close()
     if not isinstance(target.family, MeanFieldFamily):
         target.family.zero_offdiagonal()
