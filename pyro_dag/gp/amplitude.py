@@ -13,8 +13,9 @@ model misspecification", CSDA 66) is
 
     c = mean_i (y_i - μ_{-i})² / σ²_{-i} = mean_i [C⁻¹y]_i² / [C⁻¹]_ii,     C = A Aᵀ + τ² I,
 
-with ``A [n, M]`` the node's whitened features at its inducing inputs (the covariance that the collapsed bound of
-:mod:`pyro_dag.infer.training.collapsed` fits; the exact GP's when every case is an inducing input).
+with ``A [n, M]`` the node's whitened features at its inducing inputs (``A Aᵀ`` the covariance that the collapsed
+bound of :mod:`pyro_dag.infer.training.collapsed` fits, plus the diagonal of conditional variances ``r_i`` that its
+predictive variance holds; the exact GP's ``K`` when every case is an inducing input).
 
 ``c`` is bounded to ``[AMPLITUDE_FACTOR_FLOOR, AMPLITUDE_FACTOR_CEILING]``: left-out cases of a dense design are
 closer to the others than test points in its gaps and at its edges, so an unbounded factor makes intervals too
@@ -37,21 +38,25 @@ AMPLITUDE_MAX_CASES = 2000
 
 
 @torch.no_grad()
-def loo_amplitude_factor(a, y, noise, *, max_cases=AMPLITUDE_MAX_CASES, seed=0):
+def loo_amplitude_factor(a, y, noise, *, residual=None, max_cases=AMPLITUDE_MAX_CASES, seed=0):
     """The leave-one-out factor ``c`` of the module docstring (unbounded), in float64.
 
     :param torch.Tensor a: ``[n, M]`` features, ``C = A Aᵀ + τ² I`` (a kernel matrix ``K`` factorised as ``A Aᵀ``).
     :param torch.Tensor y: ``[n]`` observations, centred as the GP's mean function leaves them.
     :param float noise: ``τ²``.
+    :param torch.Tensor residual: optional ``[n]`` conditional variances ``r_i`` of a sparse GP given its inducing
+        outputs, added to ``C``'s diagonal (``K ≈ A Aᵀ + diag(r)``, as in its predictive variance; 0 when every case
+        is an inducing input).
     :param int max_cases: a random subset of that many cases above it. :param int seed: the subset's seed.
     :returns: ``c`` (a float), or ``None`` where ``C`` cannot be factorised.
     """
     a, y = a.detach().double(), y.detach().double().reshape(-1)
     n = y.numel()
+    r = torch.zeros(n, dtype=a.dtype, device=a.device) if residual is None else residual.detach().double().reshape(-1)
     if n > max_cases:
         idx = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max_cases].to(a.device)
-        a, y, n = a[idx], y[idx], max_cases
-    C = a @ a.T + float(noise) * torch.eye(n, dtype=a.dtype, device=a.device)
+        a, y, r, n = a[idx], y[idx], r[idx], max_cases
+    C = a @ a.T + torch.diag(r.clamp_min(0) + float(noise))
     L, info = torch.linalg.cholesky_ex(C)
     if bool(info.any()):
         return None

@@ -21,10 +21,12 @@ def _features(n=25, seed=0):
     return K, a, y
 
 
-def test_the_factor_is_the_mean_squared_standardised_leave_one_out_residual():
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_the_factor_is_the_mean_squared_standardised_leave_one_out_residual(with_residual):
     K, a, y = _features()
     noise = 1e-4
-    C = K + noise * torch.eye(len(y), dtype=torch.float64)
+    r = torch.linspace(0, 0.01, len(y), dtype=torch.float64) if with_residual else None
+    C = K + noise * torch.eye(len(y), dtype=torch.float64) + (torch.diag(r) if with_residual else 0)
     z2 = []
     for i in range(len(y)):
         keep = torch.arange(len(y)) != i
@@ -32,7 +34,7 @@ def test_the_factor_is_the_mean_squared_standardised_leave_one_out_residual():
         mu = k @ torch.linalg.solve(Ck, y[keep])
         var = C[i, i] - k @ torch.linalg.solve(Ck, k)
         z2.append((y[i] - mu) ** 2 / var)
-    assert loo_amplitude_factor(a, y, noise) == pytest.approx(float(torch.stack(z2).mean()), rel=1e-6)
+    assert loo_amplitude_factor(a, y, noise, residual=r) == pytest.approx(float(torch.stack(z2).mean()), rel=1e-6)
 
 
 def test_the_factor_is_bounded_and_needs_enough_cases():

@@ -171,8 +171,9 @@ def calibrate_amplitude(model, w, parent_values, y):
     if (not getattr(choice, "fixed", False) or w not in model._default_kernels
             or "variance" not in lik._buffers):   # noise learned, a user's kernel or a user's fixed noise
         return None
-    _, a, tau2 = collapsed_bound(model, w, parent_values, y)
-    c = bounded_amplitude_factor(a, y, float(tau2), seed=model.seed)
+    a, r = model.node_conditional(w, parent_values)
+    tau2 = float(lik.variance.reshape(-1)[0])
+    c = bounded_amplitude_factor(a, y, tau2, residual=r, seed=model.seed)
     if c is None or not scale_amplitude(model.kernels[w], c):
         return None
     lik._buffers["variance"].mul_(c)
