@@ -54,3 +54,25 @@ def test_prediction_with_measured_parents_does_not_depend_on_the_batch_size():
     pyro.set_rng_seed(3)
     chunked = model.predict(guide, {"x": xt}, num_samples=16, batch_size=2)
     assert torch.allclose(one["y"].samples, chunked["y"].samples)
+
+
+def test_a_saved_and_loaded_model_predicts_the_same(tmp_path):
+    from pyro_dag import persist
+
+    model, guide = _fitted_chain()
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(80, 1, dtype=torch.float64, generator=g)
+    a = torch.sin(3 * x) + 0.3 * torch.randn(80, 1, dtype=torch.float64, generator=g)
+    y = a ** 2 + 0.02 * torch.randn(80, 1, dtype=torch.float64, generator=g)
+    persist.save(tmp_path / "fit.pt", model, guide, {"x": x}, {"a": a, "y": y})
+    xt = torch.linspace(0, 1, 5, dtype=torch.float64)[:, None]
+    pyro.set_rng_seed(4)
+    before = model.predict(guide, {"x": xt}, num_samples=32)["y"]
+    pyro.clear_param_store()
+    fresh = DAGDGP(nx.DiGraph([("x", "a"), ("a", "y")])).double()
+    fresh_guide = AutoStructuredGuide(fresh)
+    persist.load(tmp_path / "fit.pt", fresh, fresh_guide)
+    assert fresh.exact_fit_nodes == {"a", "y"}
+    pyro.set_rng_seed(4)
+    after = fresh.predict(fresh_guide, {"x": xt}, num_samples=32)["y"]
+    assert torch.allclose(before.samples, after.samples)
