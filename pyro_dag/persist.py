@@ -288,6 +288,8 @@ def model_payload(model, guide, inputs, data, mask=None):
         "graph": _graph_state(model.graph), "dtype": _dtype_name(model.dtype),
         "fingerprint": data_fingerprint(inputs, data, masks),
         "inputs": inputs, "data": data, "mask": masks,
+        # the nodes fitted on their parents' observed values: their prediction feeds on measured-like parents
+        "exact_fit_nodes": sorted(getattr(model, "exact_fit_nodes", ())),
     }
 
 
@@ -352,6 +354,7 @@ def restore_model(state, model, guide, path, dtype=None, map_location=None):
         if not model.is_setup:
             model.setup(inputs, data, mask)
         load_state(model, state["model"], "the model")
+        model.exact_fit_nodes = set(state.get("exact_fit_nodes", ()))
         if guide is not None:
             with torch.no_grad():
                 guide(inputs, data, mask)

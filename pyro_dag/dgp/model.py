@@ -149,6 +149,12 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         finds deterministic given observed parents gets a fixed nugget), the choices kept in
         :attr:`noise_choices`; ``"learned"`` (variance 0.1, learned, the default before the rule) or a positive number
         (that initial variance, learned).
+    :param str deterministic_amplitude: ``"loo"`` (the default): a node that the noise rule holds deterministic
+        (a fixed nugget) and that has the default kernel gets its amplitude and nugget scaled by the leave-one-out
+        factor of :mod:`pyro_dag.gp.amplitude` after its exact fit in :func:`~pyro_dag.infer.train` (same mean,
+        variances scaled so that left-out cases' residuals have unit variance; the factors kept in
+        :attr:`amplitude_factors`); ``"ml"``: keep the type-II maximum-likelihood amplitude (intervals of noise-free
+        simulators then cover nearly every point).
     :param str kernel_init: ``"pilot"`` (the default) or ``"default"`` (length-scales and variances of 1). With
         ``"pilot"`` the default kernel of
         each observed node whose parents are all observed starts at the hyperparameters of the pilot exact GP that
@@ -182,7 +188,8 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
 
     def __init__(self, graph, *, kernels=None, num_inducing="auto", likelihoods=None, output_dims=None,
                  inducing_inputs=None, learn_inducing=True, jitter=None, sample_f=False, seed=0, latent_inputs=None,
-                 priors=None, name=None, collapse="values", noise="auto", kernel_init="pilot"):
+                 priors=None, name=None, collapse="values", noise="auto", kernel_init="pilot",
+                 deterministic_amplitude="loo"):
         if name is not None and (not isinstance(name, str) or not name):
             raise DAGInputError(f"name must be a non-empty string (a prefix of the model's parameter names), got "
                                 f"{name!r}")
@@ -270,6 +277,16 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         if kernel_init not in ("default", "pilot"):
             raise DAGInputError(f"kernel_init must be 'default' or 'pilot', got {kernel_init!r}")
         self.kernel_init = kernel_init
+        if deterministic_amplitude not in ("loo", "ml"):
+            raise DAGInputError(f"deterministic_amplitude must be 'loo' or 'ml', got {deterministic_amplitude!r}")
+        self.deterministic_amplitude = deterministic_amplitude
+        #: ``{node: c}``: the leave-one-out factor of each deterministic node's amplitude and nugget, set by the
+        #: exact fit of :func:`~pyro_dag.infer.training.collapsed.fit_collapsed` (``deterministic_amplitude``).
+        self.amplitude_factors = {}
+        #: The nodes fitted exactly on their parents' *observed* values (the collapsed fit of
+        #: :func:`~pyro_dag.infer.train`): :meth:`predict` feeds them each observed Gaussian parent's draw plus its
+        #: observation noise, the kind of input their GPs were fitted on.
+        self.exact_fit_nodes = set()
         # nodes whose kernel the model chose (kernel_init="pilot" may set its hyperparameters)
         self._default_kernels = {w for w in self.gp_nodes if w not in kernels}
         # nodes whose likelihood the model chose (the noise rule may set their noise; a user's likelihood is kept)

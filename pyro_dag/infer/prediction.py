@@ -26,7 +26,7 @@ from ..dgp.inputs import DAGInputError, positive_int
 from ..dgp.prediction import NodePrediction
 from ..errors import NotFittedError
 from .checks import NonFiniteLossError
-from .marginal import marginal_pass
+from .marginal import marginal_pass, observed_input_parents
 
 __all__ = ["predict", "infer_latent_inputs"]
 
@@ -97,12 +97,16 @@ def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_
             # draws of a returned node are overwritten, chunk by chunk, by its samples
             noise = {w: standard_normal((num_samples, n, model.output_dims[w]), model._anchor)
                      for w in model.topo_nodes}
+            # then the observation noise of the parents whose children were fitted on their observed values
+            measured = {p: standard_normal((num_samples, n, model.output_dims[p]), model._anchor)
+                        for p in observed_input_parents(model)}
             out = _PredictionBuffers(model, nodes, num_samples, n, samples={**noise, **hs})
             for lo, hi in chunks:
                 Xc = {r: X[r][lo:hi] for r in model.root_nodes}
                 eps = {w: noise[w][:, lo:hi] for w in model.topo_nodes}
                 latent = {h: v[:, lo:hi] for h, v in hs.items()}
-                passes = marginal_pass(model, posterior, Xc, num_samples, cache=cache, noise=eps, latent=latent)
+                passes = marginal_pass(model, posterior, Xc, num_samples, cache=cache, noise=eps, latent=latent,
+                                       input_noise={p: v[:, lo:hi] for p, v in measured.items()})
                 for w in nodes:
                     if w in model.gp_nodes:
                         out.fill(w, 0, lo, hi, *passes[w])

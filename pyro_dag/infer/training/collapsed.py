@@ -32,6 +32,7 @@ import torch
 from ...dgp import DAGDGP
 from ...dgp.observed_inputs import collapsible_nodes
 from ...dgp.scale import scale_hint
+from ...gp.amplitude import bounded_amplitude_factor, scale_amplitude
 from ...gp.conditional import NotPositiveDefiniteError
 from ...gp.noise import NUGGET_FRACTION
 from ...progress import ScaledDefaultWarning, setup_progress
@@ -40,7 +41,8 @@ from .collapsed_batch import EVIDENCE_TOLERANCE, exact_gp_problem, fit_exact_nod
 from .groups import _sync_with_param_store
 from .validation import structured_part
 
-__all__ = ["CollapsedFit", "collapsed_bound", "fit_collapsed", "collapsible_nodes", "fitting_rows", "FIT_MAX_CASES"]
+__all__ = ["CollapsedFit", "collapsed_bound", "fit_collapsed", "collapsible_nodes", "fitting_rows", "FIT_MAX_CASES",
+           "calibrate_amplitude"]
 
 #: L-BFGS iterations per node.
 MAX_ITER = 200
@@ -60,13 +62,16 @@ class CollapsedFit:
     :ivar list nodes: the nodes fitted. :ivar dict losses: ``{node: [negative bound per evaluation]}``.
     :ivar dict floored: ``{node: noise variance}`` of the nodes whose learned noise ended below the floor and was
         raised to it. :ivar dict subset: ``{node: cases}`` of the nodes whose hyperparameters were fitted on a
-        random subset of their cases (``max_cases``). :ivar float seconds: wall-clock seconds.
+        random subset of their cases (``max_cases``). :ivar dict amplitude_factors: ``{node: c}`` of the deterministic
+        nodes whose kernel and nugget were scaled by the leave-one-out factor ``c`` (:func:`calibrate_amplitude`).
+        :ivar float seconds: wall-clock seconds.
     """
 
     nodes: list = field(default_factory=list)
     losses: dict = field(default_factory=dict)
     floored: dict = field(default_factory=dict)
     subset: dict = field(default_factory=dict)
+    amplitude_factors: dict = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -181,6 +186,34 @@ def fitting_rows(parent_values, y, max_cases=FIT_MAX_CASES, seed=0):
         return parent_values, y
     idx = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))[:int(max_cases)].to(y.device)
     return {p: v[idx] for p, v in parent_values.items()}, y[idx]
+
+
+@torch.no_grad()
+def calibrate_amplitude(model, w, parent_values, y):
+    """Scale the kernel amplitude and the nugget of a deterministic node ``w`` by its bounded leave-one-out factor
+    ``c`` (:mod:`pyro_dag.gp.amplitude`): the posterior mean stays, every posterior variance is multiplied by ``c``.
+
+    Applies only where the model chose both (the node's noise fixed as a nugget by the noise rule, its kernel the
+    default one) and ``model.deterministic_amplitude == "loo"`` (the default; ``"ml"`` keeps the type-II
+    maximum-likelihood amplitude). The factor is recorded in ``model.amplitude_factors[w]``.
+
+    :returns: ``c``, or ``None`` where nothing was scaled.
+    """
+    if getattr(model, "deterministic_amplitude", "ml") != "loo":
+        return None
+    choice = model.noise_choices.get(w)
+    lik = model.likelihoods[w]
+    if (not getattr(choice, "fixed", False) or w not in model._default_kernels
+            or "variance" not in lik._buffers):   # noise learned, a user's kernel or a user's fixed noise
+        return None
+    a, r = model.node_conditional(w, parent_values)
+    tau2 = float(lik.variance.reshape(-1)[0])
+    c = bounded_amplitude_factor(a, y, tau2, residual=r, seed=model.seed)
+    if c is None or not scale_amplitude(model.kernels[w], c):
+        return None
+    lik._buffers["variance"].mul_(c)
+    model.amplitude_factors[w] = c
+    return c
 
 
 @torch.no_grad()
@@ -303,8 +336,13 @@ def fit_collapsed(model, guide, inputs, data, *, nodes=None, max_iter=MAX_ITER, 
         if not fit.losses[w]:
             with torch.no_grad():
                 fit.losses[w] = [float(-collapsed_bound(model, w, values, y)[0])]
+        c = calibrate_amplitude(model, w, *fitting_rows(values, y, max_cases, model.seed))
+        if c is not None:   # the kernel and nugget changed: the bound at the optimum is not this one's
+            fit.amplitude_factors[w] = c
+            at_optimum = None
         write_posterior(target, model, w, values, y, bound=at_optimum)
         fit.nodes.append(w)
+        model.exact_fit_nodes.add(w)   # fitted on its parents' observed values: predict feeds it those (with noise)
     bar.close()
     if subset:
         largest = max(subset.values())

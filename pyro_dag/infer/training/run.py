@@ -495,6 +495,7 @@ class TrainingRun:
     def _hold(self, nodes):
         """Hold the kernels, likelihoods and inducing inputs of the exactly fitted ``nodes`` through every step."""
         held = {}
+        self.dgp.exact_fit_nodes.update(nodes)   # (also when resumed): predict feeds them observed-like parents
         for w in nodes:
             held.update(learnable_node_tensors(self.dgp, w))
         self.frozen.update(held)
