@@ -803,7 +803,8 @@ def sec_rows_scaling(R):
                      f"{mean([r['predict_cpu_s'] for r in rs]):.1f}" if method == "default" else "–",
                      mse([r["rmse"] for r in rs]), mse([r["rmse_f"] for r in rs], 4), mse([r["crps"] for r in rs]),
                      mse([r["nlpd"] for r in rs]), mse([r["picp"] for r in rs]),
-                     f"{max(r['peak_rss_mib'] for r in rs):.0f}"])
+                     f"{max(r['peak_rss_mib'] for r in rs):.0f}" if all("peak_rss_mib" in r for r in rs)
+                     else "n.r."])
     tab = table(["graph", "method", "rows", "seeds", "fit CPU s (mean, max)", "fit CPU s per 10⁴ rows",
                  "predict CPU s", "RMSE", "RMSE vs E[y given x]", "CRPS", "NLPD", "PICP95", "peak MiB"], rows)
     exact = {(r["case"], r["seed"]): r for r in ok if r["method"] == "exact_gp_all"}

@@ -280,12 +280,10 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         if deterministic_amplitude not in ("loo", "ml"):
             raise DAGInputError(f"deterministic_amplitude must be 'loo' or 'ml', got {deterministic_amplitude!r}")
         self.deterministic_amplitude = deterministic_amplitude
-        #: ``{node: c}``: the leave-one-out factor of each deterministic node's amplitude and nugget, set by the
-        #: exact fit of :func:`~pyro_dag.infer.training.collapsed.fit_collapsed` (``deterministic_amplitude``).
+        #: ``{node: c}``: each deterministic node's leave-one-out amplitude factor (``deterministic_amplitude``).
         self.amplitude_factors = {}
-        #: The nodes fitted exactly on their parents' *observed* values (the collapsed fit of
-        #: :func:`~pyro_dag.infer.train`): :meth:`predict` feeds them each observed Gaussian parent's draw plus its
-        #: observation noise, the kind of input their GPs were fitted on.
+        #: Nodes fitted exactly on their parents' *observed* values (``train``'s collapsed fit): :meth:`predict` feeds
+        #: them each observed Gaussian parent's draw plus its noise, the kind of input their GPs were fitted on.
         self.exact_fit_nodes = set()
         # nodes whose kernel the model chose (kernel_init="pilot" may set its hyperparameters)
         self._default_kernels = {w for w in self.gp_nodes if w not in kernels}
