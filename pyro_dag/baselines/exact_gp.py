@@ -32,6 +32,32 @@ def _kernel(name, X1, X2, log_ls, log_sf2):
     return log_sf2.exp() * (1 + s5 * r + 5.0 / 3.0 * r2) * torch.exp(-s5 * r)
 
 
+def lbfgs_minimise(objective, params, max_iter):
+    """Minimise ``objective(params)`` by L-BFGS (strong-Wolfe line search, ``lr`` 0.5) from ``params`` (leaf tensors
+    that require gradients, updated in place). An undefined (``None``) or non-finite value counts as 1e10, so that
+    the line search backs off an ill-conditioned point, and a failed line search keeps what it reached.
+
+    :returns: the final value as a float (``inf`` where it is undefined or non-finite).
+    """
+    opt = torch.optim.LBFGS(params, lr=0.5, max_iter=max_iter, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = objective(params)
+        if loss is None or not torch.isfinite(loss):
+            loss = sum(p.sum() * 0 for p in params) + 1e10
+        loss.backward()
+        return loss
+
+    try:
+        opt.step(closure)
+    except RuntimeError:   # a failed line search on an ill-conditioned start: keep what it reached
+        pass
+    with torch.no_grad():
+        value = objective(params)
+    return float(value) if value is not None and torch.isfinite(value) else math.inf
+
+
 class ExactGP:
     """Exact GP regression ``y = f(x) + ε``, ``f ~ GP(0, σ_f² k(x, x'))`` with ARD length-scales,
     ``ε ~ N(0, σ_n²)``, hyperparameters by type-II maximum likelihood.
@@ -110,24 +136,9 @@ class ExactGP:
                          torch.empty((), dtype=f32).uniform_(-1.0, 1.0, generator=gen),
                          torch.empty((), dtype=f32).uniform_(math.log(1e-6), math.log(0.1), generator=gen)]
             params = [p.to(torch.float64).clone().requires_grad_() for p in start]
-            opt = torch.optim.LBFGS(params, lr=0.5, max_iter=200, line_search_fn="strong_wolfe")
-
-            def closure():
-                opt.zero_grad()
-                loss = self._nlml(params, Xs, ys)
-                if loss is None or not torch.isfinite(loss):
-                    loss = sum(p.sum() * 0 for p in params) + 1e10
-                loss.backward()
-                return loss
-
-            try:
-                opt.step(closure)
-            except RuntimeError:  # a failed line search on an ill-conditioned start: keep what it reached
-                pass
-            with torch.no_grad():
-                value = self._nlml(params, Xs, ys)
-            if value is not None and torch.isfinite(value) and float(value) < best_val:
-                best, best_val = [p.detach().clone() for p in params], float(value)
+            value = lbfgs_minimise(lambda q: self._nlml(q, Xs, ys), params, 200)
+            if value < best_val:
+                best, best_val = [p.detach().clone() for p in params], value
         if best is None:
             raise RuntimeError("ExactGP.fit: every start gave a non-positive-definite Gram matrix")
         return self._finish(Xs, ys, best, best_val)

@@ -32,7 +32,7 @@ import math
 import torch
 
 from ..baselines import ExactGP
-from ..baselines.exact_gp import _kernel
+from ..baselines.exact_gp import _kernel, lbfgs_minimise
 
 __all__ = ["LinearHiddenGP", "active_subspace"]
 
@@ -120,24 +120,9 @@ class LinearHiddenGP:
                 start = [shallow.log_lengthscale, shallow.log_signal + math.log(0.5), V * scale,
                          shallow.log_signal + math.log(0.5), shallow.log_noise]
                 params = [p.detach().to(torch.float64).clone().requires_grad_() for p in start]
-                opt = torch.optim.LBFGS(params, lr=0.5, max_iter=self.max_iter, line_search_fn="strong_wolfe")
-
-                def closure():
-                    opt.zero_grad()
-                    loss = self._nlml(params, Xs, ys)
-                    if loss is None or not torch.isfinite(loss):
-                        loss = sum(p.sum() * 0 for p in params) + 1e10
-                    loss.backward()
-                    return loss
-
-                try:
-                    opt.step(closure)
-                except RuntimeError:   # a failed line search: keep what it reached
-                    pass
-                with torch.no_grad():
-                    value = self._nlml(params, Xs, ys)
-                if value is not None and torch.isfinite(value) and float(value) < best_val:
-                    best, best_val = [p.detach().clone() for p in params], float(value)
+                value = lbfgs_minimise(lambda q: self._nlml(q, Xs, ys), params, self.max_iter)
+                if value < best_val:
+                    best, best_val = [p.detach().clone() for p in params], value
         if best is None:
             raise RuntimeError("LinearHiddenGP.fit: every start gave a non-positive-definite Gram matrix")
         self.params = best
