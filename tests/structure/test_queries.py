@@ -108,6 +108,7 @@ def test_exact_conditional_queries_match_enumeration(p4, evidence):
     _assert_consistent(A_map.numpy(), order)
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: run by `pytest -m slow`
 def test_exact_queries_on_five_nodes_bge():
     post, log_f, q, _ = _problem(5, "bge", seed=3)
     orders, A, logw = _pairs(log_f, q)
