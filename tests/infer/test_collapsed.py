@@ -24,6 +24,17 @@ def _regression(n=40, seed=0, noise=0.05):
     return nx.DiGraph([("x", "y")]), {"x": x}, {"y": y}, f
 
 
+
+def _assert_optimal_posterior(model, guide, inputs, y, M):
+    """The guide's block of ``y`` is the collapsed bound's optimal ``q(V)``: precision ``I + AᵀA / τ²``."""
+    with torch.no_grad():
+        _, a, tau2 = collapsed_bound(model, "y", inputs, y)
+        S = torch.linalg.inv(torch.eye(M, dtype=torch.float64) + a.T @ a / tau2)
+        m = S @ a.T @ y / tau2
+    post = guide.inducing_posterior()
+    assert torch.allclose(post.mean_blocks()["y"].reshape(-1), m, atol=1e-8)
+    assert torch.allclose(post.covariance_block("y"), S, atol=1e-8)
+
 def _chain(n=40, seed=0):
     """x -> h -> y with h hidden: y is not collapsible; x -> z observed is."""
     g = torch.Generator().manual_seed(seed)
@@ -77,13 +88,7 @@ def test_the_written_posterior_is_the_optimal_q(precision):
     model = DAGDGP(graph, num_inducing=10).double()
     guide = AutoStructuredGuide(model, precision=precision)
     fit_collapsed(model, guide, inputs, data, max_iter=20)
-    with torch.no_grad():
-        _, a, tau2 = collapsed_bound(model, "y", inputs, data["y"][:, 0])
-        S = torch.linalg.inv(torch.eye(10, dtype=torch.float64) + a.T @ a / tau2)
-        m = S @ a.T @ data["y"][:, 0] / tau2
-    post = guide.inducing_posterior()
-    assert torch.allclose(post.mean_blocks()["y"].reshape(-1), m, atol=1e-8)
-    assert torch.allclose(post.covariance_block("y"), S, atol=1e-8)
+    _assert_optimal_posterior(model, guide, inputs, data["y"][:, 0], 10)
 
 
 def test_train_skips_the_steps_when_every_node_is_fitted_exactly():
@@ -210,13 +215,7 @@ def test_above_max_cases_the_hyperparameters_come_from_a_subset_and_q_from_every
         assert torch.allclose(a.detach(), b.detach(), rtol=1e-6, atol=1e-9)
     assert torch.allclose(model.likelihoods["y"].variance.detach(), ref.likelihoods["y"].variance.detach(),
                           rtol=1e-6, atol=1e-12)
-    with torch.no_grad():
-        _, a, tau2 = collapsed_bound(model, "y", inputs, data["y"][:, 0])
-        S = torch.linalg.inv(torch.eye(8, dtype=torch.float64) + a.T @ a / tau2)
-        m = S @ a.T @ data["y"][:, 0] / tau2
-    post = guide.inducing_posterior()
-    assert torch.allclose(post.mean_blocks()["y"].reshape(-1), m, atol=1e-8)
-    assert torch.allclose(post.covariance_block("y"), S, atol=1e-8)
+    _assert_optimal_posterior(model, guide, inputs, data["y"][:, 0], 8)
 
 
 def test_the_posterior_written_in_chunks_is_the_one_pass_posterior():
