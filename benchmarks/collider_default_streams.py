@@ -90,7 +90,7 @@ def run_one(data_seed, stream, steps, at, precision, child_kernel="default"):
             "natural_gradient_stopped": result.natural_gradient_stopped,
             "started_nodes": result.started_nodes, "final_loss": result.losses[-1],
             "noise_steps": result.noise_steps, "rollbacks": [list(r) for r in result.rollbacks],
-            "fallback": result.fallback,
+            "fallback": result.fallback, "candidates": result.candidates,
             "min_window_loss": min(sum(result.losses[i:i + 50]) / 50 for i in range(0, len(result.losses) - 49, 50)),
             "warnings": sorted({w.category.__name__ for w in caught})}
 
@@ -160,7 +160,8 @@ def main(argv=None):
                   f"along {[(k, round(v['rmse_test'], 3)) for k, v in row['along'].items()]} "
                   f"restored {row['restored_step']} ng_stopped {row['natural_gradient_stopped']} "
                   f"noise steps {row['noise_steps']} rollbacks {len(row['rollbacks'])} "
-                  f"fallback {None if row['fallback'] is None else row['fallback'].get('kept')}", flush=True)
+                  f"fallback {None if row['fallback'] is None else row['fallback'].get('kept')} "
+                  f"candidates {row['candidates']}", flush=True)
             write_json(args.name, {"runs": runs, "targets": {"rmse_test": 0.1, "noise_factor": 10,
                                                              "parent_var": 0.05, "mean_abs_corr": 0.3}})
     print("wrote", path)

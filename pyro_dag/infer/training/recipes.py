@@ -47,12 +47,15 @@ class SVIRecipe:
         (:func:`~pyro_dag.infer.training.fit_collapsed`).
     :ivar bool start_hidden: the default of ``start_hidden``: start hidden nodes at the shallow fit
         (:func:`~pyro_dag.infer.training.start_hidden_nodes`).
+    :ivar int candidate_starts: the count ``candidate_starts="auto"`` gives a DAGDGP with hidden nodes
+        (:mod:`~pyro_dag.infer.training.candidates`; 1: none).
     """
 
     antithetic: bool
     natural_gradient: float
     collapse: bool = False
     start_hidden: bool = False
+    candidate_starts: int = 1
 
     def run(self, model, guide, inputs, data, config):
         """Train with :class:`~pyro_dag.infer.training.run.TrainingRun` (checkpoint file, threads, resumption)."""
@@ -78,4 +81,4 @@ class SVIRecipe:
 
 register_recipe("adam", SVIRecipe(antithetic=False, natural_gradient=0.0))
 register_recipe("recommended", SVIRecipe(antithetic=True, natural_gradient=0.01, collapse=True,
-                                          start_hidden=True))
+                                          start_hidden=True, candidate_starts=2))

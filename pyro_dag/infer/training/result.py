@@ -37,6 +37,9 @@ class TrainResult:
         ``{"kept": "start" or "no start", "start_loss": ..., "no_start_loss": ..., "nodes": [...]}`` (the final losses
         are means of the last 50 steps; ``nodes`` those whose noise took the signal); else ``None``. :attr:`losses`
         are the kept run's.
+    :ivar dict candidates: when the run took candidate starts (:mod:`~pyro_dag.infer.training.candidates`):
+        ``{"losses": [mean loss of each candidate's last 50 steps], "kept": index, "steps": R}``, else ``None``;
+        :attr:`losses` are the kept candidate's (its ``R`` steps, then the rest of the run).
     :ivar int noise_steps: the number of noise steps that lowered a node's noise
         (:class:`~pyro_dag.infer.training.noise_step.NoiseStep`).
     :ivar restored_step: the last step of the window whose parameters the run ended with because the run ended worse
@@ -63,6 +66,7 @@ class TrainResult:
     fallback: dict = None
     rollbacks: list = field(default_factory=list)
     noise_steps: int = 0
+    candidates: dict = None
 
     @property
     def num_steps(self):

@@ -19,6 +19,7 @@ from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
 from .rollback import DivergenceRollback, RollbackWarning
 from .noise_step import NoiseStep
+from .candidates import CandidateStarts, resolve_candidates
 from .checkpoint import (FORMAT, CheckpointError, capture_params, capture_rng_state, check_record, load_checkpoint,
                          restore_params,
                          restore_rng_state, run_record, save_checkpoint)
@@ -155,6 +156,8 @@ class TrainingRun:
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
+        count, steps = resolve_candidates(self, recipe.candidate_starts)
+        self.settings.update(candidate_starts=count, candidate_steps=steps if count > 1 else None)
         # what a checkpoint of this run belongs to (guide, graph, dtype, data): resuming refuses another run's file
         self.record = run_record(model, guide, inputs, data, self.kw.get("mask"), dgp) if path is not None else None
         self.result = TrainResult(settings=dict(self.settings, num_steps=config.num_steps))
@@ -355,7 +358,7 @@ class TrainingRun:
                     self.adam_phase.start(self.guide)
             if self.dp is not None and not self.dp.is_setup:
                 self.dp.setup(self.model, self.guide, *self.args, **self.kw)
-            self._loop()
+            self._take_steps(fresh=state is None)
         if self.config.validation is not None and self.config.restore_best and self.best_params is not None:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
         self._end_at_best_iterate()
@@ -370,6 +373,18 @@ class TrainingRun:
             noise_warnings(self.dgp, self.data, self.name, inputs=self.inputs)
         signal_warnings(self.dgp, self.name, inputs=self.inputs, data=self.data)
         return r
+
+    def _take_steps(self, fresh):
+        """The loop, after the candidate starts (:mod:`.candidates`) when the run takes them."""
+        count = self.settings["candidate_starts"]
+        if fresh and count > 1 and self.result.stopped is None:
+            def rebuild():   # the phases hold the optimiser of one candidate: each restore starts them afresh
+                self.adam_phase = AdamPhase(self)
+                self.natural = NaturalGradientPhase(self, self.adam_phase, self.natural.step_size,
+                                                    self.natural.after, self.natural.max_kl)
+            pick = CandidateStarts(count=count, steps=self.settings["candidate_steps"])
+            self.result.candidates = pick.run(self, rebuild)
+        self._loop()
 
     def _end_at_best_iterate(self):
         r, tracker = self.result, self.best_iterate
@@ -434,7 +449,7 @@ class TrainingRun:
         self.rollback = DivergenceRollback() if self.rollback is not None else None
         with self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext():
             self.adam_phase.start(self.guide)
-            self._loop()
+            self._take_steps(fresh=True)
         self._end_at_best_iterate()
         second_loss = self._final_loss()
         info = {"start_loss": first_loss, "no_start_loss": second_loss, "nodes": nodes}
@@ -506,10 +521,10 @@ class TrainingRun:
         X, _, obs = self.dgp.checked_arguments(self.inputs, self.data, self.kw.get("mask"))
         return [w for w in pretrainable_nodes(self.dgp, obs) if w not in self.result.collapsed_nodes]
 
-    def _loop(self):
+    def _loop(self, until=None):
         r, config = self.result, self.config
         num_steps = config.num_steps
-        steps = range(self.step + 1, num_steps + 1)
+        steps = range(self.step + 1, (num_steps if until is None else min(until, num_steps)) + 1)
         bar = None
         if config.progress and r.stopped is None:
             from tqdm.auto import tqdm
@@ -551,10 +566,10 @@ class TrainingRun:
             if r.stopped is not None:
                 break
         end = time.perf_counter()
-        r.seconds = end - start
+        r.seconds += end - start   # (candidate starts run the loop more than once)
         if self.warm and self.step <= self.warm:
             warm_end = end
-        r.warm_start_seconds = 0.0 if warm_end is None else warm_end - start
+        r.warm_start_seconds += 0.0 if warm_end is None else warm_end - start
         if bar is not None:
             bar.close()
         if self.path is not None:
