@@ -318,7 +318,37 @@ def _load_device(map_location, model, path):
     if device.type == "meta":
         raise SavedFileError(f"load: map_location={map_location!r}: the meta device holds no values to load into; "
                              f"pass a real device such as 'cpu' ({path!r})")
+    try:   # a device this torch build or machine lacks (mps, xpu, cuda:7) fails here, not deep inside model.to()
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, AttributeError) as e:
+        raise SavedFileError(f"load: map_location={map_location!r} is not available in this process ({e}); load on "
+                             f"the CPU (map_location='cpu' or None) ({path!r})") from None
     return device
+
+
+def saved_exact_fit_nodes(state, model, path):
+    """The nodes a saved file says were fitted exactly (``model.exact_fit_nodes``): a list of non-root nodes of the
+    model's graph. A file without the entry (format 1, or format 2 written before pyro_dag kept it) loads with a
+    :class:`SavedFormatWarning`: its prediction may feed those nodes other parents' values than the saved model's.
+
+    :raises SavedFileError: naming ``path`` and the entry, for anything but a list of the graph's non-root nodes."""
+    if "exact_fit_nodes" not in state:
+        if state.get("version") != 1:   # format 1's own warning already says what cannot be verified
+            warnings.warn(f"load: {path!r} does not record which nodes were fitted exactly (exact_fit_nodes; "
+                          "written before pyro_dag saved them): the loaded model feeds every node its parents' "
+                          "predictions, so nodes the saved run fitted exactly may predict otherwise; save the fit "
+                          "again with this pyro_dag to keep them", SavedFormatWarning, stacklevel=4)
+        return set()
+    nodes = state["exact_fit_nodes"]
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(w, str) for w in nodes):
+        raise SavedFileError(f"load: {path!r} holds exact_fit_nodes={nodes!r}, not a list of node names: the file is "
+                             "corrupt or was edited; save the fit again")
+    unknown = [w for w in nodes if w not in model.gp_nodes]
+    if unknown:
+        raise SavedFileError(f"load: {path!r} says node(s) {unknown} were fitted exactly (exact_fit_nodes), but they "
+                             f"are not non-root nodes of this model's graph ({list(model.gp_nodes)}): the file is "
+                             "corrupt or was edited; save the fit again")
+    return set(nodes)
 
 
 def restore_model(state, model, guide, path, dtype=None, map_location=None):
@@ -342,6 +372,7 @@ def restore_model(state, model, guide, path, dtype=None, map_location=None):
                              "with the same arguments)")
     modules = state.get("modules") or {}
     check_module_classes(modules.get("model"), model, "the model", path)   # the set-up creates no module
+    exact_fit_nodes = saved_exact_fit_nodes(state, model, path)
     dtype = _load_dtype(dtype, saved_dtype(state, path), path)
     device = _load_device(map_location, model, path)
     model.to(device=device, dtype=dtype)
@@ -354,7 +385,7 @@ def restore_model(state, model, guide, path, dtype=None, map_location=None):
         if not model.is_setup:
             model.setup(inputs, data, mask)
         load_state(model, state["model"], "the model")
-        model.exact_fit_nodes = set(state.get("exact_fit_nodes", ()))
+        model.exact_fit_nodes = exact_fit_nodes
         if guide is not None:
             with torch.no_grad():
                 guide(inputs, data, mask)

@@ -170,7 +170,8 @@ def test_persist_refuses_what_it_cannot_load_onto(tmp_path):
     for kwargs, match in [({"dtype": torch.float16}, "float32 or torch.float64"),
                           ({"map_location": "meta"}, "meta device holds no values"),
                           ({"map_location": "no-such-device"}, "is not a device")] + (
-            [] if torch.cuda.is_available() else [({"map_location": "cuda"}, "CUDA is not available")]):
+            [] if torch.cuda.is_available() else [({"map_location": "cuda"}, "CUDA is not available")]) + (
+            [] if torch.backends.mps.is_available() else [({"map_location": "mps"}, "'mps' is not available")]):
         pyro.clear_param_store()
         model2 = DAGDGP(model.graph).double()
         with pytest.raises(SavedFileError, match=match):
