@@ -98,8 +98,9 @@ UNRELATED_WARNINGS = ("BaselineWarning", "ParamStoreCollisionWarning")
 CLEAR_TYPES = (ValueError, TypeError, OSError)
 PACKAGE = os.path.join(ROOT, "pyro_dag")
 #: Files of the battery itself: frames there are the injected fault, not the library.
-BATTERY_FILES = {os.path.join(HERE, "robustness.py"), os.path.join(HERE, "robustness_cases.py"),
-                 os.path.join(HERE, "robustness_cases_files.py")}
+BATTERY_FILES = {os.path.join(HERE, name) for name in ("robustness.py", "robustness_cases.py",
+                                                        "robustness_cases_files.py", "robustness_cases_features.py",
+                                                        "robustness_cases_features_more.py")}
 
 
 def reject(result):
