@@ -151,6 +151,50 @@ _resume_bitwise("int_resume_bitwise_minibatch", "the minibatch rule's steps (4 o
                 patch=_small_minibatch_rule)
 
 
+def _noise_step_wrapped(ctx):
+    """train(outer, AutoNormal(outer), ..., noise_step=True) where outer is a Pyro model holding the DAGDGP"""
+    from pyro.infer.autoguide import AutoNormal
+    from pyro.nn import PyroModule
+
+    from pyro_dag.infer import train
+
+    class Outer(PyroModule):
+        def __init__(self, dgp):
+            super().__init__()
+            self.dgp = dgp
+
+        def forward(self, inputs, data=None):
+            return self.dgp(inputs, data)
+
+    inputs, data = latent_chain_data()
+    outer = Outer(model_and_guide()[0])      # set up inside the outer model (Pyro: not on its own first)
+    ctx.start()
+    return train(outer, AutoNormal(outer), inputs, data, num_steps=2, progress=False, noise_step=True,
+                 recipe="adam").losses
+
+
+_add("noise_step_wrapped_model", "misuse", "train", _noise_step_wrapped, ("noise_step",))
+
+
+def _resume_other(option, saved, resumed):
+    def run(ctx):
+        from robustness_cases import _ckpt_train
+
+        with _small_minibatch_rule():
+            _ckpt_train(ctx, ctx.path("ckpt.pt"), num_steps=4, **{option: saved})
+            pyro.clear_param_store()
+            model = _set_up()
+            ctx.start()
+            return _ckpt_train(ctx, ctx.path("ckpt.pt"), num_steps=6, resume=True, model=model,
+                               **{option: resumed})[2].losses
+    run.__doc__ = f"resume a checkpoint written with {option}={saved!r} in a run with {option}={resumed!r}"
+    _add(f"files_resume_other_{option}", "files", "train(checkpoint=, resume=True)", run, (option,))
+
+
+_resume_other("minibatch", "auto", False)
+_resume_other("noise_step", True, False)
+
+
 def _noise_step_interrupted(ctx):
     from pyro_dag.infer import train
     from pyro_dag.infer.training import NoiseStep

@@ -67,6 +67,22 @@ _deep_case("deep_reg_predict_nan", ("NaN",), "predict at a NaN input",
            predict=lambda reg, X: reg.predict(np.where(np.arange(6).reshape(3, 2) == 0, np.nan, X[:3])))
 
 
+def _deep_reg_scale(ctx):
+    """DeepRegression().fit with y at 1e8 (standardised inside): the same fit as at unit scale, times 1e8"""
+    from pyro_dag.infer import DeepRegression
+
+    X, y = _regression_data()
+    unit = DeepRegression(restarts=1).fit(X, y).predict(X[:4])[0]
+    ctx.start()
+    big = DeepRegression(restarts=1).fit(X, y * 1e8).predict(X[:4])[0]
+    return {"unit": unit, "big": big}
+
+
+_add("deep_reg_y_1e8", "scale", "DeepRegression", _deep_reg_scale, ("rescale",), expect="accept", max_work=None,
+     wrong=wrong_if(lambda r: None if torch.allclose(r["big"] / 1e8, r["unit"], rtol=1e-3, atol=1e-6) else
+                    f"the fit at 1e8 predicts {(r['big'] / 1e8).tolist()} (scaled back) against {r['unit'].tolist()}"))
+
+
 def _deep_reg_predict_before_fit(ctx):
     """DeepRegression().predict(X) before fit"""
     from pyro_dag.infer import DeepRegression
@@ -148,7 +164,21 @@ def _lamp_load_init(ctx):
             "loaded": loaded.predict(inputs, num_samples=4, seed=0)["leaf_c"].mean}
 
 
+def _lamp_load_other_graph(ctx):
+    """a LaMP fit of root_a -> node_b -> leaf_c loaded into a LatentMAP of root_a -> leaf_c"""
+    import networkx as nx
+
+    from pyro_dag import DAGDGP
+    from pyro_dag.infer import LatentMAP
+
+    lamp, inputs, path = _lamp_saved(ctx)
+    other = DAGDGP(nx.DiGraph([("root_a", "leaf_c")])).double()
+    ctx.start()
+    return LatentMAP(other).load(path).predict(inputs, num_samples=4)
+
+
 _add("files_lamp_lengthscale_mismatch", "files", "LaMP", _lamp_load_lengthscale, ("lengthscale",))
+_add("files_lamp_other_graph", "files", "LaMP", _lamp_load_other_graph, ("graph", "edges"))
 _add("files_lamp_other_init", "files", "LaMP", _lamp_load_init, ("init",), expect="accept",
      wrong=wrong_if(lambda r: None if torch.equal(r["saved"], r["loaded"]) else "the loaded fit predicts otherwise"))
 
