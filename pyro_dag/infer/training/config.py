@@ -110,7 +110,9 @@ class TrainConfig:
         momentum (:class:`~pyro_dag.infer.training.noise_step.NoiseStep`; :attr:`TrainResult.noise_steps` counts
         them). Default off: on the latent collider it halved the held-out error at step 1500 on one stream (0.111 ->
         0.058) but left another in a poor basin (0.121 -> 0.286; 0.28 at step 3000), where Adam's slow fall of the
-        noise acts as annealing.
+        noise acts as annealing. It needs the DAGDGP as the model with its AutoStructuredGuide (refused otherwise,
+        and with ``distributed=True``), and warns where no node's noise can be stepped (latent inputs,
+        hyperpriors).
     :param bool best_iterate: without validation, end with the parameters of the window of 50 steps with the lowest
         mean loss when the last window is worse than it by more than ``max(3 sd, 5 %)``
         (:class:`~pyro_dag.infer.training.best.BestIterate`; :attr:`TrainResult.restored_step` and a
