@@ -2690,8 +2690,12 @@ def sec_robustness(R):
     poor_by_entry = {e: sum(1 for i in s["poor"] if by_id[i]["entry"] == e) for e in entries}
     notes = [para(f"""{s["cases"]} tiny cases (a handful of rows, a few training steps) as a new user would try
         them, over {len(entries)} entry points: `DAGDGP` + `train` + `predict`, `AutoStructuredGuide`,
-        `MultiFidelityEmulator`, `LatentSEM`, LaMP, `pyro_dag.structure` (`fit`, `exact_posterior`, queries),
-        `to_inference_data`, saved fits and checkpoints, and the `pyro-dag` command line (in process). Each case
+        `MultiFidelityEmulator`, `LatentSEM`, LaMP, `DeepRegression`, `pyro_dag.structure` (`fit`,
+        `exact_posterior`, queries), `to_inference_data`, saved fits and checkpoints, and the `pyro-dag` command
+        line (in process); the options and files of issues 41 and 43 (`noise_step`, `minibatch`,
+        `deterministic_amplitude`, `exact_fit_nodes`, `load(dtype=, map_location=)`, `DeepRegression(method=)`,
+        `LatentMAP(init=, lengthscale=)`, the emulator's kernel choice) have their own cases
+        (`benchmarks/robustness_cases_features*.py`). Each case
         declares what a good answer is and the script classifies the outcome mechanically (its docstring has the
         rules): **clear** is an error of the library's own types or `ValueError` / `TypeError` (an `OSError` for a
         full disk) naming the input, before the expensive work, or a warning naming it, or a sound result for a

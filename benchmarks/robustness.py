@@ -60,6 +60,14 @@ must prove what they hold: changed bytes, another precision or kernel class, old
 (interventional effects, the GP score's kernel, ``discover`` with the GP score, the emulator's exact fit, zero rows)
 and ``scale`` (inputs and data at 1e-8 / 1e8 met by unit-started kernels).
 
+Issue 41's rule (each new feature extends the battery in the same change) added the cases of
+``benchmarks/robustness_cases_features.py`` and ``robustness_cases_features_more.py``, in the same classes: bad
+values and contradictions of ``train(noise_step=, minibatch=)``, ``DAGDGP(deterministic_amplitude=)``,
+``persist.load(dtype=, map_location=)``, ``DeepRegression(method=)``, ``LatentMAP(init=, lengthscale=)`` and the
+emulator's kernel choice; saved fits whose ``exact_fit_nodes`` or kernel-choice record was rewritten; resumes with
+noise steps and minibatches; interruptions inside a noise step, a refit and the kernels' cross-validation; two
+processes saving and loading one fit.
+
 Target (issue 42): none silently wrong, at most 3 poor (issue 35's: 0 and 5).
 """
 import argparse
@@ -98,8 +106,9 @@ UNRELATED_WARNINGS = ("BaselineWarning", "ParamStoreCollisionWarning")
 CLEAR_TYPES = (ValueError, TypeError, OSError)
 PACKAGE = os.path.join(ROOT, "pyro_dag")
 #: Files of the battery itself: frames there are the injected fault, not the library.
-BATTERY_FILES = {os.path.join(HERE, "robustness.py"), os.path.join(HERE, "robustness_cases.py"),
-                 os.path.join(HERE, "robustness_cases_files.py")}
+BATTERY_FILES = {os.path.join(HERE, name) for name in ("robustness.py", "robustness_cases.py",
+                                                        "robustness_cases_files.py", "robustness_cases_features.py",
+                                                        "robustness_cases_features_more.py")}
 
 
 def reject(result):

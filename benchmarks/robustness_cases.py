@@ -2271,3 +2271,5 @@ _interruption("int_persist_save", "persist.save", "KeyboardInterrupt while a fit
 
 # the classes of issue 42 (files, concurrency, new inputs, scale): registered into CASES on import
 import robustness_cases_files  # noqa: E402,F401
+# the features of issues 41 and 43 (training options, persist, DeepRegression, LaMP, the emulator's choice)
+import robustness_cases_features  # noqa: E402,F401

@@ -29,7 +29,7 @@ import torch
 from .fingerprint import checksum, data_fingerprint
 from .outputs import OutputError, torch_save
 
-__all__ = ["SavedFileError", "SavedFormatWarning", "load", "load_state", "read_saved", "save", "write_saved",
+__all__ = ["SavedFileError", "SavedFormatWarning", "LoadPrecisionWarning", "load", "load_state", "read_saved", "save", "write_saved",
            "module_state", "file_kind"]
 
 #: The value of a saved file's ``"pyro_dag_format"`` entry (and its version, in ``"version"``).
@@ -47,6 +47,11 @@ class SavedFileError(ValueError):
 
 class SavedFormatWarning(UserWarning):
     """A saved file of an earlier format: it loads, but what that format did not record could not be verified."""
+
+
+class LoadPrecisionWarning(UserWarning):
+    """A fit loaded in a lower precision than it was fitted in (``load(..., dtype=torch.float32)`` of a float64 fit):
+    its predictions may differ from the saved fit's by more than the rounding of its values."""
 
 
 # ------------------------------------------------------------------------------------------------ what a file is
@@ -293,13 +298,25 @@ def model_payload(model, guide, inputs, data, mask=None):
     }
 
 
-def _load_dtype(dtype, saved, path):
-    """The dtype :func:`load` gives the model: ``dtype`` (float32 or float64), or the saved one."""
+def _load_dtype(dtype, saved, path, model=None):
+    """The dtype :func:`load` gives the model: ``dtype`` (float32 or float64), or the saved one. Loading a float64
+    fit in float32 warns (:class:`LoadPrecisionWarning`): the model then computes with float32's rounding and, unless
+    its ``jitter`` was given, float32's relative jitter of ``K(Z, Z)`` (1e-5 instead of 1e-8), so a fit whose kernel
+    matrices are ill-conditioned predicts otherwise (the battery's 12-case chain, as many inducing points as cases:
+    means 2-6 predictive sd from the saved fit's)."""
     if dtype is None:
         return saved
     if dtype not in (torch.float32, torch.float64):
         raise SavedFileError(f"load: dtype={dtype!r}: a DAGDGP computes in torch.float32 or torch.float64; pass one "
                              f"of them, or dtype=None for the saved one ({_dtype_name(saved)}) ({path!r})")
+    if saved == torch.float64 and dtype == torch.float32:
+        jitter = ("" if getattr(model, "jitter", None) is not None else
+                  " and float32's relative jitter of K(Z, Z) (1e-5, not the 1e-8 it was fitted with)")
+        warnings.warn(f"load: dtype=torch.float32 computes this float64 fit ({path!r}) with float32's rounding{jitter}: "
+                      "where its kernel matrices are ill-conditioned (many inducing points close together, little "
+                      "noise) its predictions can differ from the saved fit's by several predictive sd; compare a "
+                      "prediction with the float64 fit before relying on it, or load it in float64 (dtype=None)",
+                      LoadPrecisionWarning, stacklevel=4)
     return dtype
 
 
@@ -318,7 +335,37 @@ def _load_device(map_location, model, path):
     if device.type == "meta":
         raise SavedFileError(f"load: map_location={map_location!r}: the meta device holds no values to load into; "
                              f"pass a real device such as 'cpu' ({path!r})")
+    try:   # a device this torch build or machine lacks (mps, xpu, cuda:7) fails here, not deep inside model.to()
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError, AttributeError) as e:
+        raise SavedFileError(f"load: map_location={map_location!r} is not available in this process ({e}); load on "
+                             f"the CPU (map_location='cpu' or None) ({path!r})") from None
     return device
+
+
+def saved_exact_fit_nodes(state, model, path):
+    """The nodes a saved file says were fitted exactly (``model.exact_fit_nodes``): a list of non-root nodes of the
+    model's graph. A file without the entry (format 1, or format 2 written before pyro_dag kept it) loads with a
+    :class:`SavedFormatWarning`: its prediction may feed those nodes other parents' values than the saved model's.
+
+    :raises SavedFileError: naming ``path`` and the entry, for anything but a list of the graph's non-root nodes."""
+    if "exact_fit_nodes" not in state:
+        if state.get("version") != 1:   # format 1's own warning already says what cannot be verified
+            warnings.warn(f"load: {path!r} does not record which nodes were fitted exactly (exact_fit_nodes; "
+                          "written before pyro_dag saved them): the loaded model feeds every node its parents' "
+                          "predictions, so nodes the saved run fitted exactly may predict otherwise; save the fit "
+                          "again with this pyro_dag to keep them", SavedFormatWarning, stacklevel=4)
+        return set()
+    nodes = state["exact_fit_nodes"]
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(w, str) for w in nodes):
+        raise SavedFileError(f"load: {path!r} holds exact_fit_nodes={nodes!r}, not a list of node names: the file is "
+                             "corrupt or was edited; save the fit again")
+    unknown = [w for w in nodes if w not in model.gp_nodes]
+    if unknown:
+        raise SavedFileError(f"load: {path!r} says node(s) {unknown} were fitted exactly (exact_fit_nodes), but they "
+                             f"are not non-root nodes of this model's graph ({list(model.gp_nodes)}): the file is "
+                             "corrupt or was edited; save the fit again")
+    return set(nodes)
 
 
 def restore_model(state, model, guide, path, dtype=None, map_location=None):
@@ -342,7 +389,8 @@ def restore_model(state, model, guide, path, dtype=None, map_location=None):
                              "with the same arguments)")
     modules = state.get("modules") or {}
     check_module_classes(modules.get("model"), model, "the model", path)   # the set-up creates no module
-    dtype = _load_dtype(dtype, saved_dtype(state, path), path)
+    exact_fit_nodes = saved_exact_fit_nodes(state, model, path)
+    dtype = _load_dtype(dtype, saved_dtype(state, path), path, model)
     device = _load_device(map_location, model, path)
     model.to(device=device, dtype=dtype)
     inputs = {r: x.to(device=device, dtype=dtype) for r, x in state["inputs"].items()}
@@ -354,7 +402,7 @@ def restore_model(state, model, guide, path, dtype=None, map_location=None):
         if not model.is_setup:
             model.setup(inputs, data, mask)
         load_state(model, state["model"], "the model")
-        model.exact_fit_nodes = set(state.get("exact_fit_nodes", ()))
+        model.exact_fit_nodes = exact_fit_nodes
         if guide is not None:
             with torch.no_grad():
                 guide(inputs, data, mask)
@@ -405,9 +453,10 @@ def load(path, model, guide=None, *, dtype=None, map_location=None):
 
     The model is set up on the saved training inputs and data, the guide is called once on them, and the saved
     parameters and buffers are copied in; the model takes the saved dtype unless ``dtype`` is given (a fit saved in
-    float64 loads into float32 and back: the values are rounded to the new dtype, so predictions agree to its
-    precision), and stays on its device unless ``map_location`` is given (a fit saved from a GPU loads on the CPU:
-    the file itself always holds CPU tensors). The caller's random-number stream is
+    float64 loads into float32 and back: the values are rounded to the new dtype; where the kernel matrices are
+    well conditioned predictions agree to its precision, where they are not a float32 model predicts otherwise, and
+    :class:`LoadPrecisionWarning` says so), and stays on its device unless ``map_location`` is given (a fit saved
+    from a GPU loads on the CPU: the file itself always holds CPU tensors). The caller's random-number stream is
     left as it was, so predictions with the same seed equal the saved model's. In a process that still holds the
     saved model, call ``pyro.clear_param_store()`` (or give the new model another ``name``) first, as for any new
     model (:class:`~pyro_dag.param_store.ParamStoreCollisionWarning`).

@@ -252,3 +252,36 @@ def test_save_never_replaces_a_file_of_another_kind(fitted, tmp_path):
     persist.save(path, model, guide, inputs, data)            # a saved fit of the same kind is replaced
     nested = tmp_path / "new" / "folder" / "fit.pt"             # a missing folder is created
     assert persist.save(nested, model, guide, inputs, data) == str(nested) and nested.is_file()
+
+
+def _rewritten(path, change, name="edited.pt"):
+    """The saved file at ``path`` changed by ``change(state)`` and given a fresh checksum (a file rewritten by a
+    tool, which the checksum alone cannot catch)."""
+    from pyro_dag.fingerprint import checksum
+
+    state = torch.load(path, weights_only=True)
+    del state["checksum"]
+    change(state)
+    state["checksum"] = checksum(state)
+    out = path.parent / name
+    torch.save(state, out)
+    return out
+
+
+@pytest.mark.parametrize("fitted", ["chordal"], indirect=True)
+def test_exact_fit_nodes_of_a_rewritten_file_are_checked(fitted):
+    """Nodes that are not non-root nodes of the graph (or not a list of names) are refused by name; a file without
+    the entry (written before pyro_dag kept it) loads with a warning saying what may differ."""
+    kind, model, guide, inputs, path = fitted
+    for value, match in [(["ghost"], r"\['ghost'\].*not non-root nodes"), (["x"], r"\['x'\].*not non-root nodes"),
+                         ("a", "exact_fit_nodes='a', not a list of node names")]:
+        edited = _rewritten(path, lambda s: s.update(exact_fit_nodes=value))
+        pyro.clear_param_store()
+        with pytest.raises(SavedFileError, match=match):
+            persist.load(edited, *_build(kind))
+    edited = _rewritten(path, lambda s: s.pop("exact_fit_nodes"))
+    pyro.clear_param_store()
+    model2, guide2 = _build(kind)
+    with pytest.warns(persist.SavedFormatWarning, match="exact_fit_nodes"):
+        persist.load(edited, model2, guide2)
+    assert model2.exact_fit_nodes == set()

@@ -124,3 +124,17 @@ def test_issue_42_classes_end_to_end(rb, tmp_path):
     assert set(rows) == set(only)
     assert {r["class"] for r in rows.values()} >= {"files", "concurrency", "new inputs"}
     assert {i: r["outcome"] for i, r in rows.items() if r["outcome"] != "clear"} == {}
+
+
+def test_issue_41_43_features_end_to_end(rb, tmp_path):
+    """Quick cases of the features of issues 41 and 43 (a rewritten saved fit's exact_fit_nodes, noise_step with a
+    guide that cannot take it, an option of another DeepRegression method, a bad deterministic_amplitude) run and
+    come out clear: each was accepted without a word, or silently dropped, before the library refused it."""
+    out = tmp_path / "robustness_41.json"
+    only = ["files_exact_fit_nodes_unknown_node", "noise_step_autonormal", "deep_reg_num_steps_with_linear",
+            "det_amp_upper_case"]
+    assert rb.main(["--quick", "--only", *only, "--out", str(out), "--no-readme"]) == 0
+    rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == set(only)
+    assert {i: (r["outcome"], r["reason"]) for i, r in rows.items() if r["outcome"] != "clear"} == {}
+    assert "ghost_z" in rows["files_exact_fit_nodes_unknown_node"]["message"]

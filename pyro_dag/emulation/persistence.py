@@ -44,6 +44,29 @@ def save_emulator(path, em):
     return write_saved(path, KIND, payload)
 
 
+def _check_selection(auto, em, path):
+    """Refuse a saved ``fit(method="auto")`` record that does not name one kernel and one noise decision for each
+    of ``em``'s fidelities (``"rbf"`` where it refines nothing, a fusion kernel where it does): a file rewritten by
+    hand or by another tool, whose model could not be rebuilt (or would be rebuilt wrongly) from it."""
+    from .selection import KERNEL_CANDIDATES
+
+    fids = list(em.mf.fidelities)
+    chosen, deterministic = auto.get("chosen"), auto.get("deterministic")
+    for name, record in (("chosen", chosen), ("deterministic", deterministic)):
+        if not isinstance(record, dict) or sorted(record) != sorted(fids):
+            raise SavedFileError(f"load: {path!r} records the fit's {name} for fidelities "
+                                 f"{sorted(record) if isinstance(record, dict) else record!r}, not for this "
+                                 f"emulator's {fids}: the file is corrupt or was edited; fit and save it again")
+    for f in fids:
+        allowed = KERNEL_CANDIDATES if em.mf.parents[f] else ("rbf",)
+        if chosen[f] not in allowed:
+            raise SavedFileError(f"load: {path!r} records the kernel {chosen[f]!r} for fidelity {f!r}, which is not "
+                                 f"one of {list(allowed)}: the file is corrupt or was edited; fit and save it again")
+        if not isinstance(deterministic[f], bool):
+            raise SavedFileError(f"load: {path!r} records deterministic={deterministic[f]!r} for fidelity {f!r}, "
+                                 "not True or False: the file is corrupt or was edited; fit and save it again")
+
+
 def load_emulator(path, em):
     """Restore a fit written by :func:`save_emulator` into ``em`` (see
     :meth:`~pyro_dag.emulation.MultiFidelityEmulator.load`)."""
@@ -60,6 +83,7 @@ def load_emulator(path, em):
             raise SavedFileError(f"load: {path!r} holds an emulator whose {key} is {saved!r}, this one's is "
                                  f"{mine[key]!r}: build it with the same runs and arguments as the saved one")
     if auto is not None:
+        _check_selection(auto, em, path)
         em._auto_skeleton(auto)
     elif em.model is None:
         em.build()

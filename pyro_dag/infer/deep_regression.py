@@ -55,6 +55,7 @@ import torch
 
 from ..baselines import ExactGP
 from ..dgp import DAGDGP
+from ..errors import NotFittedError
 from ..gp.likelihoods import Gaussian
 from ..kernels import RBF, InputConnected
 from .autoguide import AutoStructuredGuide
@@ -83,7 +84,9 @@ class DeepRegression:
 
     :param str method: ``"linear"`` (default), ``"svi"`` or ``"lamp"`` (module docstring).
     :param int hidden_dims: the width of ``h`` (default 1; ``"inputs"``: as wide as ``x``, LaMP's default).
-    :param int num_steps: SVI steps of the deep fit (default 500; 0 skips it: the exact GP); ``method="svi"`` only.
+    :param int num_steps: SVI steps of the deep fit (default 500; 0 skips it: the exact GP); ``method="svi"`` only
+        (``num_steps``, ``max_inducing`` and ``elbo_particles`` with another method are refused, as is ``lamp_options``
+        without ``method="lamp"``: they would be ignored).
     :param int max_inducing: inducing points per node, at most (default 256; ``min(n, max_inducing)`` are used, so
         the nested point is the exact GP when ``n <= max_inducing``).
     :param int elbo_particles: particles of the deep ELBO's estimate (default 256, in batches of 32).
@@ -97,10 +100,27 @@ class DeepRegression:
         reg.choice, reg.evidence                    # "deep" or "shallow", {"shallow": ..., "deep": ..., ...}
     """
 
-    def __init__(self, *, method="linear", hidden_dims=None, num_steps=500, max_inducing=256, elbo_particles=256,
+    def __init__(self, *, method="linear", hidden_dims=None, num_steps=None, max_inducing=None, elbo_particles=None,
                  restarts=3, seed=0, lamp_options=None):
         if method not in METHODS:
             raise ValueError(f"DeepRegression: method must be one of {METHODS}, got {method!r}")
+        # an option of another method would be ignored without a word: refuse it
+        svi_only = [k for k, v in (("num_steps", num_steps), ("max_inducing", max_inducing),
+                                   ("elbo_particles", elbo_particles)) if v is not None]
+        if method != "svi" and svi_only:
+            raise ValueError(f"DeepRegression: {svi_only[0]} applies to method='svi' only, not method={method!r}; "
+                             "drop it (or pass method='svi')")
+        if method != "lamp" and lamp_options is not None:
+            raise ValueError(f"DeepRegression: lamp_options applies to method='lamp' only, not method={method!r}; "
+                             "drop it (or pass method='lamp')")
+        if lamp_options is not None and not isinstance(lamp_options, dict):
+            raise ValueError(f"DeepRegression: lamp_options must be a dict of LatentMAP.fit options, got "
+                             f"{lamp_options!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"DeepRegression: seed must be an int, got {seed!r}")
+        num_steps = 500 if num_steps is None else num_steps
+        max_inducing = 256 if max_inducing is None else max_inducing
+        elbo_particles = 256 if elbo_particles is None else elbo_particles
         self.method, self.lamp_options = method, dict(lamp_options or {})
         hidden_dims = ("inputs" if method == "lamp" else 1) if hidden_dims is None else hidden_dims
         self._hidden_inputs = hidden_dims == "inputs"
@@ -144,6 +164,8 @@ class DeepRegression:
     def fit(self, X, y):
         """Fit to ``X [n, D]``, ``y [n]`` (module docstring). :returns: ``self``."""
         Xs, ys = self._prepare(X, y)
+        # the scaling is the new data's from here on: until this fit ends, an earlier fit's choice must not predict
+        self.choice = None
         n, D = Xs.shape
         self.exact = ExactGP(restarts=self.restarts, seed=self.seed).fit(Xs, ys)
         self.elbo = {"shallow": float(self.exact.log_marginal_likelihood)}
@@ -264,9 +286,18 @@ class DeepRegression:
         """Predictive mean and variance at ``X [m, D]``: of the latent function, or of a new observation with
         ``include_noise``. :returns: ``(mean [m], var [m])`` in ``y``'s units (float64)."""
         if self.choice is None:
-            raise RuntimeError("DeepRegression.predict: call fit(X, y) first")
+            raise NotFittedError("DeepRegression.predict: not fitted (or the last fit did not finish: interrupted, or "
+                                 "stopped by an error); call fit(X, y) first")
         X = torch.as_tensor(X, dtype=torch.float64)
         X = X.unsqueeze(-1) if X.dim() == 1 else X
+        D = self._lo.shape[0]
+        if X.dim() != 2 or X.shape[1] != D:   # [m, 1] against a 2-D fit would broadcast without a word
+            raise ValueError(f"DeepRegression.predict: X must be [m, {D}] (the columns of the X given to fit), got "
+                             f"shape {tuple(X.shape)}")
+        bad = ~torch.isfinite(X).all(-1)
+        if bool(bad.any()):
+            raise ValueError(f"DeepRegression.predict: {int(bad.sum())} rows of X hold NaN or inf (first at row "
+                             f"{int(bad.nonzero()[0, 0])}); drop or impute them first")
         Xs = self._scale_x(X)
         if self.choice == "shallow":
             mean, var = self.exact.predict(Xs, include_noise=include_noise)

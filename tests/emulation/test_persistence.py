@@ -49,3 +49,25 @@ def test_round_trip_predicts_identically(precision, tmp_path):
         MultiFidelityEmulator(swapped, p.parents, precision=precision, num_inducing=15).load(path)
     with pytest.raises(SavedFileError, match="not been fitted"):
         MultiFidelityEmulator(p.train, p.parents).save(tmp_path / "unfitted.pt")
+
+
+def test_a_rewritten_selection_record_is_refused_by_name(tmp_path):
+    """A saved fit(method="auto") whose record of the chosen kernels or noise decisions was rewritten (with a fresh
+    checksum: a tool, not a changed byte) is refused naming the fidelity and the entry, before the model is built."""
+    from pyro_dag.emulation.persistence import KIND, _scalings
+    from pyro_dag.persist import write_saved
+
+    p = chain_problem("forrester", [10, 5], num_test=5, seed=0)
+    em = MultiFidelityEmulator(p.train, p.parents)
+    low, high = em.mf.fidelities
+    for change, match in [(lambda a: a["chosen"].update({high: "rbf_x"}), f"kernel 'rbf_x' for fidelity '{high}'"),
+                          (lambda a: a["chosen"].update({low: "nargp"}), f"kernel 'nargp' for fidelity '{low}'"),
+                          (lambda a: a["chosen"].pop(high), "chosen for fidelities"),
+                          (lambda a: a["deterministic"].update(ghost=True), "deterministic for fidelities"),
+                          (lambda a: a["deterministic"].update({high: "yes"}), "deterministic='yes'")]:
+        auto = {"chosen": {low: "rbf", high: "ar1"}, "deterministic": {low: True, high: False}}
+        change(auto)
+        # only the record is read before the refusal: the rest of a saved fit is not needed
+        path = write_saved(tmp_path / "em.pt", KIND, {"emulator": _scalings(em, auto=True), "auto": auto})
+        with pytest.raises(SavedFileError, match=match):
+            MultiFidelityEmulator(p.train, p.parents).load(path)

@@ -86,13 +86,71 @@ def test_bad_input_is_refused():
     X, y, _ = _data(n=20)
     with pytest.raises(ValueError, match="method"):
         DeepRegression(method="mcmc")
-    with pytest.raises(ValueError, match="num_steps"):
-        DeepRegression(num_steps=-1)
+    with pytest.raises(ValueError, match="num_steps must be an int >= 0"):
+        DeepRegression(method="svi", num_steps=-1)
     with pytest.raises(ValueError, match="same n"):
-        DeepRegression(num_steps=0).fit(X, y[:-1])
+        DeepRegression(method="svi", num_steps=0).fit(X, y[:-1])
     y2 = y.clone()
     y2[3] = float("nan")
     with pytest.raises(ValueError, match="row 3"):
-        DeepRegression(num_steps=0).fit(X, y2)
+        DeepRegression(method="svi", num_steps=0).fit(X, y2)
     with pytest.raises(RuntimeError, match="fit"):
         DeepRegression().predict(X)
+    # options of another method, and a seed that is not an int, are refused (they were ignored, or failed in int())
+    with pytest.raises(ValueError, match="num_steps applies to method='svi' only, not method='linear'"):
+        DeepRegression(num_steps=100)
+    with pytest.raises(ValueError, match="elbo_particles applies to method='svi' only, not method='lamp'"):
+        DeepRegression(method="lamp", elbo_particles=8)
+    with pytest.raises(ValueError, match="lamp_options applies to method='lamp' only, not method='svi'"):
+        DeepRegression(method="svi", lamp_options={"num_epochs": 5})
+    with pytest.raises(ValueError, match="seed must be an int, got 'a'"):
+        DeepRegression(seed="a")
+
+
+class _LosingLinearLayer:
+    """A stand-in for LinearHiddenGP that loses to the exact GP at once: the tests below check what predict and an
+    interrupted fit do, not the linear layer's (slow) fit."""
+    bic_gain, log_marginal_likelihood = -1.0, 0.0
+
+    def __init__(self, width):
+        self.width = width
+
+    def fit(self, X, y, exact):
+        return self
+
+
+def test_predict_refuses_other_columns_and_non_finite_inputs(monkeypatch):
+    """X with another number of columns than fit's (which broadcast against the scaling without a word) or with NaN
+    (which came back as NaN means) is refused by name."""
+    from pyro_dag.infer import deep_regression
+
+    monkeypatch.setattr(deep_regression, "LinearHiddenGP", _LosingLinearLayer)
+    X, y, _ = _data(n=20)
+    reg = DeepRegression(restarts=1).fit(X, y)
+    assert reg.choice == "shallow"
+    with pytest.raises(ValueError, match=f"X must be \\[m, {X.shape[1]}\\].*got shape \\(3, 1\\)"):
+        reg.predict(X[:3, :1])
+    bad = X[:3].clone()
+    bad[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="1 rows of X hold NaN or inf \\(first at row 1\\)"):
+        reg.predict(bad)
+
+
+def test_an_interrupted_refit_leaves_it_unfitted(monkeypatch):
+    """A second fit stopped inside (a KeyboardInterrupt) must not predict with the first fit's choice on the second
+    fit's scaling: predict refuses until a fit ends."""
+    from pyro_dag.errors import NotFittedError
+    from pyro_dag.infer import deep_regression
+
+    monkeypatch.setattr(deep_regression, "LinearHiddenGP", _LosingLinearLayer)
+    X, y, _ = _data(n=20)
+    reg = DeepRegression(restarts=1).fit(X, y)
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_LosingLinearLayer, "fit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        reg.fit(X * 100, y)
+    with pytest.raises(NotFittedError, match="the last fit did not finish"):
+        reg.predict(X[:3])

@@ -43,7 +43,7 @@ class TrainConfig:
     :param str recipe: ``"recommended"`` (default), ``"adam"`` or ``"lamp"``: latent-MAP fitting (Chang & Sung
         2026) with a :class:`~pyro_dag.infer.LatentMAP` as ``guide``, ``num_steps`` epochs of
         :meth:`~pyro_dag.infer.LatentMAP.fit`, ``optim_args`` a dict of
-        :class:`~pyro_dag.infer.lamp.LaMPSettings` fields; the other options do not apply.
+        :class:`~pyro_dag.infer.lamp.LaMPSettings` fields; the other options do not apply (set, they are refused).
     :param float lr: Adam's learning rate (default 0.01).
     :param elbo: the ELBO estimator (default ``DAGELBO(num_particles, antithetic=...)`` for an
         AutoStructuredGuide of a DAGDGP, ``Trace_ELBO(num_particles)`` otherwise).
@@ -120,7 +120,9 @@ class TrainConfig:
         momentum (:class:`~pyro_dag.infer.training.noise_step.NoiseStep`; :attr:`TrainResult.noise_steps` counts
         them). Default off: on the latent collider it halved the held-out error at step 1500 on one stream (0.111 ->
         0.058) but left another in a poor basin (0.121 -> 0.286; 0.28 at step 3000), where Adam's slow fall of the
-        noise acts as annealing.
+        noise acts as annealing. It needs the DAGDGP as the model with its AutoStructuredGuide (refused otherwise,
+        and with ``distributed=True``), and warns where no node's noise can be stepped (latent inputs,
+        hyperpriors).
     :param bool best_iterate: without validation, end with the parameters of the window of 50 steps with the lowest
         mean loss when the last window is worse than it by more than ``max(3 sd, 5 %)``
         (:class:`~pyro_dag.infer.training.best.BestIterate`; :attr:`TrainResult.restored_step` and a
@@ -158,7 +160,8 @@ class TrainConfig:
         cases the steps use random minibatches of
         :data:`~pyro_dag.infer.training.minibatch.MINIBATCH_SIZE` (an unbiased ELBO; one
         :class:`~pyro_dag.progress.ScaledDefaultWarning` says so; :mod:`~pyro_dag.infer.training.minibatch` lists
-        where it does not apply); ``False``: full-batch steps. A ``subsample_size`` in ``model_kwargs`` wins.
+        where it does not apply); ``False``: full-batch steps. A ``subsample_size`` in ``model_kwargs`` wins over
+        ``"auto"`` (with ``False`` it is refused: the two contradict).
 
     Example::
 
@@ -277,13 +280,19 @@ class TrainConfig:
         _check(_is_int(self.candidate_steps) and self.candidate_steps >= 1,
                f"candidate_steps must be a positive integer, got {self.candidate_steps!r}")
         _check(isinstance(self.noise_step, bool), f"noise_step must be True or False, got {self.noise_step!r}")
+        _check(not (self.noise_step and self.distributed), "noise_step steps are not data-parallel (each process holds a "
+               "shard of the cases, and the step needs them all): pass noise_step=False with distributed=True")
         _check(isinstance(self.rollback, bool), f"rollback must be True or False, got {self.rollback!r}")
         _check(isinstance(self.best_iterate, bool), f"best_iterate must be True or False, got {self.best_iterate!r}")
         for cb in self.callbacks:
             _check(callable(cb), f"callbacks must be callables (step, loss) -> bool, got {cb!r}")
         _check(self.fixed_kernels in ("auto", True, False), f"fixed_kernels must be 'auto', True or False, got "
                                                        f"{self.fixed_kernels!r}")
-        _check(self.minibatch in ("auto", False), f"minibatch must be 'auto' or False, got {self.minibatch!r}")
+        _check(self.minibatch in ("auto", False), f"minibatch must be 'auto' or False, got {self.minibatch!r}; to choose "
+               "the minibatch size B yourself, pass model_kwargs={'subsample_size': B}")
+        subsample = self.model_kwargs.get("subsample_size") if isinstance(self.model_kwargs, dict) else None
+        _check(self.minibatch is not False or subsample is None, f"minibatch=False asks for full-batch steps, and "
+               f"model_kwargs['subsample_size']={subsample!r} for minibatches of that size: drop one of them")
         _check(_is_int(self.checkpoint_every) and self.checkpoint_every >= 1,
                f"checkpoint_every must be a positive integer, got {self.checkpoint_every!r}")
         _check(not self.resume or self.checkpoint is not None, "resume=True needs checkpoint= (the file to resume from)")

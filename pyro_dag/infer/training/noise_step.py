@@ -26,7 +26,7 @@ from torch.distributions import transform_to
 from ...gp.likelihoods import Gaussian
 from .checkpoint import capture_rng_state, restore_rng_state
 
-__all__ = ["NoiseStep", "EVERY", "NUM_SAMPLES", "MAX_CASES"]
+__all__ = ["NoiseStep", "check_noise_step", "EVERY", "NUM_SAMPLES", "MAX_CASES"]
 
 #: Adam steps between two noise steps.
 EVERY = 50
@@ -45,6 +45,7 @@ class NoiseStep:
     :param mask: optional ``{node: [n, d_w] bool}`` as given to :func:`~pyro_dag.infer.train`.
     :param int every: Adam steps between two noise steps.
     :ivar int taken: the number of node-steps that lowered a noise.
+    :ivar str idle: why no node is eligible (the steps then do nothing), or ``None``.
     """
 
     def __init__(self, model, guide, inputs, data, *, mask=None, every=EVERY):
@@ -54,7 +55,13 @@ class NoiseStep:
         rows = torch.linspace(0, n - 1, min(n, MAX_CASES)).round().long().unique() if n > MAX_CASES else None
         self.inputs = {r: (x if rows is None else x[rows]) for r, x in inputs.items()}
         self.observed = {}
-        if getattr(model, "priors", None) is not None or model.latent_inputs:
+        self.idle = None
+        if model.latent_inputs:
+            self.idle = (f"the model has latent inputs ({list(model.latent_inputs)}), whose q(h) the model's "
+                         "predictive does not draw")
+            return
+        if getattr(model, "priors", None) is not None:
+            self.idle = f"the model's hyperparameters have priors (priors={model.priors!r}), not learned values"
             return
         for w, (y, m) in obs.items():
             lik = model.likelihoods.get(w) if hasattr(model.likelihoods, "get") else model.likelihoods[w]
@@ -64,6 +71,8 @@ class NoiseStep:
                 y, m = y[rows.to(y.device)], m[rows.to(m.device)]
             if int(m.sum()) >= 2:
                 self.observed[w] = (y, m)
+        if not self.observed:
+            self.idle = "no observed node has a Gaussian likelihood with a learnable noise and two observed cases"
 
     def due(self, step):
         """Whether step ``step`` (1-based) is followed by a noise step."""
@@ -111,6 +120,23 @@ class NoiseStep:
             changed[w] = new.clone()
             self.taken += 1
         return changed
+
+
+def check_noise_step(config, model, guide, dgp, dag_guide):
+    """Refuse ``train(..., noise_step=True)`` where the noise step cannot run, rather than train without it without a
+    word: it needs the :class:`~pyro_dag.DAGDGP` as the model and a guide with its structured part (a data-parallel
+    run is refused by :class:`~pyro_dag.infer.training.TrainConfig`: each process holds a shard of the cases).
+
+    :raises ValueError: naming ``noise_step`` and the fix."""
+    if not config.noise_step:
+        return
+    if dgp is None or dgp is not model:
+        what = "not a DAGDGP" if dgp is None else "a larger model holding a DAGDGP"
+        raise ValueError(f"train: noise_step=True lowers the noise of a DAGDGP's observed nodes from the DAGDGP's own "
+                         f"predictive, and the model is {what} ({type(model).__name__}); pass noise_step=False")
+    if not dag_guide:
+        raise ValueError("train: noise_step=True needs an AutoStructuredGuide of the DAGDGP (or an AutoGuideList "
+                         f"holding one) as the guide, got {type(guide).__name__}; pass noise_step=False")
 
 
 def _learnable(lik):

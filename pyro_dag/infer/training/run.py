@@ -18,7 +18,7 @@ from .minibatch import choose_minibatch
 from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
 from .rollback import DivergenceRollback, RollbackWarning
-from .noise_step import NoiseStep
+from .noise_step import NoiseStep, check_noise_step
 from .candidates import CandidateStarts, resolve_candidates
 from .checkpoint import (FORMAT, CheckpointError, capture_params, capture_rng_state, check_record, load_checkpoint,
                          restore_params,
@@ -89,6 +89,7 @@ class TrainingRun:
         self.elbo = elbo
         self.dp = None
         ng = config.natural_gradient
+        check_noise_step(config, model, guide, dgp, self.dag_guide)
         if config.distributed:
             for k in ("natural_gradient", "sink_step_size", "warm_start"):
                 if getattr(config, k):
@@ -205,6 +206,9 @@ class TrainingRun:
         """The one-sided closed-form noise step after step ``s``, when it is due (:class:`NoiseStep`)."""
         if self.noise_step is None:
             self.noise_step = NoiseStep(self.dgp, self.guide, self.inputs, self.data, mask=self.kw.get("mask"))
+            if self.noise_step.idle:
+                warnings.warn(f"{self.name}: noise_step=True does nothing here: {self.noise_step.idle}; pass "
+                              "noise_step=False", UserWarning, stacklevel=5)
         if not self.noise_step.due(s - self.warm):
             return
         adam = self.adam_phase.adam

@@ -349,3 +349,14 @@ def test_unsupported_models_are_refused():
     assert isinstance(LaMPSettings.paper(20), LaMPSettings)
     with pytest.raises(ValueError, match="condition_on_validation must be True or False"):
         LaMPSettings.mini_batch().replace(condition_on_validation="yes")
+
+
+def test_recipe_lamp_refuses_the_svi_options():
+    """train(recipe="lamp") with an option of the SVI recipes (noise_step, minibatch, lr, ...) refuses it by name
+    before fitting: the option used to be ignored without a word."""
+    x, y = _noisy_1d(n=12)
+    model = DAGDGP(nx.DiGraph([("x", "w"), ("w", "y")])).double()
+    for option in ({"noise_step": True}, {"minibatch": False}, {"lr": 0.1, "warm_start": 2}):
+        with pytest.raises(ValueError, match=f"recipe='lamp'\\): {next(iter(option))}=.*SVI recipes"):
+            train(model, LatentMAP(model), {"x": x}, {"y": y}, num_steps=3, recipe="lamp", **option)
+    assert LatentMAP(model).history is None

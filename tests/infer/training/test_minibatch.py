@@ -102,6 +102,12 @@ def test_minibatch_config_is_checked():
         graph, inputs, data = _hidden_chain(20)
         model = DAGDGP(graph, num_inducing=4).double()
         train(model, AutoStructuredGuide(model), inputs, data, num_steps=2, minibatch=64)
+    from pyro_dag.infer.training import TrainConfig
+
+    with pytest.raises(ValueError, match=r"got 64; to choose the minibatch size B yourself, pass model_kwargs"):
+        TrainConfig(num_steps=2, minibatch=64)
+    with pytest.raises(ValueError, match=r"minibatch=False asks for full-batch steps.*'subsample_size'\]=8"):
+        TrainConfig(num_steps=2, minibatch=False, model_kwargs={"subsample_size": 8})
 
 
 def test_the_minibatch_elbo_is_unbiased_on_the_hidden_chain():

@@ -125,3 +125,24 @@ def test_noise_step_must_be_a_bool():
 
     with pytest.raises(ValueError, match="noise_step must be True or False"):
         TrainConfig(num_steps=10, noise_step=1)
+
+
+def test_noise_step_where_it_cannot_run_is_refused_or_named():
+    """noise_step=True with a guide that is not the DAGDGP's structured guide, or data-parallel, is refused by name
+    (it used to train without the step, without a word); on a model where no node is eligible (latent inputs) it
+    warns."""
+    from pyro.infer.autoguide import AutoNormal
+
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).unsqueeze(-1)
+    pyro.clear_param_store()
+    model = DAGDGP(nx.DiGraph([("x", "y")]), num_inducing=4).double()
+    with pytest.raises(ValueError, match="noise_step=True needs an AutoStructuredGuide.*AutoNormal.*noise_step=False"):
+        train(model, AutoNormal(model), {"x": x}, {"y": torch.sin(x)}, num_steps=2, progress=False, noise_step=True)
+    with pytest.raises(ValueError, match="noise_step steps are not data-parallel.*noise_step=False with distributed=True"):
+        train(model, AutoStructuredGuide(model), {"x": x}, {"y": torch.sin(x)}, num_steps=2, progress=False,
+              noise_step=True, distributed=True)
+    pyro.clear_param_store()
+    latent = DAGDGP(nx.DiGraph([("h", "y"), ("x", "y")]), num_inducing=4, latent_inputs={"h": 1}).double()
+    with pytest.warns(UserWarning, match="noise_step=True does nothing here: the model has latent inputs"):
+        train(latent, AutoStructuredGuide(latent), {"x": x}, {"y": torch.sin(x)}, num_steps=2, progress=False,
+              noise_step=True, collapse=False, start_hidden=False)
