@@ -43,10 +43,12 @@ class CandidateStarts:
         self.losses = []
         self.kept = None
 
-    def run(self, training, rebuild):
+    def run(self, training, rebuild, unstarted=None):
         """Take the candidates' steps on ``training`` (a fresh TrainingRun about to start its loop) and restore the
         best candidate's state into it; ``rebuild()`` gives the run fresh phases (optimisers) before each restore.
-        :returns: ``{"losses": [K floats], "kept": k, "steps": R}``."""
+        ``unstarted``: ``(model state dict, guide state dict)`` before the hidden-node start, or ``None``; with it the
+        last candidate starts from those values instead (see the module's note).
+        :returns: ``{"losses": [K floats], "kept": k, "steps": R, "starts": ["start" / "no start" / "same", ...]}``."""
         # every guide parameter must exist in the start's snapshot: set the guide up (drawing nothing from the stream)
         rng = capture_rng_state()
         training.guide(*training.args, **training.kw)
@@ -61,6 +63,9 @@ class CandidateStarts:
                 rebuild()
                 _forget(training.result)
                 training._restore(start)
+                if unstarted is not None and k == self.count - 1:
+                    training.model.load_state_dict(unstarted[0])
+                    training.guide.load_state_dict(unstarted[1])
                 torch.manual_seed(seeds[k])
             training._loop(until=self.steps)
             tail = training.result.losses[-WINDOW:]
@@ -76,7 +81,11 @@ class CandidateStarts:
             _forget(training.result)
             training._restore(best_state)
         training.result.resumed_from = 0
-        return {"losses": list(self.losses), "kept": self.kept, "steps": self.steps}
+        if unstarted is None:
+            starts = ["same"] * self.count
+        else:
+            starts = ["start"] * (self.count - 1) + ["no start"]
+        return {"losses": list(self.losses), "kept": self.kept, "steps": self.steps, "starts": starts}
 
 
 def _forget(result):

@@ -99,3 +99,21 @@ def lr_multiplier_args(dgp, args, likelihood=1.0, kernel=1.0, inducing=1.0):
         return dict(args)
 
     return per_param
+
+
+def same_shapes(saved, now):
+    """Whether two state dicts hold the same names with the same shapes."""
+    return saved.keys() == now.keys() and all(tuple(saved[k].shape) == tuple(now[k].shape) for k in saved)
+
+
+def all_fixed(dgp):
+    """Whether every kernel hyperparameter and inducing input of ``dgp`` is fixed (no gradient, no prior)."""
+    for w in dgp.topo_nodes:
+        kernel = dgp.kernels[w]
+        if any(p.requires_grad for p in kernel.parameters()):
+            return False
+        if any(getattr(m, "_pyro_samples", None) for m in kernel.modules()):
+            return False
+        if dgp.inducing_inputs(w).requires_grad:
+            return False
+    return True

@@ -23,7 +23,7 @@ from .candidates import CandidateStarts, resolve_candidates
 from .checkpoint import (FORMAT, CheckpointError, capture_params, capture_rng_state, check_record, load_checkpoint,
                          restore_params,
                          restore_rng_state, run_record, save_checkpoint)
-from .groups import find_dagdgp, group_tensors
+from .groups import all_fixed, find_dagdgp, group_tensors, same_shapes
 from .guard import (DEFAULT_NATURAL_GRADIENT_MAX_KL, NaturalGradientGuard, noise_took_signal, noise_warnings,
                     signal_warnings)
 from .phases import WARM_START_NAME, AdamPhase, NaturalGradientPhase, WarmStartPhase
@@ -129,7 +129,7 @@ class TrainingRun:
         self.optim_args = config.optim_args if config.optim_args is not None else {"lr": config.lr}
         fk = config.fixed_kernels
         if fk == "auto":
-            fk = dgp is not None and dgp.is_setup and _all_fixed(dgp)
+            fk = dgp is not None and dgp.is_setup and all_fixed(dgp)
         self.use_fixed = bool(fk)
         collapse = recipe.collapse if config.collapse is None else config.collapse
         # the exact fit writes q(V_w) into the structured guide; data-parallel shards do not hold every case
@@ -157,8 +157,9 @@ class TrainingRun:
         }
         if self.dp is not None:
             self.settings["world_size"] = self.dp.world_size
-        count, steps = resolve_candidates(self, recipe.candidate_starts)
-        self.settings.update(candidate_starts=count, candidate_steps=steps if count > 1 else None)
+        self._candidate_count, steps = resolve_candidates(self, recipe.candidate_starts)
+        self.settings.update(candidate_starts=self._candidate_count,
+                             candidate_steps=steps if self._candidate_count > 1 else None)
         # what a checkpoint of this run belongs to (guide, graph, dtype, data): resuming refuses another run's file
         self.record = run_record(model, guide, inputs, data, self.kw.get("mask"), dgp) if path is not None else None
         self.result = TrainResult(settings=dict(self.settings, num_steps=config.num_steps))
@@ -362,13 +363,15 @@ class TrainingRun:
                     self.adam_phase.start(self.guide)
             if self.dp is not None and not self.dp.is_setup:
                 self.dp.setup(self.model, self.guide, *self.args, **self.kw)
-            self._take_steps(fresh=state is None)
+            self._take_steps(fresh=state is None, unstarted=initial)
+            if (r.candidates or {}).get("starts", [None])[(r.candidates or {}).get("kept", 0)] == "no start":
+                initial = None   # the run kept goes without the hidden-node start already
         if self.config.validation is not None and self.config.restore_best and self.best_params is not None:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
         self._end_at_best_iterate()
         took = noise_took_signal(self.dgp) if initial is not None and r.stopped is None else {}
-        if took and not (_same_shapes(initial[0], self.model.state_dict())
-                         and _same_shapes(initial[1], self.guide.state_dict())):
+        if took and not (same_shapes(initial[0], self.model.state_dict())
+                         and same_shapes(initial[1], self.guide.state_dict())):
             took = {}   # the model or guide grew other values since: nothing to go back to
         if took:
             self._fallback(initial, sorted(took))
@@ -378,16 +381,20 @@ class TrainingRun:
         signal_warnings(self.dgp, self.name, inputs=self.inputs, data=self.data)
         return r
 
-    def _take_steps(self, fresh):
-        """The loop, after the candidate starts (:mod:`.candidates`) when the run takes them."""
-        count = self.settings["candidate_starts"]
+    def _take_steps(self, fresh, unstarted=None):
+        """The loop, after the candidate starts (:mod:`.candidates`) when the run takes them; ``unstarted``: the
+        model's and guide's values before the hidden-node start, for a last candidate without it."""
+        count = self._candidate_count
+        if unstarted is not None and count > 1 and self.config.candidate_starts == "auto":
+            count += 1   # the start on two streams, and one candidate without it
+            self.settings["candidate_starts"] = self.result.settings["candidate_starts"] = count
         if fresh and count > 1 and self.result.stopped is None:
             def rebuild():   # the phases hold the optimiser of one candidate: each restore starts them afresh
                 self.adam_phase = AdamPhase(self)
                 self.natural = NaturalGradientPhase(self, self.adam_phase, self.natural.step_size,
                                                     self.natural.after, self.natural.max_kl)
             pick = CandidateStarts(count=count, steps=self.settings["candidate_steps"])
-            self.result.candidates = pick.run(self, rebuild)
+            self.result.candidates = pick.run(self, rebuild, unstarted=unstarted)
         self._loop()
 
     def _end_at_best_iterate(self):
@@ -579,20 +586,3 @@ class TrainingRun:
         if self.path is not None:
             self._save()
 
-
-def _same_shapes(saved, now):
-    """Whether two state dicts hold the same names with the same shapes."""
-    return saved.keys() == now.keys() and all(tuple(saved[k].shape) == tuple(now[k].shape) for k in saved)
-
-
-def _all_fixed(dgp):
-    """Whether every kernel hyperparameter and inducing input of ``dgp`` is fixed (no gradient, no prior)."""
-    for w in dgp.topo_nodes:
-        kernel = dgp.kernels[w]
-        if any(p.requires_grad for p in kernel.parameters()):
-            return False
-        if any(getattr(m, "_pyro_samples", None) for m in kernel.modules()):
-            return False
-        if dgp.inducing_inputs(w).requires_grad:
-            return False
-    return True

@@ -64,8 +64,8 @@ def test_the_kept_candidate_is_the_best_and_its_state_continues(monkeypatch):
     after_restore = []
 
     class Spy(candidates_module.CandidateStarts):
-        def run(self, training, rebuild):
-            out = super().run(training, rebuild)
+        def run(self, training, rebuild, unstarted=None):
+            out = super().run(training, rebuild, unstarted=unstarted)
             after_restore.append(capture_params())
             return out
 
@@ -86,9 +86,39 @@ def test_the_kept_candidate_is_the_best_and_its_state_continues(monkeypatch):
     assert result.losses[R:] == rec.runs[2][R:]
 
 
+def _loop_entries(monkeypatch):
+    """Patch the run's loop to record the model's values each time a loop starts (a candidate, then the rest)."""
+    entries, loop = [], run_module.TrainingRun._loop
+
+    def recording(self, until=None):
+        entries.append({k: v.detach().clone() for k, v in self.model.state_dict().items()})
+        return loop(self, until)
+
+    monkeypatch.setattr(run_module.TrainingRun, "_loop", recording)
+    return entries
+
+
+def test_the_last_candidate_starts_without_the_hidden_node_start(monkeypatch):
+    entries = _loop_entries(monkeypatch)
+    _, _, result = _fit(candidate_starts=2)
+    assert result.started_nodes and result.candidates["starts"] == ["start", "no start"]
+    started, unstarted = entries[0], entries[1]
+    plain_entries = _loop_entries(monkeypatch)
+    _, _, plain = _fit(candidate_starts=1, start_hidden=False)
+    assert not plain.started_nodes and len(plain_entries) == 1
+    (before,) = plain_entries
+    assert unstarted.keys() == before.keys()
+    assert all(torch.equal(unstarted[k], before[k]) for k in before)        # the values before the start
+    assert not all(torch.equal(started[k], before[k]) for k in before)      # the start changed the model
+    if result.candidates["kept"] == 1:
+        assert result.fallback is None   # the kept run is already the one without the start
+
+
 def test_auto_takes_candidates_only_for_hidden_nodes_and_long_enough_runs():
     _, _, hidden = _fit()
-    assert hidden.settings["candidate_starts"] == 2 and hidden.candidates is not None
+    assert hidden.settings["candidate_starts"] == 3 and hidden.candidates["starts"] == ["start", "start", "no start"]
+    _, _, unstarted = _fit(start_hidden=False)
+    assert unstarted.settings["candidate_starts"] == 2 and unstarted.candidates["starts"] == ["same", "same"]
     _, _, short = _fit(num_steps=2 * R - 1)
     assert short.settings["candidate_starts"] == 1 and short.candidates is None
     _, _, observed = _fit(graph=nx.DiGraph([("x", "y")]))
