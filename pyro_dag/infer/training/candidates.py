@@ -12,6 +12,12 @@ start, each on its own random stream, and continues the one with the lowest mean
 :data:`WINDOW` steps (the stochastic-search form of "restarts kept by ELBO", at ``(K - 1) · R`` extra steps rather
 than ``K`` full fits; Hensman, Fusi & Lawrence 2013 and Salimbeni & Deisenroth 2017 restart GP fits for the same
 reason). The kept candidate's steps count towards ``num_steps``; the others are discarded.
+
+The start itself can be the trap: on a random latent DAG (``pyro_dag.datasets.random_latent(100)``: ``x1 -> h1 ->
+h2 -> y`` with ``h1 -> h3 -> y`` and ``x1 -> h3, y``, h1 and h2 hidden) the hidden-node start
+(:func:`~pyro_dag.infer.training.start_hidden_nodes`) led to held-out RMSE 0.17 after 3000 steps (final loss -132),
+while the same model without it reached 0.018 after 500 steps (loss -223; an exact GP of y on x1: 0.014). So when
+the run started hidden nodes, the last candidate starts from the values before the start.
 """
 import math
 
