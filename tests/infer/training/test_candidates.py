@@ -101,7 +101,10 @@ def _loop_entries(monkeypatch):
 def test_the_last_candidate_starts_without_the_hidden_node_start(monkeypatch):
     entries = _loop_entries(monkeypatch)
     _, _, result = _fit(candidate_starts=2)
-    assert result.started_nodes and result.candidates["starts"] == ["start", "no start"]
+    starts = result.candidates["starts"]
+    assert result.started_nodes and starts[:2] == ["start", "no start"]
+    # a winning candidate without the start is weighed against a second one
+    assert starts[2:] == (["no start"] if result.candidates["losses"][1] < result.candidates["losses"][0] else [])
     started, unstarted = entries[0], entries[1]
     plain_entries = _loop_entries(monkeypatch)
     _, _, plain = _fit(candidate_starts=1, start_hidden=False)
@@ -110,7 +113,7 @@ def test_the_last_candidate_starts_without_the_hidden_node_start(monkeypatch):
     assert unstarted.keys() == before.keys()
     assert all(torch.equal(unstarted[k], before[k]) for k in before)        # the values before the start
     assert not all(torch.equal(started[k], before[k]) for k in before)      # the start changed the model
-    if result.candidates["kept"] == 1:
+    if starts[result.candidates["kept"]] == "no start":
         assert result.fallback is None   # the kept run is already the one without the start
 
 
@@ -140,3 +143,21 @@ def test_bad_candidate_steps_and_conflicts_are_refused(tmp_path):
         _fit(candidate_starts=2, candidate_steps=50, num_steps=20)
     with pytest.raises(ValueError, match="candidate_starts=2 cannot run with a checkpoint"):
         _fit(candidate_starts=2, checkpoint=str(tmp_path / "c.pt"))
+
+
+def test_a_winning_candidate_without_the_start_meets_a_second_one(monkeypatch):
+    calls, loop = [], run_module.TrainingRun._loop
+
+    def rigged(self, until=None):   # the first candidate without the start gets by far the lowest losses
+        out = loop(self, until)
+        calls.append(until)
+        if until is not None and len(calls) == 2:
+            self.result.losses[:] = [v - 1e6 for v in self.result.losses]
+        return out
+
+    monkeypatch.setattr(run_module.TrainingRun, "_loop", rigged)
+    _, _, result = _fit(candidate_starts=2)
+    c = result.candidates
+    assert c["starts"] == ["start", "no start", "no start"] and len(c["losses"]) == 3
+    assert calls == [R, R, R, None] and c["kept"] == 1 and c["losses"][1] < -1e5
+    assert result.fallback is None
