@@ -530,6 +530,8 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(1)
+    import common   # its CODE_AT_START: the library tree this run measures, recorded before the cases run
+
     from robustness_cases import all_cases
 
     cases = select(all_cases(), args.quick, args.only)
@@ -549,10 +551,9 @@ def main(argv=None):
     summary = summarise(rows)
     payload = {"schema": SCHEMA, "quick": args.quick, "only": args.only, "summary": summary, "rows": rows,
                "rules": "benchmarks/robustness.py module docstring", "seconds": round(time.perf_counter() - t0, 1)}
-    import common
-
     payload["environment"] = common.environment()
     payload["commit"] = _commit()
+    payload["code"] = common.CODE_AT_START   # report.py marks the section stale once the library tree changes
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump(payload, f, indent=1)

@@ -418,7 +418,9 @@ def _exact_fit_interrupted(ctx):
 
     inputs, data = chain_data()
     model, guide = model_and_guide()
-    real, calls = collapsed.lbfgs, []
+    # the exact fits run one node at a time by L-BFGS, or several together by batched BFGS (fit_exact_nodes, which
+    # the chain's nodes take): the interrupt strikes in whichever runs, so that the case measures an interruption
+    real, real_batch, calls = collapsed.lbfgs, collapsed.fit_exact_nodes, []
 
     def lbfgs(*a, **k):
         calls.append(1)
@@ -426,13 +428,19 @@ def _exact_fit_interrupted(ctx):
             raise InjectedInterrupt("injected in L-BFGS")
         return real(*a, **k)
 
-    collapsed.lbfgs = lbfgs
+    def fit_exact_nodes(*a, **k):
+        calls.append(1)
+        raise InjectedInterrupt("injected in the batched exact fits")
+
+    collapsed.lbfgs, collapsed.fit_exact_nodes = lbfgs, fit_exact_nodes
     try:
         train(model, guide, inputs, data, num_steps=2, progress=False, recipe="recommended")
     except InjectedInterrupt:
         pass
+    else:
+        raise AssertionError("the interrupt was not injected: the exact fits ran neither lbfgs nor fit_exact_nodes")
     finally:
-        collapsed.lbfgs = real
+        collapsed.lbfgs, collapsed.fit_exact_nodes = real, real_batch
     ctx.start()
     return model.predict(guide, inputs, num_samples=4)
 
