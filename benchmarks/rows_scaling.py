@@ -120,8 +120,12 @@ if method == "default":
     out.update(node_metrics(loc, var, noise, yt[:, 0], seed=seed))
     out["rmse_f"] = float((loc.mean(0) - Ey[:, 0]).pow(2).mean().sqrt())
 elif method == "cli":   # pyro-dag fit --csv on the n rows (its own 80/20 split; the held-out rows are its test rows)
-    import subprocess, tempfile
+    import contextlib, functools, io, tempfile
     import numpy as np
+    import pyro_dag.experiments.csv as csv_module
+    import pyro_dag.infer as infer_module
+    from pyro_dag import DAGDGP
+    from pyro_dag.cli import main as cli_main
     folder = tempfile.mkdtemp(prefix="rows_scaling_")
     cols = {{"x": x[:, 0], "y": y[:, 0]}} if h is None else {{"x": x[:, 0], "h": h[0][:, 0], "y": y[:, 0]}}
     np.savetxt(os.path.join(folder, "data.csv"), np.stack([c.numpy() for c in cols.values()], 1), delimiter=",",
@@ -129,21 +133,48 @@ elif method == "cli":   # pyro-dag fit --csv on the n rows (its own 80/20 split;
     with open(os.path.join(folder, "graph.txt"), "w") as fh:
         fh.write("\n".join(f"{{a}} -> {{b}}" for a, b in GRAPHS[case]) + "\n")
     data_csv, graph_txt, out_dir = (os.path.join(folder, k) for k in ("data.csv", "graph.txt", "out"))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run([sys.executable, "-m", "pyro_dag.cli", "fit", "--csv", data_csv, "--graph", graph_txt,
-                        "--threads", "1", "--no-progress", "--steps", str(steps), "--out", out_dir],
-                       capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out["fit_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    out["messages"] = sorted({{line.split("ScaledDefaultWarning: ")[1][:160] for line in p.stderr.splitlines()
+    phases = {{}}
+
+    def timed(owner, name, label):   # CPU seconds of the command's phases (the command runs in this process)
+        inner = getattr(owner, name)
+
+        @functools.wraps(inner)
+        def wrapper(*args, **kwargs):
+            t0 = cpu()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                phases[label] = phases.get(label, 0.0) + cpu() - t0
+        setattr(owner, name, wrapper)
+
+    timed(infer_module, "train", "train")
+    timed(DAGDGP, "predict", "predict")
+    timed(csv_module, "csv_baselines", "baselines")
+    timed(csv_module, "save_csv_outputs", "files")
+    # as a user runs it: the command's default steps (0: its default), progress shown (stderr kept, below)
+    argv = ["fit", "--csv", data_csv, "--graph", graph_txt, "--threads", "1", "--out", out_dir]
+    argv += ["--steps", str(steps)] if steps else []
+    err, std = io.StringIO(), io.StringIO()
+    t0 = cpu()
+    with warnings.catch_warnings(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
+        warnings.simplefilter("always")
+        rc = cli_main(argv)
+    out["fit_cpu_s"] = cpu() - t0
+    out["phases_cpu_s"] = phases
+    stderr = err.getvalue()
+    out["messages"] = sorted({{line.split("ScaledDefaultWarning: ")[1][:160] for line in stderr.splitlines()
                                if "ScaledDefaultWarning: " in line}})
-    if p.returncode != 0:
-        out["error"] = (p.stderr.strip().splitlines() or ["failed"])[-1][:300]
+    # what the user saw while it ran: the progress bars' names and the lines printed (tqdm redraws with \r)
+    seen = [part.strip() for part in stderr.splitlines() if part.strip()]
+    out["progress"] = sorted({{part.split(":")[0][:60] if "it/s" in part or "s/it" in part or "%|" in part
+                               else part[:120] for part in seen if "Warning" not in part and "warn" not in part}})[:30]
+    out["stdout"] = std.getvalue()[-1500:]
+    if rc != 0:
+        out["error"] = (stderr.strip().splitlines() or ["failed"])[-1][:300]
     else:
         met = json.load(open(os.path.join(out_dir, "metrics.json")))["per_node"]["y"]
         out.update({{k: met[k] for k in ("rmse", "crps", "nlpd", "picp")}}, rmse_f=None, predict_cpu_s=None,
                    baselines={{k: v["rmse"] for k, v in met.get("baselines", {{}}).items()}})
-    out["peak_rss_mib"] = after.ru_maxrss / 1024
 else:   # the exact GP of y on x: type-II ML on a random subset (ExactGP's default of 2000 rows, or --exact-fit-rows)
     from pyro_dag.baselines import ExactGP
     import numpy as np, scipy.linalg as sl
@@ -214,19 +245,24 @@ def main():
                     help="default: the library's default path at each size; exact: the exact GPs of y on x on "
                          "--exact-rows rows (type-II ML on a random --exact-fit-rows of them); cli: pyro-dag fit "
                          "--csv on the rows at each size (its own 80/20 split and baselines)")
-    ap.add_argument("--steps", type=int, default=1000, help="train's num_steps (only the hidden case takes steps)")
+    ap.add_argument("--steps", type=int, default=None, help="train's num_steps (only the hidden case takes steps; "
+                    "default 1000) or pyro-dag fit's --steps (default: the command's own)")
     ap.add_argument("--exact-rows", type=int, default=20000)
     ap.add_argument("--exact-fit-rows", type=int, default=2000, help="ExactGP's max_exact (its default: 2000)")
     ap.add_argument("--timeout", type=int, default=1500)
     ap.add_argument("--resume", action="store_true", help="keep the rows of the JSON measured on this tree")
     args = ap.parse_args()
-    path = os.path.join(RESULTS, "rows_scaling.json")
+    if "cli" in args.methods and len(args.methods) > 1:
+        ap.error("--methods cli runs alone (its rows go to results/rows_scaling_cli.json)")
+    name = "rows_scaling_cli" if args.methods == ["cli"] else "rows_scaling"
+    path = os.path.join(RESULTS, f"{name}.json")
     rows = []
     if args.resume and os.path.exists(path):
         with open(path) as f:
             old = json.load(f)
         # the exact GPs do not depend on the library's tree; the default path's rows do
-        rows = [r for r in old.get("rows", []) if r["method"] != "default" or r.get("tree") == CODE_AT_START.get("tree")]
+        rows = [r for r in old.get("rows", []) if r["method"] not in ("default", "cli")
+                or r.get("tree") == CODE_AT_START.get("tree")]
     done = {(r["case"], r["n"], r["seed"], r["method"]) for r in rows if "error" not in r}
 
     def record(row):
@@ -235,7 +271,7 @@ def main():
         rows = [r for r in rows if (r["case"], r["n"], r["seed"], r["method"]) != key] + [row]
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
                           if k not in ("tree", "messages", "num_inducing")}), flush=True)
-        write_json("rows_scaling", {"rows": rows, "n_test": N_TEST, "load": list(os.getloadavg())})
+        write_json(name, {"rows": rows, "n_test": N_TEST, "load": list(os.getloadavg())})
 
     for case in args.cases:
         for seed in _range(args.seeds):
@@ -257,8 +293,9 @@ def main():
                 for n in args.sizes:
                     if (case, n, seed, method) in done:
                         continue
-                    res = run_one(case, n, seed, method, args.steps, args.timeout)
-                    record(dict(case=case, n=n, seed=seed, method=method, steps=args.steps,
+                    steps = args.steps if args.steps is not None else (0 if method == "cli" else 1000)
+                    res = run_one(case, n, seed, method, steps, args.timeout)
+                    record(dict(case=case, n=n, seed=seed, method=method, steps=steps or None,
                                 tree=CODE_AT_START.get("tree"), **res))
     write_readme_section("rows_scaling", None)
 
