@@ -26,6 +26,13 @@ def _fresh_pyro():
     pyro.clear_param_store()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``early`` (the docs build, the guide's examples, the Quickstart: tens of seconds each) run first,
+    the others keep their order. Under pytest-xdist's worksteal scheduling (setup.cfg) a long test left for the end
+    would keep one worker busy while the other has nothing left to take over."""
+    items.sort(key=lambda item: item.get_closest_marker("early") is None)
+
+
 def pytest_addoption(parser):
     parser.addoption("--device", default=None, help="run device-parametrised tests only on this device")
 
