@@ -893,7 +893,8 @@ def sec_rows_scaling_cli(R):
                             f"the exact GP's on the inputs ({yes(r['rmse'] / best <= 1.2)})")
     tab = table(["graph", "rows", "seed", "CPU s, whole command", "of which train / predict / baselines / files",
                  "RMSE of y", "exact GP on x", "ratio", "CRPS", "NLPD", "PICP95", "peak MiB"], rows)
-    shown = sorted({p for r in d["rows"] for p in r.get("progress", [])})
+    # the source lines that Python prints under a warning are not output of the command's own
+    shown = sorted({p for r in d["rows"] for p in r.get("progress", []) if "self." not in p})
     messages = sorted({m for r in d["rows"] for m in r.get("messages", [])})
     notes = [para(f"""`pyro-dag fit --csv data.csv --graph graph.txt --threads 1 --out DIR` with the command's
         defaults (progress shown) on the rows of the rows-scaling problems (`benchmarks/rows_scaling.py --methods
@@ -904,7 +905,7 @@ def sec_rows_scaling_cli(R):
         on the inputs that it reports itself (`ExactGP` of `y` on `x`, type-II ML on 2000 rows, same rows):
         {'; '.join(verdicts) or 'no finished run'}. Load average {', '.join(f'{x:.1f}' for x in d['load']) or
         'n.r.'} at the end, 2 cores, shared. {code_note([d])}"""),
-             para("What it printed besides the report: " + ("; ".join(f"\"{m}\"" for m in shown) or "nothing")
+             para("What it printed besides the report and its warnings: " + ("; ".join(f"\"{m}\"" for m in shown) or "nothing")
                   + ". Its one-line messages: " + ("; ".join(f"\"{m}\"" for m in messages) or "none") + ".")]
     sources = ["rows_scaling_cli.json"] if have else []
     if os.path.exists(os.path.join(R.folder, "rows_scaling_draws.json")):
