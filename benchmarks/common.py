@@ -94,3 +94,12 @@ def timed(fn, repeats):
         times.append(time.perf_counter() - t)
     times.sort()
     return times[len(times) // 2]
+
+
+def subprocess_result(proc):
+    """The JSON payload a benchmark's child process printed on a line starting ``RESULT ``, or ``{"error": ...}`` with
+    the last line of its stderr when it printed none (``proc``: a finished ``subprocess.run`` with text output)."""
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (proc.stderr.strip().splitlines() or ["died without a result"])[-1][:300]}

@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import write_json, write_readme_section  # noqa: E402
+from common import subprocess_result, write_json, write_readme_section  # noqa: E402
 
 GUIDE_ORDER = ["dgp", "inference", "natural_gradients", "training", "latent_inputs", "pyro_interop", "mcmc_arviz"]
 
@@ -127,10 +127,7 @@ def run_part(part, timeout, quick=False):
                 with open(partial) as f:
                     out["partial"] = json.load(f)
             return out
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": (p.stderr.strip().splitlines() or ["died without a result"])[-1][:300]}
+    return subprocess_result(p)
 
 
 def main():

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import CODE_AT_START, RESULTS, write_json, write_readme_section  # noqa: E402
+from common import CODE_AT_START, RESULTS, subprocess_result, write_json, write_readme_section  # noqa: E402
 
 GRAPHS = {"xy": [("x", "y")], "xhy": [("x", "h"), ("h", "y")], "hidden": [("x", "h"), ("h", "y")]}
 N_TEST = 2000
@@ -230,10 +230,7 @@ def run_one(case, n, seed, method, steps, timeout):
                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": (p.stderr.strip().splitlines() or ["died without a result"])[-1][:300]}
+    return subprocess_result(p)
 
 
 def main():
