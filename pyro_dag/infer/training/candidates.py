@@ -10,8 +10,8 @@ pilot GP's evidence flags that run, but its loss after 500 steps is already the 
 79-99). So the default fit of a model with hidden nodes takes ``K`` short candidate runs of ``R`` steps from the same
 start, each on its own random stream, and continues the one with the lowest mean loss over its last
 :data:`WINDOW` steps (the stochastic-search form of "restarts kept by ELBO", at ``(K - 1) · R`` extra steps rather
-than ``K`` full fits; Hensman, Fusi & Lawrence 2013 and Salimbeni & Deisenroth 2017 restart GP fits for the same
-reason). The kept candidate's steps count towards ``num_steps``; the others are discarded.
+than ``K`` full fits; GP objectives have several local optima, Rasmussen & Williams 2006, "Gaussian Processes
+for Machine Learning", Sec. 5.4.1). The kept candidate's steps count towards ``num_steps``; the others are discarded.
 
 The start itself can be the trap: on a random latent DAG (``pyro_dag.datasets.random_latent(100)``: ``x1 -> h1 ->
 h2 -> y`` with ``h1 -> h3 -> y`` and ``x1 -> h3, y``, h1 and h2 hidden) the hidden-node start
@@ -108,7 +108,9 @@ def _forget(result):
 def resolve_candidates(training, recipe_count):
     """``(K, R)`` for a :class:`~pyro_dag.infer.training.run.TrainingRun`: its config's ``candidate_starts``
     (``"auto"``: the recipe's count for a DAGDGP with hidden GP nodes or latent inputs and learned kernels, noise or
-    inducing inputs, when ``num_steps >= 2 R``; else 1) and ``candidate_steps``. :raises ValueError: for ``K > 1`` where candidates cannot run, naming why."""
+    inducing inputs, when ``num_steps >= 2 R``; else 1) and ``candidate_steps``.
+
+    :raises ValueError: for ``K > 1`` where candidates cannot run, naming why."""
     config = training.config
     count, steps = config.candidate_starts, config.candidate_steps
     blockers = [why for why, on in (
