@@ -57,7 +57,9 @@ class CandidateStarts:
         ``unstarted``: ``(model state dict, guide state dict)`` before the hidden-node start, or ``None``; with it the
         last candidate starts from those values instead (see the module's note), and when that one has the lowest
         loss, one more candidate without the start, on another stream, is weighed against it.
-        :returns: ``{"losses": [K floats], "kept": k, "steps": R, "starts": ["start" / "no start" / "same", ...]}``."""
+        :returns: ``{"losses": [K floats], "kept": k, "steps": R, "starts": ["start" / "no start" / "same", ...]}``;
+            a candidate that a callback stopped (``result.stopped == "callback"``) ends the candidates, is kept, and
+            has loss ``nan``."""
         # every guide parameter must exist in the start's snapshot: set the guide up (drawing nothing from the stream)
         rng = capture_rng_state()
         training.guide(*training.args, **training.kw)
@@ -79,6 +81,10 @@ class CandidateStarts:
                     training.guide.load_state_dict(unstarted[1])
                 torch.manual_seed(seeds[k])
             training._loop(until=self.steps)
+            if training.result.stopped is not None:   # a callback asked to stop: this candidate's state is the fit
+                self.losses.append(math.nan)
+                self.kept = k
+                return {"losses": list(self.losses), "kept": k, "steps": self.steps, "starts": starts[:k + 1]}
             tail = training.result.losses[-WINDOW:]
             loss = sum(tail) / len(tail) if tail else math.inf
             if not math.isfinite(loss):

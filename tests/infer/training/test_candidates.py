@@ -161,3 +161,9 @@ def test_a_winning_candidate_without_the_start_meets_a_second_one(monkeypatch):
     assert c["starts"] == ["start", "no start", "no start"] and len(c["losses"]) == 3
     assert calls == [R, R, R, None] and c["kept"] == 1 and c["losses"][1] < -1e5
     assert result.fallback is None
+
+
+def test_a_callback_that_stops_the_run_stops_the_candidates_too():
+    _, _, result = _fit(candidate_starts=3, callbacks=[lambda s, loss: s == 3])
+    assert result.stopped == "callback" and len(result.losses) == 3
+    assert result.candidates["kept"] == 0 and len(result.candidates["losses"]) == 1
