@@ -364,7 +364,8 @@ class TrainingRun:
             if self.dp is not None and not self.dp.is_setup:
                 self.dp.setup(self.model, self.guide, *self.args, **self.kw)
             self._take_steps(fresh=state is None, unstarted=initial)
-            if (r.candidates or {}).get("starts", [None])[(r.candidates or {}).get("kept", 0)] == "no start":
+            kept = r.candidates
+            if kept is not None and kept["starts"][kept["kept"]] == "no start":
                 initial = None   # the run kept goes without the hidden-node start already
         if self.config.validation is not None and self.config.restore_best and self.best_params is not None:
             restore_params(self.best_params, ignore_missing=(WARM_START_NAME,))
@@ -389,13 +390,16 @@ class TrainingRun:
             count += 1   # the start on two streams, and one candidate without it
             self.settings["candidate_starts"] = self.result.settings["candidate_starts"] = count
         if fresh and count > 1 and self.result.stopped is None:
-            def rebuild():   # the phases hold the optimiser of one candidate: each restore starts them afresh
-                self.adam_phase = AdamPhase(self)
-                self.natural = NaturalGradientPhase(self, self.adam_phase, self.natural.step_size,
-                                                    self.natural.after, self.natural.max_kl)
+            # the phases hold one candidate's optimiser: each restore starts them afresh
             pick = CandidateStarts(count=count, steps=self.settings["candidate_steps"])
-            self.result.candidates = pick.run(self, rebuild, unstarted=unstarted)
+            self.result.candidates = pick.run(self, self._fresh_phases, unstarted=unstarted)
         self._loop()
+
+    def _fresh_phases(self):
+        """New Adam and natural-gradient phases with this run's settings (their optimisers start empty)."""
+        self.adam_phase = AdamPhase(self)
+        self.natural = NaturalGradientPhase(self, self.adam_phase, self.natural.step_size, self.natural.after,
+                                            self.natural.max_kl)
 
     def _end_at_best_iterate(self):
         r, tracker = self.result, self.best_iterate
@@ -453,9 +457,7 @@ class TrainingRun:
         self.result.collapsed_nodes, self.result.collapsed_losses = r.collapsed_nodes, r.collapsed_losses
         self.result.collapse_seconds = r.collapse_seconds
         self.step = 0
-        self.adam_phase = AdamPhase(self)
-        self.natural = NaturalGradientPhase(self, self.adam_phase, self.natural.step_size, self.natural.after,
-                                            self.natural.max_kl)
+        self._fresh_phases()
         self.best_iterate = BestIterate() if self.best_iterate is not None else None
         self.rollback = DivergenceRollback() if self.rollback is not None else None
         with self.dgp.fixed_kernels() if self.use_fixed else contextlib.nullcontext():
