@@ -1378,6 +1378,46 @@ def sec_guide_mcmc(R):
                    ["guide_mcmc.json"])
 
 
+def sec_nuts_release(R):
+    if not os.path.exists(os.path.join(R.folder, "nuts_release.json")):
+        return None
+    d = R("nuts_release.json")
+    rows, verdicts = [], []
+    for r in d["rows"]:
+        base = next((b for b in d["rows"] if b["model"] == r["model"] and b["label"] == "release NUTS"
+                     and "error" not in b), None)
+        if "error" in r:
+            rows.append([r["model"], r["label"], r["tree"], r["error"][:80], "", "", "", "", ""])
+            continue
+        after = r.get("cpu_per_iteration_after_compile")
+        per_it = f"{r['cpu_per_iteration']:.3f}" + (f" ({after:.3f} after compiling)" if after is not None else "")
+        ratio = r["cpu_per_iteration"] / base["cpu_per_iteration"] if base else None
+        div = "–" if r["divergences"] is None else f"{r['divergences']} / {r['draws']}"
+        rows.append([r["model"], r["label"], r["tree"], per_it, f(ratio, 2), f"{r['gradients_per_iteration']:.1f}",
+                     f"{r['ms_per_gradient']:.2f}", f(r.get("compile_wall_s"), 1), div])
+        if base and r["label"] == "NUTS":
+            verdicts.append(f"{r['model']}: NUTS {r['cpu_per_iteration']:.3f} against {base['cpu_per_iteration']:.3f} "
+                            f"CPU s per iteration ({ratio:.2f}x, {yes(ratio <= 1)})")
+    tab = table(["model", "variant", "tree", "CPU s per iteration", "/ release", "gradients per iteration",
+                 "ms per gradient", "compile s (wall)", "divergent draws"], rows)
+    descriptions = {}
+    for r in d["rows"]:
+        descriptions.setdefault(r["model"], r.get("model_description", r["model"]))
+    notes = [para(f"""One chain per variant, seed 0, one thread, each a fresh process (`benchmarks/nuts_release.py`);
+        the release is {d['previous_commit']} (before the data-driven defaults), `git archive`-d. Models:
+        {'; '.join(f'`{k}`: {v}' for k, v in descriptions.items())}. Every potential gradient goes through Pyro's
+        `potential_grad`, wrapped to count them, so the cost per iteration splits into gradients per iteration
+        (the posterior's geometry and the step size NUTS adapts: it doubles its trajectory until it turns, up to
+        2^10 gradients) and CPU per gradient (the code). `NUTS, release noise and kernel start`: this tree with
+        `noise="learned", kernel_init="default"`, which isolates the data-driven defaults. `CompiledNUTS`'s CPU
+        includes its compilation (its wall seconds apart). A chain whose draws are mostly divergent has not adapted
+        (20 warm-up iterations are few), and its cost per iteration says little. Issue 43's target, NUTS per
+        iteration at most the release's on the same model: {'; '.join(verdicts)}. Load average
+        {', '.join(f'{x:.1f}' for x in d['load'])} at the end, 2 cores, shared. {code_note([d])}""")]
+    return Section("Does NUTS cost more per iteration than in the release before the data-driven defaults?",
+                   "`python benchmarks/nuts_release.py` (under the shared lock)", tab, notes, ["nuts_release.json"])
+
+
 def sec_sbc(R):
     d = R("sbc.json")
     res = d["results"]
@@ -3001,7 +3041,8 @@ PARTS = [
         sec_gpu, sec_distributed,
         sec_threads, sec_generic,
         sec_conformance]),
-    ("MCMC, calibration and the prior", [sec_nuts, sec_traced, sec_guide_mcmc, sec_sbc, sec_prior_collapse]),
+    ("MCMC, calibration and the prior", [sec_nuts, sec_traced, sec_guide_mcmc, sec_nuts_release, sec_sbc,
+                                         sec_prior_collapse]),
     ("Applications: the papers' studies and their peers", [
         sec_sachs_regression, sec_mf_published, sec_mf_hf_scarce, sec_mf_pooled, sec_mf_auto, sec_lamp,
         sec_sem_quadratic,

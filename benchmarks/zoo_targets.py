@@ -4,10 +4,12 @@ reads the JSON without torch)."""
 #: The band a 95 % predictive interval's coverage of held-out observations should fall in (issue 41, item 4): a row
 #: outside it is flagged.
 PICP_BAND = (0.88, 0.99)
-#: The RMSE target against the exact GP on the same inputs, per zoo kind, for the generated draws' share table:
-#: issue 41's deep-regression targets (1.2x on smooth functions, 0.8x on non-stationary ones) and, for latent DAGs,
-#: the same 1.2x (a model that knows the DAG should not lose to the shallow GP on its roots by more).
-GENERATED_RATIO = {"latent": 1.2, "smooth": 1.2, "nonsmooth": 0.8}
+#: The RMSE target against the exact GP on the same inputs, per zoo kind, for the generated draws' share table: the
+#: default path must not lose to the shallow GP on its roots by more than 1.2x (issue 41's smooth target). On a graph
+#: ``x -> y`` the default path is an exact GP fitted exactly, so it cannot beat one: issue 41's 0.8x target on
+#: non-stationary functions belongs to ``DeepRegression`` and is measured on the same draws by
+#: ``benchmarks/deep_regression.py``; here a non-smooth draw is held to the 1.2x of the default path.
+GENERATED_RATIO = {"latent": 1.2, "smooth": 1.2, "nonsmooth": 1.2}
 
 
 def generated_targets(results, method="default"):

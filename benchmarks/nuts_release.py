@@ -1,0 +1,194 @@
+"""NUTS per iteration on the same model, this tree against the release before the data-driven defaults (issue 43,
+item 3: "NUTS per iteration at most the previous release's on the same model").
+
+Three models (``MODELS``), each sampler a fresh process, one chain, seed 0, one thread:
+
+* ``guide``: the user guide's NUTS example (``examples/guide/pyro_interop.py``): ``DAGDGP(x -> y, num_inducing=5,
+  sample_f=True)`` on the guide's first 30 cases, 20 warm-up + 20 draws;
+* ``guide_collapsed``: the guide's ArviZ example (``examples/guide/mcmc_arviz.py``): the same model with
+  ``collapse="inducing"`` and ``priors="weakly_informative"``, 30 + 30;
+* ``chain``: the model issue 43 timed, ``x -> h -> y`` on 24 cases with ``h`` and ``y`` observed (data drawn here
+  from a fixed seed: ``h = sin 3x + noise``, ``y = h² + noise``, noise sd 0.05), 20 + 20.
+
+Variants (``VARIANTS``):
+
+* ``release NUTS``: Pyro's ``NUTS`` on the release (default 9790281, ``git archive``-d into a temporary folder);
+* ``NUTS``, ``TracedNUTS``, ``CompiledNUTS``: this tree's defaults with each sampler
+  (:mod:`pyro_dag.infer.mcmc`); CompiledNUTS's CPU includes its compilation, whose wall seconds are also reported;
+* ``NUTS, release noise and kernel start``: this tree with ``noise="learned", kernel_init="default"``, the release's
+  start for the noise and the kernels, which isolates what the data-driven defaults change.
+
+Every potential gradient goes through ``pyro.ops.integrator.potential_grad``, wrapped to count them, so the cost
+per iteration splits into gradients per iteration (the posterior's geometry: NUTS doubles its trajectory until it
+turns) and CPU per gradient (the code).
+
+    flock /tmp/pyro_dag_bench.lock python benchmarks/nuts_release.py
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from common import code_state, subprocess_result, write_json, write_readme_section  # noqa: E402
+
+PREVIOUS = "9790281"
+
+WORKER = r"""
+import json, os, sys, time, warnings
+os.environ["OMP_NUM_THREADS"] = "1"
+import torch
+torch.set_num_threads(1)
+import networkx as nx
+import pyro
+import pyro.ops.integrator as integrator
+import pyro.infer.mcmc.hmc as hmc, pyro.infer.mcmc.nuts as nuts
+from pyro.infer import MCMC, NUTS
+sampler, options, warmup, draws, which = (sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                          sys.argv[5])
+cpu = time.process_time
+grads = {"n": 0, "s": 0.0}
+_potential_grad = integrator.potential_grad
+
+def counted(fn, z):
+    t = cpu()
+    try:
+        return _potential_grad(fn, z)
+    finally:
+        grads["n"] += 1
+        grads["s"] += cpu() - t
+
+integrator.potential_grad = hmc.potential_grad = nuts.potential_grad = counted
+import pyro_dag
+from pyro_dag import DAGDGP
+if which == "chain":   # the issue's model: 24 cases of x -> h -> y, h and y observed
+    gen = torch.Generator().manual_seed(0)
+    x = torch.linspace(-1, 1, 24).unsqueeze(-1)
+    h = torch.sin(3 * x) + 0.05 * torch.randn(24, 1, generator=gen)
+    y = h ** 2 + 0.05 * torch.randn(24, 1, generator=gen)
+    graph, inputs, data = nx.DiGraph([("x", "h"), ("h", "y")]), {"x": x}, {"h": h, "y": y}
+else:                 # the user guide's x -> y on its first 30 cases (examples/guide/dgp.py's data)
+    torch.manual_seed(0)
+    x = torch.linspace(-2, 2, 400).unsqueeze(-1)
+    y = torch.sin(2 * x) + 0.5 * x + 0.1 * torch.randn(400, 1)
+    y[::5] = float("nan")
+    graph, inputs, data = nx.DiGraph([("x", "y")]), {"x": x[:30]}, {"y": y[1:31]}
+    if which == "guide_collapsed":   # examples/guide/mcmc_arviz.py's model
+        options = dict(options, collapse="inducing", priors="weakly_informative")
+pyro.clear_param_store()
+pyro.set_rng_seed(0)
+model = DAGDGP(graph, num_inducing=5, sample_f=True, **options)
+if sampler == "NUTS":
+    kernel = NUTS(model)
+else:
+    from pyro_dag.infer import mcmc as dag_mcmc
+    kernel = getattr(dag_mcmc, sampler)(model)
+t0 = cpu()
+compile_s = None
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    mcmc = MCMC(kernel, num_samples=draws, warmup_steps=warmup, disable_progbar=True)
+    mcmc.run(inputs, data)
+total = cpu() - t0
+# CompiledNUTS records and compiles at the chain's set-up (wall seconds: the compiler runs worker processes)
+compile_s = getattr(kernel, "compile_seconds", None)
+try:
+    div = sum(int(len(v)) for v in mcmc.diagnostics().get("divergences", {}).values())
+except AssertionError:   # Pyro's diagnostics need at least 4 draws
+    div = None
+iters = warmup + draws
+print("RESULT " + json.dumps({
+    "cpu_s": total, "iterations": iters, "cpu_per_iteration": total / iters,
+    "cpu_per_iteration_after_compile": None if compile_s is None else (total - compile_s) / iters,
+    "compile_wall_s": compile_s, "gradients": grads["n"], "gradients_per_iteration": grads["n"] / iters,
+    "ms_per_gradient": 1000 * grads["s"] / max(grads["n"], 1), "divergences": div,
+    
+    "pyro_dag": os.path.dirname(pyro_dag.__file__)}))
+"""
+
+#: The models: ``(key, description, warm-up, draws)``.
+MODELS = [
+    ("guide", "user guide, `pyro_interop.py`: x -> y, 30 cases, `num_inducing=5, sample_f=True`", 20, 20),
+    ("guide_collapsed", "user guide, `mcmc_arviz.py`: the same with `collapse=\"inducing\"`, "
+                        "`priors=\"weakly_informative\"`", 30, 30),
+    ("chain", "issue 43's: x -> h -> y, 24 cases, h and y observed, `num_inducing=5, sample_f=True`", 20, 20),
+]
+#: (label, tree: "current" | "release", sampler, DAGDGP options)
+VARIANTS = [
+    ("release NUTS", "release", "NUTS", {}),
+    ("NUTS", "current", "NUTS", {}),
+    ("NUTS, release noise and kernel start", "current", "NUTS", {"noise": "learned", "kernel_init": "default"}),
+    ("TracedNUTS", "current", "TracedNUTS", {}),
+    ("CompiledNUTS", "current", "CompiledNUTS", {}),
+]
+
+
+def previous_tree(commit):
+    folder = tempfile.mkdtemp(prefix="pyro_dag_previous_")
+    archive = subprocess.run(["git", "archive", commit, "pyro_dag"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+    return folder
+
+
+def run_variant(path, sampler, options, warmup, draws, which, timeout):
+    import json
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
+    try:
+        proc = subprocess.run([sys.executable, "-c", WORKER, sampler, json.dumps(options), str(warmup), str(draws),
+                               which],
+                              env=env, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}
+    return subprocess_result(proc)
+
+
+def table(result):
+    rows = result["rows"]
+    lines = ["| model | variant | tree | CPU s per iteration | / release | gradients per iteration | ms per gradient | "
+             "compile s (wall) | divergent draws |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        base = next((b for b in rows if b["model"] == r["model"] and b["label"] == "release NUTS"
+                     and "error" not in b), None)
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['label']} | {r['tree']} | {r['error'][:80]} | | | | | |")
+            continue
+        ratio = f"{r['cpu_per_iteration'] / base['cpu_per_iteration']:.2f}" if base else "–"
+        after = r.get("cpu_per_iteration_after_compile")
+        per_it = f"{r['cpu_per_iteration']:.3f}" + (f" ({after:.3f} after compiling)" if after is not None else "")
+        comp = f"{r['compile_wall_s']:.1f}" if r.get("compile_wall_s") is not None else "–"
+        div = "–" if r["divergences"] is None else f"{r['divergences']} / {r['draws']}"
+        lines.append(f"| {r['model']} | {r['label']} | {r['tree']} | {per_it} | {ratio} | "
+                     f"{r['gradients_per_iteration']:.1f} | {r['ms_per_gradient']:.2f} | {comp} | {div} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--previous", default=PREVIOUS, help="the release's commit")
+    ap.add_argument("--models", nargs="*", help="of guide, guide_collapsed, chain (default: all)")
+    ap.add_argument("--timeout", type=int, default=300)
+    args = ap.parse_args()
+    release = previous_tree(args.previous)
+    rows = []
+    for which, description, warmup, draws in MODELS:
+        if args.models and which not in args.models:
+            continue
+        for label, tree, sampler, options in VARIANTS:
+            path = release if tree == "release" else ROOT
+            r = run_variant(path, sampler, options, warmup, draws, which, args.timeout)
+            r.update(model=which, model_description=description, label=label, warmup=warmup, draws=draws,
+                     tree=args.previous if tree == "release" else "current", sampler=sampler, options=options)
+            print(r, flush=True)
+            rows.append(r)
+    result = {"rows": rows, "previous_commit": args.previous,
+              "code": code_state(), "load": os.getloadavg()}
+    write_json("nuts_release", result)
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()
