@@ -267,7 +267,7 @@ def main(argv=None):
     res["runs"].append({"command": "python benchmarks/deep_regression.py " + " ".join(sys.argv[1:] if argv is None
                                                                                        else argv),
                         "code": code_state(), "environment": environment(), "load": os.getloadavg(),
-                        "bench_lock": os.environ.get("PYRO_DAG_BENCH_LOCK", "held (flock)")})
+                        "bench_lock": os.environ.get("PYRO_DAG_BENCH_LOCK", "not recorded (set PYRO_DAG_BENCH_LOCK to say)")})
     done = {(r["kind"], r["seed"], r["method"], r["stream"]) for r in res["rows"] if "error" not in r}
     res["rows"] = [r for r in res["rows"] if "error" not in r]
     # streams outermost: a chunk stopped early has every draw on its first streams
