@@ -139,7 +139,9 @@ class TrainConfig:
         :class:`~pyro_dag.infer.training.best.BestIterateWarning` say so). Default on: a run that degraded is
         never returned in its degraded state.
     :param callbacks: callables ``(step, loss) -> bool`` called after every step (1-based step); a true return
-        value stops the run.
+        value stops the run. With candidate starts each candidate's steps are numbered from 1 again (a callback
+        sees ``K · candidate_steps`` calls before the continuation), and a stop during a candidate keeps that
+        candidate (:attr:`TrainResult.candidates`).
     :param bool progress: a tqdm bar with the running ELBO (mean of the last 25 steps).
     :param num_threads: intra-op threads for the run (:func:`pyro_dag.threads.limit_threads`; default 1;
         ``None`` keeps the process's settings).
