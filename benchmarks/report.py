@@ -2824,7 +2824,9 @@ def sec_robustness(R):
         line (in process); the options and files of issues 41 and 43 (`noise_step`, `minibatch`,
         `deterministic_amplitude`, `exact_fit_nodes`, `load(dtype=, map_location=)`, `DeepRegression(method=)`,
         `LatentMAP(init=, lengthscale=)`, the emulator's kernel choice) have their own cases
-        (`benchmarks/robustness_cases_features*.py`). Each case
+        (`benchmarks/robustness_cases_features*.py`), and so do `train`'s candidate starts (`candidate_starts`,
+        `candidate_steps`: bad values, refused combinations, Ctrl-C and non-finite losses inside a candidate;
+        `benchmarks/robustness_cases_candidates.py`). Each case
         declares what a good answer is and the script classifies the outcome mechanically (its docstring has the
         rules): **clear** is an error of the library's own types or `ValueError` / `TypeError` (an `OSError` for a
         full disk) naming the input, before the expensive work, or a warning naming it, or a sound result for a
