@@ -2840,7 +2840,8 @@ def sec_robustness(R):
         {yes(s["target"]["met"])} ({t["silently wrong"]} silently wrong, {t["poor"]} poor)."""),
              para(f"Silently wrong: {listed(s['silently_wrong'])}."),
              para(f"Poor: {listed(s['poor'])}."),
-             para("Poor cases per entry point: " + ", ".join(f"{e} {n}" for e, n in poor_by_entry.items() if n) +
+             para("Poor cases per entry point: " + (", ".join(f"{e} {n}" for e, n in poor_by_entry.items() if n)
+                                                     or "none") +
                   f". Run: {'the quick subset' if d['quick'] else 'every case'}, {d['seconds']:.0f} s in all "
                   f"(one thread){', at commit ' + d['commit'][:10] if d.get('commit') else ''}.")]
     return Section("Does bad input get a clear answer? (the bad-input battery)", "`python benchmarks/robustness.py`",
