@@ -2864,7 +2864,9 @@ def sec_robustness(R):
         line (in process); the options and files of issues 41 and 43 (`noise_step`, `minibatch`,
         `deterministic_amplitude`, `exact_fit_nodes`, `load(dtype=, map_location=)`, `DeepRegression(method=)`,
         `LatentMAP(init=, lengthscale=)`, the emulator's kernel choice) have their own cases
-        (`benchmarks/robustness_cases_features*.py`). Each case
+        (`benchmarks/robustness_cases_features*.py`), and so do `train`'s candidate starts (`candidate_starts`,
+        `candidate_steps`: bad values, refused combinations, Ctrl-C and non-finite losses inside a candidate;
+        `benchmarks/robustness_cases_candidates.py`). Each case
         declares what a good answer is and the script classifies the outcome mechanically (its docstring has the
         rules): **clear** is an error of the library's own types or `ValueError` / `TypeError` (an `OSError` for a
         full disk) naming the input, before the expensive work, or a warning naming it, or a sound result for a
@@ -2878,7 +2880,8 @@ def sec_robustness(R):
         {yes(s["target"]["met"])} ({t["silently wrong"]} silently wrong, {t["poor"]} poor)."""),
              para(f"Silently wrong: {listed(s['silently_wrong'])}."),
              para(f"Poor: {listed(s['poor'])}."),
-             para("Poor cases per entry point: " + ", ".join(f"{e} {n}" for e, n in poor_by_entry.items() if n) +
+             para("Poor cases per entry point: " + (", ".join(f"{e} {n}" for e, n in poor_by_entry.items() if n)
+                                                     or "none") +
                   f". Run: {'the quick subset' if d['quick'] else 'every case'}, {d['seconds']:.0f} s in all "
                   f"(one thread){', at commit ' + d['commit'][:10] if d.get('commit') else ''}.")]
     return Section("Does bad input get a clear answer? (the bad-input battery)", "`python benchmarks/robustness.py`",

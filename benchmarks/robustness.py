@@ -66,7 +66,11 @@ values and contradictions of ``train(noise_step=, minibatch=)``, ``DAGDGP(determ
 ``persist.load(dtype=, map_location=)``, ``DeepRegression(method=)``, ``LatentMAP(init=, lengthscale=)`` and the
 emulator's kernel choice; saved fits whose ``exact_fit_nodes`` or kernel-choice record was rewritten; resumes with
 noise steps and minibatches; interruptions inside a noise step, a refit and the kernels' cross-validation; two
-processes saving and loading one fit.
+processes saving and loading one fit. ``benchmarks/robustness_cases_candidates.py`` has ``train``'s candidate starts
+(``candidate_starts`` / ``candidate_steps``): bad values, the options they cannot run with or that would do nothing,
+``KeyboardInterrupt`` inside a candidate and inside the continuation (beside a run without candidates), a callback
+that stops a candidate, a non-finite loss in one candidate and in every one, two processes training with candidates
+in one directory, and a fit trained with candidates saved and loaded.
 
 Target (issue 42): none silently wrong, at most 3 poor (issue 35's: 0 and 5).
 """
@@ -108,7 +112,8 @@ PACKAGE = os.path.join(ROOT, "pyro_dag")
 #: Files of the battery itself: frames there are the injected fault, not the library.
 BATTERY_FILES = {os.path.join(HERE, name) for name in ("robustness.py", "robustness_cases.py",
                                                         "robustness_cases_files.py", "robustness_cases_features.py",
-                                                        "robustness_cases_features_more.py")}
+                                                        "robustness_cases_features_more.py",
+                                                        "robustness_cases_candidates.py")}
 
 
 def reject(result):

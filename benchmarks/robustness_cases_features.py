@@ -368,3 +368,4 @@ _add("persist_load_float32", "new inputs", "persist.load", _float32_load, ("dtyp
      wrong=wrong_if(_float32_wrong))
 
 import robustness_cases_features_more  # noqa: E402,F401  (DeepRegression, LatentMAP, the emulator, concurrency)
+import robustness_cases_candidates  # noqa: E402,F401  (train's candidate starts)

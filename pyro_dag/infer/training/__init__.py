@@ -20,6 +20,7 @@ pieces it is made of, each usable on its own.
 * :func:`save_checkpoint` / :func:`load_checkpoint` and the state helpers -- atomic checkpoints.
 """
 from .best import BestIterate, BestIterateWarning
+from .candidates import CandidateWarning
 from .rollback import DivergenceRollback, RollbackWarning
 from .noise_step import NoiseStep
 from ..autoguide.scales import initial_scales
@@ -45,4 +46,4 @@ __all__ = ["train", "TrainConfig", "TrainResult", "RECIPES", "SVIRecipe", "regis
            "restore_params", "capture_rng_state", "restore_rng_state", "NaturalGradientGuard",
            "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_warnings",
            "DEFAULT_NATURAL_GRADIENT_MAX_KL", "BestIterate", "BestIterateWarning", "NoiseStep",
-           "DivergenceRollback", "RollbackWarning"]
+           "DivergenceRollback", "RollbackWarning", "CandidateWarning"]

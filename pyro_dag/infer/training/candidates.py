@@ -22,13 +22,20 @@ candidate without the start is taken, so that the run kept was weighed against a
 collider's data set 4 the single candidate without the start won at losses 81 and 142 against 370-407 with it).
 """
 import math
+import warnings
 
 import pyro
 import torch
 
+from ..checks import NonFiniteLossError
 from .checkpoint import capture_rng_state, restore_rng_state
+from .config import DEFAULT_CANDIDATE_STEPS
 
-__all__ = ["CandidateStarts", "WINDOW", "resolve_candidates"]
+__all__ = ["CandidateStarts", "CandidateWarning", "WINDOW", "resolve_candidates"]
+
+
+class CandidateWarning(UserWarning):
+    """A candidate start was dropped (its loss was not finite), or a candidate option had no effect."""
 
 #: Steps whose mean loss ranks a candidate (the same window as the fallback's and the best iterate's).
 WINDOW = 50
@@ -57,9 +64,13 @@ class CandidateStarts:
         ``unstarted``: ``(model state dict, guide state dict)`` before the hidden-node start, or ``None``; with it the
         last candidate starts from those values instead (see the module's note), and when that one has the lowest
         loss, one more candidate without the start, on another stream, is weighed against it.
-        :returns: ``{"losses": [K floats], "kept": k, "steps": R, "starts": ["start" / "no start" / "same", ...]}``;
-            a candidate that a callback stopped (``result.stopped == "callback"``) ends the candidates, is kept, and
-            has loss ``nan``."""
+        :returns: ``{"losses": [K floats], "kept": k, "steps": R, "starts": ["start" / "no start" / "same", ...],
+            "failed": {k: message}}``; a candidate that a callback stopped (``result.stopped == "callback"``) ends
+            the candidates, is kept, and has loss ``nan``; a candidate whose loss or gradient was not finite
+            (:class:`~pyro_dag.infer.checks.NonFiniteLossError`) is dropped with a :class:`CandidateWarning` (loss
+            ``inf``, its error in ``"failed"``) and the others are weighed.
+        :raises NonFiniteLossError: when every candidate failed so; the run is then left at the start (finite).
+        A ``KeyboardInterrupt`` inside a candidate gets a note saying which candidate's state the model holds."""
         # every guide parameter must exist in the start's snapshot: set the guide up (drawing nothing from the stream)
         rng = capture_rng_state()
         training.guide(*training.args, **training.kw)
@@ -68,7 +79,7 @@ class CandidateStarts:
         rng0 = capture_rng_state()
         seeds = torch.randint(0, 2 ** 62, (self.count + 1,), dtype=torch.int64).tolist()
         restore_rng_state(rng0)
-        best, best_state = math.inf, None
+        best, best_state, failed = math.inf, None, {}
         starts = ["same"] * self.count if unstarted is None else ["start"] * (self.count - 1) + ["no start"]
         k = 0
         while k < len(starts):
@@ -80,11 +91,23 @@ class CandidateStarts:
                     training.model.load_state_dict(unstarted[0])
                     training.guide.load_state_dict(unstarted[1])
                 torch.manual_seed(seeds[k])
-            training._loop(until=self.steps)
+            try:
+                training._loop(until=self.steps)
+            except NonFiniteLossError as e:   # this candidate diverged: drop it, weigh the others
+                failed[k] = str(e)
+                self.losses.append(math.inf)
+                k += 1
+                continue
+            except KeyboardInterrupt as e:
+                e.add_note(f"train: interrupted in candidate start {k + 1} of {len(starts)}, after "
+                           f"{training.step - start['step']} of its {self.steps} steps: the model and guide hold that "
+                           "candidate's parameters, not the best candidate's; the fit is not finished: train again")
+                raise
             if training.result.stopped is not None:   # a callback asked to stop: this candidate's state is the fit
                 self.losses.append(math.nan)
                 self.kept = k
-                return {"losses": list(self.losses), "kept": k, "steps": self.steps, "starts": starts[:k + 1]}
+                return {"losses": list(self.losses), "kept": k, "steps": self.steps, "starts": starts[:k + 1],
+                        "failed": dict(failed)}
             tail = training.result.losses[-WINDOW:]
             loss = sum(tail) / len(tail) if tail else math.inf
             if not math.isfinite(loss):
@@ -96,12 +119,26 @@ class CandidateStarts:
             if k == len(starts) - 1 == self.kept and starts[k] == "no start" and len(starts) == self.count:
                 starts.append("no start")   # the one run without the start won: weigh it against a second stream
             k += 1
+        if best_state is None:   # every candidate diverged: go back to the start, then say so
+            rebuild()
+            _forget(training.result)
+            training._restore(start)
+            first = next(iter(failed.values()))
+            raise NonFiniteLossError(f"train: every one of the {len(starts)} candidate starts hit a non-finite loss; "
+                                     "the model and guide are left at their values before the candidates. "
+                                     f"Candidate 0: {first}")
+        if failed:
+            said = "; ".join(f"candidate {j}: {m.split('. ')[0]}" for j, m in failed.items())
+            warnings.warn(f"train: {len(failed)} of {len(starts)} candidate starts hit a non-finite loss and were "
+                          f"dropped ({said}); kept candidate {self.kept} of the others (TrainResult.candidates"
+                          "['failed'])", CandidateWarning, stacklevel=6)
         if self.kept != len(starts) - 1:
             rebuild()
             _forget(training.result)
             training._restore(best_state)
         training.result.resumed_from = 0
-        return {"losses": list(self.losses), "kept": self.kept, "steps": self.steps, "starts": starts}
+        return {"losses": list(self.losses), "kept": self.kept, "steps": self.steps, "starts": starts,
+                "failed": failed}
 
 
 def _forget(result):
@@ -114,11 +151,14 @@ def _forget(result):
 def resolve_candidates(training, recipe_count):
     """``(K, R)`` for a :class:`~pyro_dag.infer.training.run.TrainingRun`: its config's ``candidate_starts``
     (``"auto"``: the recipe's count for a DAGDGP with hidden GP nodes or latent inputs and learned kernels, noise or
-    inducing inputs, when ``num_steps >= 2 R``; else 1) and ``candidate_steps``.
+    inducing inputs, when ``num_steps >= 2 R``; else 1) and ``candidate_steps`` (``None``:
+    :data:`~pyro_dag.infer.training.config.DEFAULT_CANDIDATE_STEPS`). A ``candidate_steps`` given where no
+    candidates are taken gets a :class:`CandidateWarning` saying why.
 
     :raises ValueError: for ``K > 1`` where candidates cannot run, naming why."""
     config = training.config
-    count, steps = config.candidate_starts, config.candidate_steps
+    count, given = config.candidate_starts, config.candidate_steps
+    steps = DEFAULT_CANDIDATE_STEPS if given is None else given
     blockers = [why for why, on in (
         ("a checkpoint", training.path is not None), ("validation", config.validation is not None),
         ("distributed", training.dp is not None), ("a warm start", bool(training.warm)),
@@ -130,16 +170,37 @@ def resolve_candidates(training, recipe_count):
         dgp = training.dgp
         # with every kernel, noise and inducing input fixed only q is learned (the paper's protocol): no basins of
         # hyperparameters to choose between, and the Quickstart stays as it was
-        if (recipe_count < 2 or blockers or config.num_steps < 2 * steps or not dgp.is_setup
-                or training.use_fixed):
-            return 1, steps
-        _, _, observed = dgp.checked_arguments(training.inputs, training.data, training.kw.get("mask"))
-        hidden = dgp.latent_inputs or any(w not in observed for w in dgp.gp_nodes)
-        return (recipe_count if hidden else 1), steps
+        why = None
+        if recipe_count < 2:
+            why = f"the {config.recipe!r} recipe takes none"
+        elif blockers:
+            why = f"not with {blockers[0]}"
+        elif config.num_steps < 2 * steps:
+            why = f"num_steps ({config.num_steps}) is below 2 * candidate_steps ({2 * steps})"
+        elif not dgp.is_setup:
+            why = "the DAGDGP is not set up"
+        elif training.use_fixed:
+            why = "every kernel hyperparameter and inducing input is fixed"
+        else:
+            _, _, observed = dgp.checked_arguments(training.inputs, training.data, training.kw.get("mask"))
+            if not (dgp.latent_inputs or any(w not in observed for w in dgp.gp_nodes)):
+                why = "the model has no hidden GP nodes or latent inputs"
+        if why is None:
+            return recipe_count, steps
+        if given is not None:
+            _ignored(f"candidate_starts='auto' takes no candidates here ({why})", given)
+        return 1, steps
     if count > 1 and blockers:
         raise ValueError(f"train: candidate_starts={count} cannot run with {blockers[0]} (the candidates restore "
                          "in-memory snapshots of Pyro's parameter store); pass candidate_starts=1")
     if count > 1 and steps >= config.num_steps:
         raise ValueError(f"train: candidate_steps ({steps}) must be smaller than num_steps ({config.num_steps}) "
                          f"with candidate_starts={count}")
+    if count == 1 and given is not None:
+        _ignored("candidate_starts=1 takes no candidates", given)
     return count, steps
+
+
+def _ignored(why, steps):
+    warnings.warn(f"train: candidate_steps={steps} has no effect: {why}; pass candidate_starts=K (K >= 2) to take "
+                  "candidates, or leave candidate_steps out", CandidateWarning, stacklevel=6)

@@ -10,7 +10,12 @@ import pyro
 from ...threads import DEFAULT_NUM_THREADS
 from .groups import GROUPS
 
-__all__ = ["TrainConfig", "SVI_RECIPES"]
+__all__ = ["TrainConfig", "SVI_RECIPES", "DEFAULT_CANDIDATE_STEPS", "MAX_CANDIDATE_STARTS"]
+
+#: Steps of each candidate start when ``candidate_steps`` is not given (:mod:`~pyro_dag.infer.training.candidates`).
+DEFAULT_CANDIDATE_STEPS = 500
+#: The most candidate starts ``train`` takes (the recipe takes 2-3; each is a run of ``candidate_steps`` steps).
+MAX_CANDIDATE_STARTS = 100
 
 #: The recipes of stochastic variational inference (:mod:`~pyro_dag.infer.training.recipes`; ``"lamp"`` is
 #: registered there by :mod:`pyro_dag.infer.lamp`).
@@ -116,7 +121,10 @@ class TrainConfig:
         the basin of a latent fit is decided early (the latent collider, data set 0: one stream in five settled at
         held-out RMSE 0.54, against 0.05-0.06; a random latent DAG, ``random_latent(100)``: 0.17 after 3000 steps
         from the start, 0.018 after 500 without it). Costs ``(K - 1) · candidate_steps`` extra steps.
-    :param int candidate_steps: steps per candidate (default 500).
+    :param int candidate_steps: steps per candidate (default ``None``: :data:`DEFAULT_CANDIDATE_STEPS`, 500). Given
+        where it has no effect (``candidate_starts=1``, or ``"auto"`` taking no candidates, e.g. because
+        ``num_steps < 2 · candidate_steps``), a warning says so. ``candidate_starts`` is at most
+        :data:`MAX_CANDIDATE_STARTS`.
     :param bool noise_step: every 50 Adam steps, lower each observed Gaussian node's noise to the ELBO's optimum
         given the current fit, ``mean E_q[(y - f)²]``, where that is below it (never raise it), and clear its Adam
         momentum (:class:`~pyro_dag.infer.training.noise_step.NoiseStep`; :attr:`TrainResult.noise_steps` counts
@@ -131,7 +139,9 @@ class TrainConfig:
         :class:`~pyro_dag.infer.training.best.BestIterateWarning` say so). Default on: a run that degraded is
         never returned in its degraded state.
     :param callbacks: callables ``(step, loss) -> bool`` called after every step (1-based step); a true return
-        value stops the run.
+        value stops the run. With candidate starts each candidate's steps are numbered from 1 again (a callback
+        sees ``K · candidate_steps`` calls before the continuation), and a stop during a candidate keeps that
+        candidate (:attr:`TrainResult.candidates`).
     :param bool progress: a tqdm bar with the running ELBO (mean of the last 25 steps).
     :param num_threads: intra-op threads for the run (:func:`pyro_dag.threads.limit_threads`; default 1;
         ``None`` keeps the process's settings).
@@ -199,7 +209,7 @@ class TrainConfig:
     fallback_start: bool = True
     noise_step: bool = False
     candidate_starts: object = "auto"
-    candidate_steps: int = 500
+    candidate_steps: int = None
     spike_factor: float = 10.0
     callbacks: tuple = field(default=())
     progress: bool = True
@@ -279,8 +289,14 @@ class TrainConfig:
         _check(isinstance(self.fallback_start, bool), f"fallback_start must be True or False, got {self.fallback_start!r}")
         _check(self.candidate_starts == "auto" or (_is_int(self.candidate_starts) and self.candidate_starts >= 1),
                f"candidate_starts must be 'auto' or a positive integer, got {self.candidate_starts!r}")
-        _check(_is_int(self.candidate_steps) and self.candidate_steps >= 1,
-               f"candidate_steps must be a positive integer, got {self.candidate_steps!r}")
+        # each candidate is a run of candidate_steps steps: a count in the millions would not finish (and drawing
+        # its random seeds alone took 8 GB at 10**9, which the kernel answered by killing the process)
+        _check(self.candidate_starts == "auto" or self.candidate_starts <= MAX_CANDIDATE_STARTS,
+               f"candidate_starts={self.candidate_starts!r} is more than {MAX_CANDIDATE_STARTS} candidate runs "
+               f"(each of candidate_steps steps); the recipe takes 2-3: pass a smaller count")
+        _check(self.candidate_steps is None or (_is_int(self.candidate_steps) and self.candidate_steps >= 1),
+               f"candidate_steps must be a positive integer (or None: {DEFAULT_CANDIDATE_STEPS}), got "
+               f"{self.candidate_steps!r}")
         _check(isinstance(self.noise_step, bool), f"noise_step must be True or False, got {self.noise_step!r}")
         _check(not (self.noise_step and self.distributed), "noise_step steps are not data-parallel (each process holds a "
                "shard of the cases, and the step needs them all): pass noise_step=False with distributed=True")

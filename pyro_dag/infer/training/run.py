@@ -19,7 +19,7 @@ from .hidden_start import start_hidden_nodes
 from .best import BestIterate, BestIterateWarning
 from .rollback import DivergenceRollback, RollbackWarning
 from .noise_step import NoiseStep, check_noise_step
-from .candidates import CandidateStarts, resolve_candidates
+from .candidates import CandidateStarts, CandidateWarning, resolve_candidates
 from .checkpoint import (FORMAT, CheckpointError, capture_params, capture_rng_state, check_record, load_checkpoint,
                          restore_params,
                          restore_rng_state, run_record, save_checkpoint)
@@ -389,6 +389,10 @@ class TrainingRun:
         if unstarted is not None and count > 1 and self.config.candidate_starts == "auto":
             count += 1   # the start on two streams, and one candidate without it
             self.settings["candidate_starts"] = self.result.settings["candidate_starts"] = count
+        if fresh and count > 1 and self.result.stopped == "collapsed":
+            warnings.warn(f"{self.name}: candidate_starts={count} took no candidates: every GP node was fitted exactly "
+                          "(collapse), so no steps are left to take; pass collapse=False to fit them by steps from "
+                          "candidate starts instead", CandidateWarning, stacklevel=5)
         if fresh and count > 1 and self.result.stopped is None:
             # the phases hold one candidate's optimiser: each restore starts them afresh
             pick = CandidateStarts(count=count, steps=self.settings["candidate_steps"])
