@@ -918,9 +918,11 @@ def sec_rows_scaling_cli(R):
                  f"PICP95 {rng([r['picp'] for r in v])}" for k, v in sorted(by.items())]
         notes.append(para(f"""Why the command does not simply take fewer draws on many rows: an observed chain's leaf
             is predicted from `x` by sampling `h`, so its predictive is a mixture over the draws, and each draw
-            of `y` at a sampled `h` costs `O(M²)` per row (its predictive variance; `M` = 512 inducing points
-            where the inputs are measured). On the observed chain at 2·10⁴ rows (data seed 0, 2000 held-out rows,
-            two prediction seeds; `benchmarks/rows_scaling_draws.py`, quality only): {'; '.join(cells)}. Twenty
+            of `y` at a sampled `h` needs its own predictive variance (`M` = 512 inducing points where the inputs
+            are measured): `O(M²)` per row and draw by a triangular solve, `O(M r)` through the factor of `I - S`
+            that `predict` computes once per node (`pyro_dag.infer.factored_prediction`, `r` the eigenvalues kept,
+            10 and 15 of 512 for `h` and `y` on the observed chain at 2·10⁴ rows, data seed 0). On the observed
+            chain at 2·10⁴ rows (data seed 0, 2000 held-out rows, two prediction seeds; `benchmarks/rows_scaling_draws.py`, quality only): {'; '.join(cells)}. Twenty
             draws make the intervals too narrow; 100 are needed, so the cost of predicting an observed chain is
             that of 100-200 draws per row. {code_note([dd])}"""))
     return Section("Does `pyro-dag fit --csv` scale in rows? (rows scaling, command line)",

@@ -4,12 +4,14 @@ The set-up that :class:`~pyro_dag.DAGDGP` and :func:`~pyro_dag.infer.train` do b
 of the noise rule, exact fits of the nodes with observed inputs, the hidden-node start) grows with the graph; on a
 graph of hundreds of nodes it takes seconds to minutes. Each stage reports its nodes through :func:`setup_progress`,
 whose bar appears after :data:`SETUP_PROGRESS_DELAY` seconds (tqdm's ``delay``), so small models print nothing.
-``with quiet_setup():`` turns the bars off (``train(..., progress=False)`` does).
+``with quiet_setup():`` turns the bars off (``train(..., progress=False)`` does). The stages after training that
+take minutes on many rows (:meth:`~pyro_dag.DAGDGP.predict`, the baselines of ``pyro-dag fit --csv``) report
+through :func:`stage_progress`, turned off by the same block (``pyro-dag fit --no-progress`` enters it).
 """
 import contextlib
 import contextvars
 
-__all__ = ["SETUP_PROGRESS_DELAY", "ScaledDefaultWarning", "quiet_setup", "setup_progress"]
+__all__ = ["SETUP_PROGRESS_DELAY", "ScaledDefaultWarning", "quiet_setup", "setup_progress", "stage_progress"]
 
 #: Seconds a set-up stage runs before its progress bar appears.
 SETUP_PROGRESS_DELAY = 3.0
@@ -30,10 +32,18 @@ def quiet_setup(quiet=True):
 def setup_progress(total, desc):
     """A tqdm bar over ``total`` items of the set-up stage ``desc`` (a context manager; ``bar.update(k)``), shown
     after :data:`SETUP_PROGRESS_DELAY` seconds unless inside :func:`quiet_setup`."""
+    return stage_progress(total, f"set-up: {desc}")
+
+
+def stage_progress(total, desc, delay=None, unit="it"):
+    """A tqdm bar (on stderr) over ``total`` items of a stage ``desc`` after training (e.g. prediction, the
+    baselines of ``pyro-dag fit --csv``), shown after ``delay`` seconds unless inside :func:`quiet_setup`; a
+    context manager, ``bar.update(k)``. A stage of a few long items (one exact GP fit per node) passes
+    ``delay=0``: a delayed bar would first show after the first item (default :data:`SETUP_PROGRESS_DELAY`)."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=f"set-up: {desc}", delay=SETUP_PROGRESS_DELAY, disable=_QUIET.get(), leave=False,
-                mininterval=0.5)
+    delay = SETUP_PROGRESS_DELAY if delay is None else delay
+    return tqdm(total=total, desc=desc, delay=delay, disable=_QUIET.get(), leave=False, mininterval=0.5, unit=unit)
 
 
 class ScaledDefaultWarning(UserWarning):

@@ -19,6 +19,10 @@ __all__ = ["ExactGP"]
 #: Kernels of :class:`ExactGP`: the squared exponential and the Matérn-5/2, both with one length-scale per input.
 KERNELS = ("rbf", "matern52")
 
+#: :meth:`ExactGP.predict` works through the rows in chunks of at most this many ``rows × training cases × inputs``
+#: elements (32 MiB per intermediate in float64), so that its memory does not grow with the rows predicted.
+PREDICT_CHUNK_ELEMENTS = 2 ** 22
+
 
 def _kernel(name, X1, X2, log_ls, log_sf2):
     d = (X1.unsqueeze(-2) - X2.unsqueeze(-3)) / log_ls.exp()
@@ -30,6 +34,59 @@ def _kernel(name, X1, X2, log_ls, log_sf2):
     r = (r2 + 1e-30).sqrt()
     s5 = math.sqrt(5.0)
     return log_sf2.exp() * (1 + s5 * r + 5.0 / 3.0 * r2) * torch.exp(-s5 * r)
+
+
+@torch.no_grad()
+def _nlml_and_gradient(kernel, X, y, log_ls, log_sf2, log_sn2, noise, min_noise, gradient=True):
+    """``(nlml, ∂/∂ log ls [D], ∂/∂ log sf2, ∂/∂ log sn2)`` of an exact GP on ``X [n, D]``, ``y [n]`` (``noise``:
+    a fixed noise variance, or ``None`` for ``exp(log sn2) + min_noise``); ``None`` where ``K`` does not factorise.
+    The gradient is ``½ Σ (K⁻¹ - α αᵀ) ⊙ ∂K/∂θ`` (Rasmussen & Williams 2006, Eq. (5.9)); one ``[n, n]`` term per
+    input dimension at a time."""
+    n, D = X.shape
+    ls, sf2 = log_ls.detach().exp(), log_sf2.detach().exp()
+    r2 = torch.zeros(n, n, dtype=X.dtype, device=X.device)
+    for d in range(D):
+        r2 += ((X[:, d, None] - X[None, :, d]) / ls[d]).pow(2)
+    if kernel == "rbf":
+        Kf = sf2 * torch.exp(-0.5 * r2)
+    elif kernel == "matern52":
+        r = (r2 + 1e-30).sqrt()
+        s5 = math.sqrt(5.0)
+        e = torch.exp(-s5 * r)
+        Kf = sf2 * (1 + s5 * r + 5.0 / 3.0 * r2) * e
+    else:
+        raise ValueError(f"kernel must be one of {list(KERNELS)} (lower case), got {kernel!r}")
+    var_n = (log_sn2.detach().exp() + min_noise) if noise is None else torch.as_tensor(noise).to(X)
+    K = Kf + var_n * torch.eye(n, dtype=X.dtype, device=X.device)
+    L, info = torch.linalg.cholesky_ex(K)
+    if int(info) != 0:
+        return None
+    alpha = torch.cholesky_solve(y.unsqueeze(-1), L).squeeze(-1)
+    value = 0.5 * (y @ alpha) + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
+    if not gradient:
+        return (value,)
+    W = torch.cholesky_inverse(L)
+    W -= alpha.unsqueeze(-1) * alpha.unsqueeze(-2)            # ∂nlml/∂K = ½ W
+    g_sf2 = 0.5 * (W * Kf).sum()                               # ∂K/∂ log sf2 = K_f
+    g_sn2 = 0.5 * W.diagonal().sum() * log_sn2.detach().exp() if noise is None else torch.zeros_like(value)
+    # ∂K/∂ log ls_d = ∂k/∂r² · (-2 (x_d - x_d')² / ls_d²), with ∂k/∂r² = -½ K_f (RBF) or -5/6 sf2 e (1 + √5 r)
+    W *= (-0.5 * Kf) if kernel == "rbf" else (-5.0 / 6.0 * sf2) * e * (1 + math.sqrt(5.0) * r)
+    g_ls = torch.stack([-(W * ((X[:, d, None] - X[None, :, d]) / ls[d]).pow(2)).sum() for d in range(D)])
+    return value, g_ls.to(log_ls), g_sf2.to(log_sf2), g_sn2.to(log_sn2)
+
+
+class _ClosedFormGradient(torch.autograd.Function):
+    """``value`` with the gradient computed with it (:func:`_nlml_and_gradient`) for the parameters."""
+
+    @staticmethod
+    def forward(ctx, value, g_ls, g_sf2, g_sn2, log_ls, log_sf2, log_sn2):
+        ctx.save_for_backward(g_ls, g_sf2, g_sn2)
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        g_ls, g_sf2, g_sn2 = ctx.saved_tensors
+        return None, None, None, None, grad * g_ls, grad * g_sf2, grad * g_sn2
 
 
 def lbfgs_minimise(objective, params, max_iter):
@@ -88,15 +145,21 @@ class ExactGP:
 
     # ---------------------------------------------------------------------------------------------- fitting
     def _nlml(self, params, X, y):
+        """The negative log marginal likelihood of the scaled problem at ``params = [log ls [D], log sf2, log sn2]``
+        (``None`` where the Gram matrix does not factorise), differentiable in ``params``: its gradient is the
+        closed form ``½ tr((K⁻¹ - α αᵀ) ∂K/∂θ)`` (Rasmussen & Williams 2006, Eq. (5.9)), computed here with one
+        ``cholesky_inverse``; autograd through the Cholesky factor and the solve costs about 5x more on 2000 cases
+        (measured: 1.3 s against 0.3 s per evaluation), and the baselines of ``pyro-dag fit --csv`` are hundreds
+        of these."""
         log_ls, log_sf2, log_sn2 = params
-        n = X.shape[0]
-        noise = (log_sn2.exp() + self.min_noise) if self.noise is None else torch.as_tensor(self.noise).to(X)
-        K = _kernel(self.kernel, X, X, log_ls, log_sf2) + noise * torch.eye(n, dtype=X.dtype, device=X.device)
-        L, info = torch.linalg.cholesky_ex(K)
-        if int(info) != 0:
+        if not torch.is_grad_enabled() or not any(p.requires_grad for p in params):
+            out = _nlml_and_gradient(self.kernel, X, y, log_ls, log_sf2, log_sn2, self.noise, self.min_noise,
+                                     gradient=False)
+            return None if out is None else out[0]
+        out = _nlml_and_gradient(self.kernel, X, y, log_ls, log_sf2, log_sn2, self.noise, self.min_noise)
+        if out is None:
             return None
-        alpha = torch.cholesky_solve(y.unsqueeze(-1), L).squeeze(-1)
-        return 0.5 * (y @ alpha) + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
+        return _ClosedFormGradient.apply(out[0], *out[1:], log_ls, log_sf2, log_sn2)
 
     def fit(self, X, y):
         """Fit to ``X [n, D]``, ``y [n]`` (or ``[n, 1]``); rows with a non-finite value are refused.
@@ -190,10 +253,17 @@ class ExactGP:
         if X.dim() == 1:
             X = X.unsqueeze(-1)
         Xs = (X - self._lo) / self._span
-        Ks = _kernel(self.kernel, Xs, self._Xs, self.log_lengthscale, self.log_signal)
-        mean = Ks @ self._alpha
-        v = torch.linalg.solve_triangular(self._L, Ks.T, upper=False)
-        var = (self.log_signal.exp() - v.pow(2).sum(0)).clamp_min(1e-12)
+        mean = torch.empty(Xs.shape[0], dtype=torch.float64)
+        var = torch.empty(Xs.shape[0], dtype=torch.float64)
+        # rows in chunks: the cross-covariances of all rows at once are [m, n, D] (3 GiB for the 2·10⁵ rows the
+        # hidden-node start predicts from a 2000-case pilot); a chunk's are at most PREDICT_CHUNK_ELEMENTS
+        n, D = self._Xs.shape
+        step = max(1, PREDICT_CHUNK_ELEMENTS // (n * max(D, 1)))
+        for lo in range(0, Xs.shape[0], step):
+            Ks = _kernel(self.kernel, Xs[lo:lo + step], self._Xs, self.log_lengthscale, self.log_signal)
+            mean[lo:lo + step] = Ks @ self._alpha
+            v = torch.linalg.solve_triangular(self._L, Ks.T, upper=False)
+            var[lo:lo + step] = (self.log_signal.exp() - v.pow(2).sum(0)).clamp_min(1e-12)
         if include_noise:
             var = var + self.noise_fraction
         return self._y_mean + self._y_sd * mean, self._y_sd ** 2 * var

@@ -33,6 +33,13 @@ class Prediction:
     #: Default ``num_samples × batch_size × Σ_w d_w M_w`` bound of :meth:`predict`'s working set (elements).
     predict_chunk_elements = 2 ** 21
 
+    #: :meth:`predict` under a posterior with independent blocks (mean field; a chordal guide after exact fits):
+    #: each one-output node's predictive variance through a factor of ``I - S`` computed once
+    #: (:mod:`pyro_dag.infer.factored_prediction`, ``O(M r)`` per sample and case instead of ``O(M²)``), its
+    #: eigenvalues dropped while they change no variance by more than this fraction of the node's noise variance;
+    #: ``None``: the reference path (a triangular solve per sample and case).
+    predict_factored_tolerance = 1e-3
+
     @torch.no_grad()
     def predict(self, guide, inputs, data=None, nodes=None, num_samples=200, batch_size=None, mask=None,
                 latent_steps=300, latent_lr=0.05, latent_particles=16):

@@ -46,7 +46,7 @@ from .csv_baselines import _baseline_summary, csv_baselines
 from .csv_data import CSVInputError, CSVProblem, load_csv_problem, parse_latent
 from ..outputs import OutputSet
 from ..plot import save_held_out_figure
-from ..progress import quiet_setup
+from ..progress import quiet_setup, stage_progress
 from ..utils import renamed_argument
 
 __all__ = ["CSVInputError", "parse_latent", "load_csv_problem", "fit_csv", "cross_validate_csv", "csv_baselines",
@@ -175,11 +175,15 @@ def _fit_problem(p, *, seed, mode, baselines, warn, num_steps, pretrain_steps, p
     seconds = time.perf_counter() - t0
     given = sorted({c for kids in p.latent_children.values() for c in kids})
     X_all, Y_all = p.tensors(np.ones(len(te), bool), p.inputs), p.tensors(np.ones(len(te), bool), p.nodes)
-    propagated = model.predict(guide, X_all, {c: Y_all[c] for c in given} if given else None, nodes=p.nodes,
-                               num_samples=num_samples, latent_steps=latent_steps)
+    with quiet_setup(not progress):   # the prediction's bar (minutes on 10⁵ rows)
+        propagated = model.predict(guide, X_all, {c: Y_all[c] for c in given} if given else None, nodes=p.nodes,
+                                   num_samples=num_samples, latent_steps=latent_steps)
     pred = propagated
     if mode == "one_step":
         pred = predict_one_step(model, guide, X_all, Y_all, nodes=p.nodes, propagated=propagated)
+    # one exact GP fit per node and feature set (a minute each above 2000 rows): a bar from the first one on
+    with quiet_setup(not progress):
+        bar = stage_progress(len(p.nodes), "baselines", delay=0, unit="node") if baselines else None
     idx = torch.as_tensor(np.flatnonzero(te))
     per_node = {}
     for w in p.nodes:
@@ -195,8 +199,12 @@ def _fit_problem(p, *, seed, mode, baselines, warn, num_steps, pretrain_steps, p
             met["rmse_propagate"] = float((prop_mean - y[ok]).pow(2).mean().sqrt())
             met["one_step_fraction"] = float(pred.one_step[w][idx][ok].double().mean()) if bool(ok.any()) else 0.0
         if baselines:
+            bar.set_description(f"baselines of node {w!r} (exact GP, linear)")
             met["baselines"], met["baseline_features"] = csv_baselines(p, w, seed=seed)
+            bar.update(1)
         per_node[w] = met
+    if baselines:
+        bar.close()
     unseen = [w for w in p.nodes if w not in given] or list(p.nodes)
     metrics = {
         "per_node": per_node,

@@ -25,7 +25,9 @@ from ..dgp.handoff import standard_normal, suspended
 from ..dgp.inputs import DAGInputError, positive_int
 from ..dgp.prediction import NodePrediction
 from ..errors import NotFittedError
+from ..progress import stage_progress
 from .checks import NonFiniteLossError
+from .factored_prediction import FactoredMeanFieldState, node_factors
 from .marginal import marginal_pass, observed_input_parents
 
 __all__ = ["predict", "infer_latent_inputs"]
@@ -101,15 +103,23 @@ def predict(model, guide, inputs, data=None, nodes=None, num_samples=200, batch_
             measured = {p: standard_normal((num_samples, n, model.output_dims[p]), model._anchor)
                         for p in observed_input_parents(model)}
             out = _PredictionBuffers(model, nodes, num_samples, n, samples={**noise, **hs})
+            # one-output nodes at O(M r) per (sample, case) instead of O(M²), the dropped part bounded
+            factors = node_factors(model, posterior, cache, getattr(model, "predict_factored_tolerance", None))
+            bar = stage_progress(n, "prediction", unit="row") if len(chunks) > 1 else None
             for lo, hi in chunks:
                 Xc = {r: X[r][lo:hi] for r in model.root_nodes}
                 eps = {w: noise[w][:, lo:hi] for w in model.topo_nodes}
                 latent = {h: v[:, lo:hi] for h, v in hs.items()}
+                state = FactoredMeanFieldState(posterior, factors) if factors else None
                 passes = marginal_pass(model, posterior, Xc, num_samples, cache=cache, noise=eps, latent=latent,
-                                       input_noise={p: v[:, lo:hi] for p, v in measured.items()})
+                                       input_noise={p: v[:, lo:hi] for p, v in measured.items()}, state=state)
                 for w in nodes:
                     if w in model.gp_nodes:
                         out.fill(w, 0, lo, hi, *passes[w])
+                if bar is not None:
+                    bar.update(hi - lo)
+            if bar is not None:
+                bar.close()
         else:
             out = _PredictionBuffers(model, nodes, num_samples, n, samples=hs)
             for s in range(num_samples):
