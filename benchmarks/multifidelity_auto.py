@@ -109,12 +109,14 @@ def score(case, mean, var):
     return {"rmse": rmse, "picp95": picp, "crps": crps, "nlpd": nlpd, "mean_sd": float(np.sqrt(np.maximum(v, 0)).mean())}
 
 
-def run_case(name, case, seed):
+def run_case(name, case, seed, only=None):
     import zoo
 
     methods = {"ours": lambda: ours(case, seed), "emukit_ar1": lambda: zoo.emukit_fit(case, seed, "ar1")[:2],
                "emukit_nargp": lambda: zoo.emukit_fit(case, seed, "nargp")[:2],
                "linked_gp": lambda: linked_gp(case, seed)}
+    if only:
+        methods = {m: fn for m, fn in methods.items() if m in only}
     rows = {}
     for m, fn in methods.items():
         np.random.seed(seed)
@@ -210,7 +212,10 @@ def main(argv=None):
     ap.add_argument("--seed-start", type=int, default=0, help="first stream of the named problems")
     ap.add_argument("--linked", type=int, default=0, help="streams of the three linked simulators")
     ap.add_argument("--out", default="multifidelity_auto")
+    ap.add_argument("--methods", default="", help="comma-separated subset of ours,emukit_ar1,emukit_nargp,linked_gp "
+                    "(default all; e.g. 'ours' to re-measure another tree's emulator beside a full run)")
     args = ap.parse_args(argv)
+    only = [m for m in args.methods.split(",") if m]
     one_thread()
     import zoo
 
@@ -230,17 +235,17 @@ def main(argv=None):
         for seed in range(args.seed_start, args.seed_start + args.seeds):
             for name in NAMED_ZOO:
                 case = zoo.PROBLEMS[name][1](seed, False)
-                results.append(run_case(name, case, seed))
+                results.append(run_case(name, case, seed, only))
                 write_json(args.out, payload)
             for name, sizes in NAMED_CHAINS.items():
                 case = case_from_problem(chain_problem(name, sizes, num_test=N_TEST, seed=seed))
-                results.append(run_case(name, case, seed))
+                results.append(run_case(name, case, seed, only))
                 write_json(args.out, payload)
     if args.draws:
         a, b = (int(v) for v in args.draws.split("-"))
         for s in range(a, b + 1):
             p = random_multifidelity(s, num_test=N_TEST)
-            results.append(run_case(p.name, case_from_problem(p), 0))
+            results.append(run_case(p.name, case_from_problem(p), 0, only))
             write_json(args.out, payload)
     ok = [r["methods"]["ours"] for r in results if "meets_all" in r["methods"]["ours"]]
     payload["share_meeting_draws"] = {k: float(np.mean([r["methods"]["ours"][k] for r in results
