@@ -3,8 +3,8 @@ the noise chosen from the data) against emukit's AR1 and NARGP (Paleyes et al. 2
 linked GP (an exact ARD-RBF GP per fidelity on the input and the fidelity below, predicted through the chain with
 the closed-form linked-GP moments of Ming & Guillas 2021 / Kyzyurova et al. 2018, pyro_dag's LinkedGPPredictor),
 on the zoo's multi-fidelity pairs (benchmarks/zoo.py), the named chains of benchmarks/multifidelity.py and random
-draws of pyro_dag.datasets.random_multifidelity whose seeds were not looked at while tuning (200-211; draws
-100-111 were the tuning set).
+draws of pyro_dag.datasets.random_multifidelity whose seeds were not looked at while tuning (200-211 and 300-311;
+draws 100-111 and the named problems' stream 0 were the tuning set).
 
 Target (issue 41): RMSE <= 1.1x the best peer's at <= 3x the best peer's CPU seconds, PICP95 in [0.88, 0.99].
 Scores on the highest fidelity's test points, in units standardised by its training runs; RMSE against the
@@ -12,10 +12,12 @@ noise-free truth, PICP95 / CRPS / NLPD of each method's Gaussian predictive of a
 of fit + predict (``time.process_time``).
 
     flock /tmp/pyro_dag_bench.lock python benchmarks/multifidelity_auto.py [--draws 200-211] [--named] [--linked 5]
-        [--seeds 1] [--seed-start 0] [--out NAME]
+        [--seeds 1] [--seed-start 0] [--methods ours,...] [--out NAME]
 
-(the recorded tables: ``--named --draws 200-211 --linked 5``, and the named problems' streams 1-4 with
-``--named --seeds 4 --seed-start 1 --draws '' --out multifidelity_auto_streams``)
+(the recorded tables, each run under the lock: ``--named --draws '' --linked 5`` (multifidelity_auto.json),
+``--draws 200-211 --out multifidelity_auto_draws200``, ``--named --seeds 2 --seed-start 1 --draws 300-311 --out
+multifidelity_auto_heldout``; the "before" rows of the calibration section: the last two with ``--methods ours`` on
+``git archive`` of the commit before the change, ``--out mf_calibration_before_*``)
 
 A run records the commit and the ``pyro_dag/`` tree it was measured on (``code_state``).
 """
