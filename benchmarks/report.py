@@ -1714,8 +1714,8 @@ def sec_mf_calibration(R):
     for k in keys:
         b, m = before[k], after[k]
         a = m["ours"]
-        rows.append([group(k), k[0], str(k[1]), f"{b['picp95']:.3f}", f"{a['picp95']:.3f}" + ("" if band(a["picp95"])
-                     else (" **low**" if a["picp95"] < 0.88 else " **high**")),
+        mark = "" if band(a["picp95"]) else (" **low**" if a["picp95"] < 0.88 else " **high**")
+        rows.append([group(k), k[0], str(k[1]), f"{b['picp95']:.3f}", f"{a['picp95']:.3f}" + mark,
                      f"{b['rmse']:.3g} / {a['rmse']:.3g}", f"{b['crps']:.3g} / {a['crps']:.3g}",
                      f"{b['nlpd']:.2f} / {a['nlpd']:.2f}",
                      f"{a['rmse_ratio']:.2f}" if "rmse_ratio" in a else "n.r.",
@@ -1737,9 +1737,9 @@ def sec_mf_calibration(R):
     total_line = (f"All {len(allx)} rows: PICP95 in band {sum(x[0] for x in allx)} -> {sum(x[1] for x in allx)}, "
                   f"below 0.88 {sum(x[2] for x in allx)} -> {sum(x[3] for x in allx)}, above 0.99 "
                   f"{sum(x[4] for x in allx)} -> {sum(x[5] for x in allx)}; NLPD lower after on {better['nlpd']} rows "
-                  f"(mean change {statistics.mean([after[k]['ours']['nlpd'] - before[k]['nlpd'] for k in keys]):+.3f}), CRPS "
-                  f"lower on {better['crps']}; RMSE unchanged but for the predictive's 200 draws (within 2 %: the factor scales "
-                  "variances only).")
+                  f"(mean change {statistics.mean(after[k]['ours']['nlpd'] - before[k]['nlpd'] for k in keys):+.3f}), "
+                  f"CRPS lower on {better['crps']}; RMSE unchanged but for the predictive's 200 draws (within 2 %: "
+                  "the factor scales variances only).")
     notes = [para(f"""Before: `fit()` at commit {', '.join(sorted(ref))} (each fidelity's variances scaled by the
         mean r²/σ² of its refitted 5-fold cross-validation), re-measured with `--methods ours` on an archive of that
         commit; after: the current tree (the factor is the conformal 95 % quantile of the same held-out runs'
