@@ -80,10 +80,11 @@ class MultiFidelityEmulator(AutoFitMixin):
         deterministic, the noise learned elsewhere; :mod:`pyro_dag.emulation.selection`) and the other methods learn
         it; ``True`` learns every fidelity's noise; ``False`` holds it at ``noise``.
     :param bool calibrate: ``fit()`` takes each fidelity's amplitude from 5-fold cross-validation with refitted
-        hyperparameters (default; with 10-500 runs, the closed-form leave-one-out factor above; the variances only
-        grow, except those of a deterministic fidelity with at least 30 runs, which shrink at most 10x), so that its
-        95 % intervals are neither several times too narrow (a few runs' hyperparameters) nor too wide (a smooth
-        simulator's dense design).
+        hyperparameters (default; with 10-500 runs, the closed-form leave-one-out factor above): the factor whose
+        95 % intervals cover 95 % of the held-out runs, a conformal quantile
+        (:func:`~pyro_dag.emulation.selection.coverage_scale`); the variances only grow, except those of a
+        deterministic fidelity with at least 30 runs, which shrink at most 10x. So its 95 % intervals are neither
+        several times too narrow (a few runs' hyperparameters) nor too wide (a smooth simulator's dense design).
     :param int seed: seed of the inducing-input initialisation and of the training draws.
     :param connect_input: as in :func:`~pyro_dag.emulation.multifidelity_data`.
     :param str input_name: the root's name (default ``"x"``).

@@ -221,3 +221,51 @@ def test_many_runs_choose_by_evidence():
     assert em.selection.criterion["f2"] == "evidence"
     assert em.selection.chosen["f2"] == max(cands, key=lambda c: c.evidence).kernel
     assert all(math.isnan(c.cv_mse) for c in cands)
+
+
+def test_coverage_scale_is_the_conformal_quantile():
+    """The factor's intervals cover ``⌈level (m + 1)⌉`` of ``m`` residuals, one fewer with a slightly smaller factor
+    (brute force over the scores); on many Gaussian residuals of variance ``s² σ²`` it recovers ``s²`` (Monte
+    Carlo); with fewer runs than the level resolves, the largest score."""
+    from pyro_dag.emulation.selection import coverage_scale
+
+    gen = torch.Generator().manual_seed(3)
+    var = torch.rand(99, generator=gen, dtype=torch.float64) + 0.1
+    resid = torch.randn(99, generator=gen, dtype=torch.float64) * var.sqrt() * 2.5
+    c = coverage_scale(resid, var, 0.95)
+    covered = lambda c_: int((resid.abs() <= 1.959964 * (c_ * var).sqrt()).sum())  # noqa: E731
+    assert covered(c * (1 + 1e-9)) == 95 and covered(c * (1 - 1e-6)) == 94
+    big_var = torch.rand(40000, generator=gen, dtype=torch.float64) + 0.5
+    big = torch.randn(40000, generator=gen, dtype=torch.float64) * big_var.sqrt() * 1.5
+    assert coverage_scale(big, big_var, 0.95) == pytest.approx(2.25, rel=0.04)
+    assert coverage_scale(big, big_var, 0.5) == pytest.approx(2.25, rel=0.04)
+    few = torch.tensor([0.1, -3.0, 0.5], dtype=torch.float64)
+    assert coverage_scale(few, torch.ones(3, dtype=torch.float64), 0.95) == pytest.approx((3.0 / 1.959964) ** 2,
+                                                                                            rel=1e-5)
+    assert math.isnan(coverage_scale(few[:0], few[:0], 0.95))
+    with pytest.raises(ValueError, match="level"):
+        coverage_scale(few, few, 1.0)
+
+
+def test_coverage_factor_of_leave_one_out_matches_dense_refits():
+    """``loo_variance_scale(level=)`` is the conformal quantile of the leave-one-out residuals computed by solving
+    the GP without each run (a dense reference), and the refit-free n-fold ``cv_variance_scale(level=)`` equals it."""
+    from pyro_dag.emulation.selection import coverage_scale, cv_variance_scale, loo_variance_scale
+
+    gen = torch.Generator().manual_seed(2)
+    X = torch.rand(17, 2, generator=gen, dtype=torch.float64)
+    y = torch.sin(5 * X[:, 0]) * X[:, 1] + 0.3 * X[:, 0]
+    y = (y - y.mean()) / y.std()
+    k = RBF(ard=True, variance=0.8, lengthscale=0.3).double().bind(2)
+    noise = 1e-3
+    with torch.no_grad():
+        K = k(X) + noise * torch.eye(17, dtype=torch.float64)
+        r, v = [], []
+        for i in range(17):
+            keep = [j for j in range(17) if j != i]
+            kx = K[i, keep]
+            r.append(y[i] - kx @ torch.linalg.solve(K[keep][:, keep], y[keep]))
+            v.append(K[i, i] - kx @ torch.linalg.solve(K[keep][:, keep], kx))
+    ref = coverage_scale(torch.stack(r), torch.stack(v), 0.9)
+    assert loo_variance_scale(k, X, y, noise, level=0.9) == pytest.approx(ref, rel=1e-5)
+    assert cv_variance_scale(k, X, y, noise, folds=17, max_iter=0, level=0.9) == pytest.approx(ref, rel=1e-5)
