@@ -103,3 +103,15 @@ def subprocess_result(proc):
         if line.startswith("RESULT "):
             return json.loads(line[7:])
     return {"error": (proc.stderr.strip().splitlines() or ["died without a result"])[-1][:300]}
+
+
+def previous_tree(commit):
+    """A temporary folder holding ``pyro_dag/`` as it was at ``commit`` (``git archive`` of this repository), to run
+    an earlier release side by side with the current tree (``PYTHONPATH`` set to the folder)."""
+    import subprocess
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="pyro_dag_previous_")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    archive = subprocess.run(["git", "archive", commit, "pyro_dag"], cwd=root, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+    return folder

@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import code_state, subprocess_result, write_json, write_readme_section  # noqa: E402
+from common import code_state, previous_tree, subprocess_result, write_json, write_readme_section  # noqa: E402
 
 PREVIOUS = "9790281"
 
@@ -125,13 +125,6 @@ VARIANTS = [
     ("TracedNUTS", "current", "TracedNUTS", {}),
     ("CompiledNUTS", "current", "CompiledNUTS", {}),
 ]
-
-
-def previous_tree(commit):
-    folder = tempfile.mkdtemp(prefix="pyro_dag_previous_")
-    archive = subprocess.run(["git", "archive", commit, "pyro_dag"], cwd=ROOT, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
-    return folder
 
 
 def run_variant(path, sampler, options, warmup, draws, which, timeout):

@@ -19,13 +19,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import code_state, write_json, write_readme_section  # noqa: E402
+from common import code_state, previous_tree, write_json, write_readme_section  # noqa: E402
 
 #: The commit before the data-driven defaults (noise rule, pilot kernels, exact fits, hidden-node start).
 PREVIOUS = "9790281"
@@ -124,13 +123,6 @@ def run_one(tree, case, n, timeout):
     if not lines:
         return {"error": f"exit code {out.returncode}: " + (out.stderr or out.stdout)[-600:]}
     return dict(json.loads(lines[-1][7:]), tree=tree_seen[-1] if tree_seen else None)
-
-
-def previous_tree(commit):
-    folder = tempfile.mkdtemp(prefix="pyro_dag_previous_")
-    archive = subprocess.run(["git", "archive", commit, "pyro_dag"], cwd=ROOT, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
-    return folder
 
 
 def main():
