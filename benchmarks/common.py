@@ -105,6 +105,11 @@ def subprocess_result(proc):
     return {"error": (proc.stderr.strip().splitlines() or ["died without a result"])[-1][:300]}
 
 
+#: The release before the data-driven defaults (noise rule, pilot kernels, exact fits, hidden-node start): issue 43's
+#: "previous release", which the set-up and NUTS benchmarks run side by side with the current tree.
+PREVIOUS_RELEASE = "9790281"
+
+
 def previous_tree(commit):
     """A temporary folder holding ``pyro_dag/`` as it was at ``commit`` (``git archive`` of this repository), to run
     an earlier release side by side with the current tree (``PYTHONPATH`` set to the folder)."""

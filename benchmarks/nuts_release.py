@@ -35,9 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import code_state, previous_tree, subprocess_result, write_json, write_readme_section  # noqa: E402
-
-PREVIOUS = "9790281"
+from common import (PREVIOUS_RELEASE, code_state, previous_tree, subprocess_result, write_json,  # noqa: E402
+                    write_readme_section)
 
 WORKER = r"""
 import json, os, sys, time, warnings
@@ -160,7 +159,7 @@ def table(result):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--previous", default=PREVIOUS, help="the release's commit")
+    ap.add_argument("--previous", default=PREVIOUS_RELEASE, help="the release's commit")
     ap.add_argument("--models", nargs="*", help="of guide, guide_collapsed, chain (default: all)")
     ap.add_argument("--timeout", type=int, default=300)
     args = ap.parse_args()

@@ -24,10 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import code_state, previous_tree, write_json, write_readme_section  # noqa: E402
-
-#: The commit before the data-driven defaults (noise rule, pilot kernels, exact fits, hidden-node start).
-PREVIOUS = "9790281"
+from common import PREVIOUS_RELEASE as PREVIOUS, code_state, previous_tree, write_json  # noqa: E402
+from common import write_readme_section  # noqa: E402
 
 WORKER = r"""
 import json, os, random, resource, sys, time, functools, collections
