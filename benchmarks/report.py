@@ -2669,9 +2669,22 @@ def sec_structure_networks_fit(R):
         not the orientations on these sizes, and costs minutes; the hybrid (PC-stable skeleton, Markov-blanket
         candidates, exact or order-MCMC posterior) recovers both graphs exactly in seconds: for networks of this
         size, use `hybrid_posterior`. One seed: the multi-seed comparison with GES is the section above.""")]
+    sources = ["structure_networks_fit.json"]
+    if os.path.exists(os.path.join(R.folder, "structure_networks_fit_auto.json")):
+        a = R("structure_networks_fit_auto.json")
+        sources.append("structure_networks_fit_auto.json")
+        auto = [f"{r['network']} (n = {r['n']}) {r['method']}: SHD {f(r['mean_shd'], 1)}"
+                + (f", edge AUROC {f(r['mean_auroc'])}" if r.get("mean_auroc") is not None else "")
+                + f", {f(r['mean_cpu_s'], 1)} CPU s" for r in a["summary"]]
+        chosen = sorted({str(x.get("fit_method")) for x in a["runs"] if x.get("fit_method")})
+        notes.append(para(f"""`structure.fit(X)` with no options on the current code (`python
+            benchmarks/structure_networks.py --networks alarm --ns 2000 --seeds 1 --methods fit pc --out
+            structure_networks_fit_auto.json`, under the shared lock{(", method chosen: " + ", ".join(chosen))
+            if chosen else ""}): {"; ".join(auto)}. Issue 43's target (ALARM, n = 2000: SHD at most PC's in at most
+            120 CPU s). Load average {", ".join(f"{x:.1f}" for x in a.get("load", []))}. {code_note([a])}"""))
     return Section("How does `structure.fit` do on CHILD and ALARM, against the hybrid posterior and PC?",
                    "`python benchmarks/structure_networks.py --ns 2000 --seeds 1 --methods fit hybrid pc --out "
-                   "structure_networks_fit.json`", tab, notes, ["structure_networks_fit.json"])
+                   "structure_networks_fit.json`", tab, notes, sources)
 
 
 #: The band a 95 % interval's coverage should fall in (issue 41, item 4; ``zoo.PICP_BAND``).

@@ -38,6 +38,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import structure_common as sc  # noqa: E402
+from common import code_state  # noqa: E402
 
 TARGETS = {"network": "alarm", "n": 2000, "auroc": 0.95, "cpu_s": 120.0}
 
@@ -187,6 +188,7 @@ def main():
         targets_met=targets, summary=summary, runs=rows,
         environment=dict(python=platform.python_version(), machine=platform.machine(),
                          wall_s=time.perf_counter() - t_start),
+        code=code_state(), load=list(os.getloadavg()),
     )
     name = "structure_networks_quick.json" if args.quick else args.out
     path = os.path.join(sc.RESULTS, name)
