@@ -26,6 +26,7 @@ turns) and CPU per gradient (the code).
     flock /tmp/pyro_dag_bench.lock python benchmarks/nuts_release.py
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -35,8 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import (PREVIOUS_RELEASE, code_state, previous_tree, subprocess_result, write_json,  # noqa: E402
-                    write_readme_section)
+from common import PREVIOUS_RELEASE, code_state, previous_tree, subprocess_result, write_json  # noqa: E402
 
 WORKER = r"""
 import json, os, sys, time, warnings
@@ -88,7 +88,6 @@ else:
     from pyro_dag.infer import mcmc as dag_mcmc
     kernel = getattr(dag_mcmc, sampler)(model)
 t0 = cpu()
-compile_s = None
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     mcmc = MCMC(kernel, num_samples=draws, warmup_steps=warmup, disable_progbar=True)
@@ -105,7 +104,6 @@ print("RESULT " + json.dumps({
     "cpu_s": total, "iterations": iters, "cpu_per_iteration": total / iters,
     "compile_wall_s": compile_s, "gradients": grads["n"], "gradients_per_iteration": grads["n"] / iters,
     "ms_per_gradient": 1000 * grads["s"] / max(grads["n"], 1), "divergences": div,
-    
     "pyro_dag": os.path.dirname(pyro_dag.__file__)}))
 """
 
@@ -127,7 +125,6 @@ VARIANTS = [
 
 
 def run_variant(path, sampler, options, warmup, draws, which, timeout):
-    import json
     env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
     try:
         proc = subprocess.run([sys.executable, "-c", WORKER, sampler, json.dumps(options), str(warmup), str(draws),
@@ -136,25 +133,6 @@ def run_variant(path, sampler, options, warmup, draws, which, timeout):
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout} s"}
     return subprocess_result(proc)
-
-
-def table(result):
-    rows = result["rows"]
-    lines = ["| model | variant | tree | CPU s per iteration | / release | gradients per iteration | ms per gradient | "
-             "compile s (wall) | divergent draws |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        base = next((b for b in rows if b["model"] == r["model"] and b["label"] == "release NUTS"
-                     and "error" not in b), None)
-        if "error" in r:
-            lines.append(f"| {r['model']} | {r['label']} | {r['tree']} | {r['error'][:80]} | | | | | |")
-            continue
-        ratio = f"{r['cpu_per_iteration'] / base['cpu_per_iteration']:.2f}" if base else "–"
-        per_it = f"{r['cpu_per_iteration']:.3f}"
-        comp = f"{r['compile_wall_s']:.1f}" if r.get("compile_wall_s") is not None else "–"
-        div = "–" if r["divergences"] is None else f"{r['divergences']} / {r['draws']}"
-        lines.append(f"| {r['model']} | {r['label']} | {r['tree']} | {per_it} | {ratio} | "
-                     f"{r['gradients_per_iteration']:.1f} | {r['ms_per_gradient']:.2f} | {comp} | {div} |")
-    return "\n".join(lines)
 
 
 def main():
@@ -177,8 +155,7 @@ def main():
             rows.append(r)
     result = {"rows": rows, "previous_commit": args.previous,
               "code": code_state(), "load": os.getloadavg()}
-    write_json("nuts_release", result)
-    print(table(result))
+    write_json("nuts_release", result)   # the table: benchmarks/report.py (sec_nuts_release)
 
 
 if __name__ == "__main__":
