@@ -128,7 +128,7 @@ def check_noise_step(config, model, guide, dgp, dag_guide):
     run is refused by :class:`~pyro_dag.infer.training.TrainConfig`: each process holds a shard of the cases).
 
     :raises ValueError: naming ``noise_step`` and the fix."""
-    if not config.noise_step:
+    if config.noise_step is not True:   # "auto" turns itself off where it cannot run
         return
     if dgp is None or dgp is not model:
         what = "not a DAGDGP" if dgp is None else "a larger model holding a DAGDGP"

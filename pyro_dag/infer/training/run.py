@@ -152,7 +152,8 @@ class TrainingRun:
             "patience": config.patience, "fixed_kernels": self.use_fixed, "collapse": self.collapse,
             "start_hidden": self.start_hidden, "best_iterate": bool(config.best_iterate and config.validation is None and self.dp is None),
             "spike_factor": config.spike_factor, "rollback": bool(config.rollback and self.dp is None),
-            "noise_step": bool(config.noise_step and self.dag_guide and self.dgp is model and self.dp is None),
+            "noise_step": bool(config.noise_step in (True, "auto") and self.dag_guide and self.dgp is model
+                               and self.dp is None),
             "minibatch": self.minibatch,
         }
         if self.dp is not None:
@@ -207,7 +208,7 @@ class TrainingRun:
         """The one-sided closed-form noise step after step ``s``, when it is due (:class:`NoiseStep`)."""
         if self.noise_step is None:
             self.noise_step = NoiseStep(self.dgp, self.guide, self.inputs, self.data, mask=self.kw.get("mask"))
-            if self.noise_step.idle:
+            if self.noise_step.idle and self.config.noise_step is True:   # "auto" is off there without a word
                 warnings.warn(f"{self.name}: noise_step=True does nothing here: {self.noise_step.idle}; pass "
                               "noise_step=False", UserWarning, stacklevel=5)
         if not self.noise_step.due(s - self.warm):

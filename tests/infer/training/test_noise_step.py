@@ -102,7 +102,8 @@ def test_hyperpriors_leave_the_noise_to_the_steps():
 
 def test_train_takes_the_step_and_reports_it():
     """On the mean-field chain whose noise starts 100x too large, train(noise_step=True) lowers it in closed form
-    (TrainResult.noise_steps) and ends with a lower loss than the default (off); the switch is recorded."""
+    (TrainResult.noise_steps) and ends with a lower loss than with noise_step=False; the default "auto" takes the
+    same steps here (the DAGDGP with its structured guide); the switch is recorded."""
     def run(**kw):
         model, guide, inputs, data = _observed_chain(noise=5.0)
         pyro.set_rng_seed(1)
@@ -113,8 +114,10 @@ def test_train_takes_the_step_and_reports_it():
         return model, r
 
     on_model, on = run(noise_step=True)
-    off_model, off = run()
-    assert on.settings["noise_step"] is True and off.settings["noise_step"] is False
+    off_model, off = run(noise_step=False)
+    auto_model, auto = run()
+    assert on.settings["noise_step"] is True and off.settings["noise_step"] is False and auto.settings["noise_step"] is True
+    assert auto.losses == on.losses
     assert on.noise_steps >= 1 and off.noise_steps == 0
     assert float(on_model.likelihoods["y"].variance.detach()) < 0.5 * float(off_model.likelihoods["y"].variance.detach())
     assert sum(on.losses[-20:]) < sum(off.losses[-20:])
@@ -123,7 +126,7 @@ def test_train_takes_the_step_and_reports_it():
 def test_noise_step_must_be_a_bool():
     from pyro_dag.infer.training import TrainConfig
 
-    with pytest.raises(ValueError, match="noise_step must be True or False"):
+    with pytest.raises(ValueError, match="noise_step must be .auto., True or False"):
         TrainConfig(num_steps=10, noise_step=1)
 
 
