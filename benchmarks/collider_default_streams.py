@@ -53,7 +53,7 @@ def _score(model, guide, ds, num_samples=300):
             "mean_abs_corr": m["mean_abs_corr"], "picp95": cal["picp"], "crps": cal["crps"], "nlpd": cal["nlpd"]}
 
 
-def run_one(data_seed, stream, steps, at, precision, child_kernel="default"):
+def run_one(data_seed, stream, steps, at, precision, child_kernel="default", noise_step=None):
     import pyro
     import torch
 
@@ -81,11 +81,14 @@ def run_one(data_seed, stream, steps, at, precision, child_kernel="default"):
     t = time.process_time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = train(model, guide, ds.inputs, ds.data, num_steps=steps, progress=False, callbacks=[score_along])
+        extra = {} if noise_step is None else {"noise_step": noise_step}   # None: the library's default
+        result = train(model, guide, ds.inputs, ds.data, num_steps=steps, progress=False, callbacks=[score_along],
+                       **extra)
     cpu = time.process_time() - t
     final = _score(model, guide, ds)
     return {"data_seed": data_seed, "stream": stream, "steps": steps, "precision": precision,
-            "child_kernel": child_kernel, "cpu_s": cpu,
+            "child_kernel": child_kernel, "noise_step": result.settings.get("noise_step"),
+            "noise_step_option": "default" if noise_step is None else noise_step, "cpu_s": cpu,
             "final": final, "along": {str(k): v for k, v in along.items()}, "restored_step": result.restored_step,
             "natural_gradient_stopped": result.natural_gradient_stopped,
             "started_nodes": result.started_nodes, "final_loss": result.losses[-1],
@@ -131,6 +134,8 @@ def main(argv=None):
     p.add_argument("--child-kernel", choices=["default", "sum"], default="default",
                    help="the child's kernel: the default, or SumInput(RBF()) on w1 + w2 with learned hyperparameters "
                         "(the explaining-away comparison)")
+    p.add_argument("--noise-step", choices=["default", "auto", "on", "off"], default="default",
+                   help="train(noise_step=...): the library's default, 'auto', True or False")
     p.add_argument("--name", default="collider_default_streams")
     p.add_argument("--append", action="store_true", help="add the runs to the JSON's existing ones")
     p.add_argument("--baseline", action="store_true",
@@ -151,7 +156,8 @@ def main(argv=None):
             runs = json.load(f)["runs"]
     for d in _span(args.data_seeds):
         for s in _span(args.streams):
-            row = run_one(d, s, args.steps, set(args.at), args.precision, args.child_kernel)
+            row = run_one(d, s, args.steps, set(args.at), args.precision, args.child_kernel,
+                          {"default": None, "auto": "auto", "on": True, "off": False}[args.noise_step])
             runs.append(row)
             f = row["final"]
             print(f"data {d} stream {s} {args.precision} {args.steps}: held-out {f['rmse_test']:.3f} "

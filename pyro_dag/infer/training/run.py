@@ -178,6 +178,9 @@ class TrainingRun:
         self.pretrained = False
         self._no_freeze = {}
         self.noise_step = None   # built at its first use, once the model is set up
+        # "auto" steps the noise in the second half of the run only: the basin of a latent fit is decided in its
+        # first steps, where Adam's slow fall of the noise works as annealing (config.py, noise_step)
+        self.noise_step_after = max(self.warm, config.num_steps // 2) if config.noise_step == "auto" else self.warm
 
     # ------------------------------------------------------------------ one step
     def _one_step(self, s):
@@ -569,7 +572,7 @@ class TrainingRun:
                 self.best_iterate.observe(s, loss)
             if self.rollback is not None:
                 self._watch(s, loss, natural_step)
-            if self.settings["noise_step"] and s > self.warm:
+            if self.settings["noise_step"] and s > self.noise_step_after:
                 self._noise_step(s, self.frozen if s <= self.freeze_steps else self._no_freeze)
             if config.validation is not None and s > self.warm and (s % config.validate_every == 0 or s == num_steps):
                 self._validate(s)
