@@ -102,8 +102,9 @@ def test_hyperpriors_leave_the_noise_to_the_steps():
 
 def test_train_takes_the_step_and_reports_it():
     """On the mean-field chain whose noise starts 100x too large, train(noise_step=True) lowers it in closed form
-    (TrainResult.noise_steps) and ends with a lower loss than with noise_step=False; the default "auto" takes the
-    same steps here (the DAGDGP with its structured guide); the switch is recorded."""
+    (TrainResult.noise_steps) and ends with a lower loss than with noise_step=False; the default "auto" runs as
+    False for the first half of the steps and then takes the step (the DAGDGP with its structured guide); the switch
+    is recorded."""
     def run(**kw):
         model, guide, inputs, data = _observed_chain(noise=5.0)
         pyro.set_rng_seed(1)
@@ -117,7 +118,8 @@ def test_train_takes_the_step_and_reports_it():
     off_model, off = run(noise_step=False)
     auto_model, auto = run()
     assert on.settings["noise_step"] is True and off.settings["noise_step"] is False and auto.settings["noise_step"] is True
-    assert auto.losses == on.losses
+    assert auto.losses[:50] == off.losses[:50] and auto.noise_steps >= 1   # (its one step follows step 100)
+    assert float(auto_model.likelihoods["y"].variance.detach()) < 0.5 * float(off_model.likelihoods["y"].variance.detach())
     assert on.noise_steps >= 1 and off.noise_steps == 0
     assert float(on_model.likelihoods["y"].variance.detach()) < 0.5 * float(off_model.likelihoods["y"].variance.detach())
     assert sum(on.losses[-20:]) < sum(off.losses[-20:])
