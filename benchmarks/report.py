@@ -341,6 +341,7 @@ def sec_collider_default_streams(R):
                   + "`--baseline`), per data set: "
                   + "; ".join(f"{k}: {f(b['rmse_test'])} (PICP95 {f(b['picp95'], 2)})" for k, b in sorted(base.items()))
                   + ". " + d.get("note", ""))]
+    notes += _noise_step_comparison(R, runs, t)
     long = R("collider_default_streams_6000.json")["runs"]
     notes.append(para("Longer runs (`--name collider_default_streams_6000 --steps 6000 --at 1500 3000`, "
                       "`results/collider_default_streams_6000.json`): " + "; ".join(
@@ -353,7 +354,35 @@ def sec_collider_default_streams(R):
                    "`python benchmarks/collider_default_streams.py --data-seeds 0-4 --streams 0-4 --steps 3000 --at 1500 "
                    "3000` and `--baseline`", tab, notes,
                    ["collider_default_streams.json", "collider_exact_gp_baseline.json",
-                    "collider_default_streams_6000.json"])
+                    "collider_default_streams_6000.json", "collider_default_streams_off.json"])
+
+
+def _noise_step_comparison(R, runs, t):
+    """A paragraph setting the default grid beside the same grid with ``noise_step=False`` (same tree, same streams),
+    when ``collider_default_streams_off.json`` exists."""
+    try:
+        off = R("collider_default_streams_off.json")
+    except FileNotFoundError:
+        return []
+    pairs = {(r["data_seed"], r["stream"]): r for r in off["runs"] if r["precision"] == "chordal"}
+    cells = []
+    for r in sorted(runs, key=lambda r: (r["data_seed"], r["stream"])):
+        o = pairs.get((r["data_seed"], r["stream"]))
+        if o is not None and r["precision"] == "chordal":
+            cells.append(f"{r['data_seed']}/{r['stream']}: {f(r['final']['rmse_test'])} ({f(o['final']['rmse_test'])}), "
+                         f"noise {r['final']['noise_factor']:.1f}x ({o['final']['noise_factor']:.1f}x), PICP95 "
+                         f"{f(r['final']['picp95'], 2)} ({f(o['final']['picp95'], 2)})")
+    ok = sum(o["final"]["rmse_test"] <= t["rmse_test"] for o in pairs.values())
+    noise = sum(o["final"]["noise_factor"] <= t["noise_factor"] for o in pairs.values())
+    picp = sum(0.88 <= o["final"]["picp95"] <= 0.99 for o in pairs.values())
+    picp_on = sum(0.88 <= r["final"]["picp95"] <= 0.99 for r in runs if r["precision"] == "chordal")
+    return [para(f"""The same grid with `--noise-step off` (`train(noise_step=False)`: the noise left to Adam, the
+        default before this change; `results/collider_default_streams_off.json`, measured beside the default's grid on
+        the same tree): held-out RMSE <= {t['rmse_test']} on {ok} of {len(pairs)} as returned, noise within
+        {t['noise_factor']}x on {noise}, PICP95 in [0.88, 0.99] on {picp} (the default's grid: {picp_on}). The
+        first {len(runs) and runs[0]['steps'] // 2} steps of the two are the same run (the default's noise steps start
+        in the second half, and they leave the random stream as it was). Per run, data/stream: default (off): """
+                 + "; ".join(cells) + ".")]
 
 
 def _candidates_cell(run):

@@ -26,6 +26,7 @@ import torch
 
 from ...dgp.scale import scale_hint
 from .checkpoint import capture_params, restore_params
+from .rollback import _clone
 
 __all__ = ["NaturalGradientGuard", "NaturalGradientDivergenceWarning", "NoiseRunawayWarning", "noise_variances",
            "noise_warnings", "NoiseExplainsDataWarning", "signal_warnings", "noise_took_signal", "DEFAULT_NATURAL_GRADIENT_MAX_KL"]
@@ -66,7 +67,11 @@ class NaturalGradientGuard:
     (Pyro's parameter store, :func:`~pyro_dag.infer.training.capture_params`) are kept. A window whose mean
     exceeds the best by more than ``max(3 · sd, relative · |best|)``, ``sd`` the standard deviation of the
     losses within the reference window, is a divergence: :meth:`observe` restores the best parameters and
-    returns ``True``.
+    returns ``True``. Given the Adam optimiser of the other parameters (``adam``, kernel hyperparameters, noise and
+    inducing inputs, stepped beside the natural-gradient steps), its moments are kept and restored with the
+    parameters: the moments of the diverging window point the way the divergence went, and Adam's first steps after
+    a restore of the parameters alone followed them (the latent collider, data set 0, stream 3: the restored state's
+    loss 36, then 813 after one Adam step, and the run never came back: held-out RMSE 0.146 against 0.06-0.07).
 
     :param int window: steps per window (default 50). :param float relative: relative tolerance (default 0.05).
     :param dict noise: ``{node: noise variance}`` at the start of the phase (for the warning).
@@ -74,7 +79,7 @@ class NaturalGradientGuard:
     :ivar int stopped_at: the step at which the guard fired (``None`` while it has not).
     """
 
-    def __init__(self, reference_losses, *, window=50, relative=0.05, noise=None):
+    def __init__(self, reference_losses, *, window=50, relative=0.05, noise=None, adam=None):
         if not (isinstance(window, int) and window >= 2):
             raise ValueError(f"window must be an integer >= 2, got {window!r}")
         ref = [float(x) for x in reference_losses][-window:]
@@ -83,6 +88,8 @@ class NaturalGradientGuard:
         self.sd = _sd(ref)
         self.best_step = None
         self.best_params = capture_params()
+        self.adam = adam
+        self.best_adam = _adam_state(adam)
         self.noise = dict(noise or {})
         self.buffer = []
         self.stopped_at = None
@@ -106,11 +113,14 @@ class NaturalGradientGuard:
         self.buffer = []
         if not math.isfinite(self.best) or mean < self.best:
             self.best, self.best_step, self.best_params = mean, step, capture_params()
+            self.best_adam = _adam_state(self.adam)
             return False
         if mean > self.best + self.tolerance or not math.isfinite(mean):
             self.stopped_at = step
             self._mean = mean
             restore_params(self.best_params, ignore_missing=("MeanFieldWarmStart",))
+            if self.adam is not None and self.best_adam is not None:
+                self.adam.load_state_dict(_clone(self.best_adam))
             return True
         return False
 
@@ -131,7 +141,8 @@ class NaturalGradientGuard:
     def state(self):
         """A picklable state for checkpoints."""
         return {"window": self.window, "relative": self.relative, "best": self.best, "sd": self.sd,
-                "best_step": self.best_step, "best_params": self.best_params, "noise": self.noise,
+                "best_step": self.best_step, "best_params": self.best_params, "best_adam": self.best_adam,
+                "noise": self.noise,
                 "buffer": list(self.buffer), "stopped_at": self.stopped_at, "mean": getattr(self, "_mean", None)}
 
     @classmethod
@@ -141,10 +152,16 @@ class NaturalGradientGuard:
         guard.window, guard.relative, guard.best, guard.sd = (state["window"], state["relative"], state["best"],
                                                               state["sd"])
         guard.best_step, guard.best_params, guard.noise = state["best_step"], state["best_params"], state["noise"]
+        guard.adam, guard.best_adam = None, state.get("best_adam")   # the phase sets .adam before each observe
         guard.buffer, guard.stopped_at = list(state["buffer"]), state["stopped_at"]
         if state["mean"] is not None:
             guard._mean = state["mean"]
         return guard
+
+
+def _adam_state(adam):
+    """A detached copy of ``adam``'s state (moments and step counts), or ``None`` without an optimiser or moments."""
+    return None if adam is None else _clone(adam.state_dict())
 
 
 def _sd(values):

@@ -127,7 +127,8 @@ class NaturalGradientPhase:
         self.gauss = GaussianNaturalGradient(run.model, run.guide, run.elbo, step_size=self.step_size,
                                              max_kl=None if math.isinf(self.max_kl) else self.max_kl)
         if run.config.natural_gradient_guard and self.guard is None:
-            self.guard = NaturalGradientGuard(run.result.losses[run.warm:], noise=noise_variances(run.dgp))
+            self.guard = NaturalGradientGuard(run.result.losses[run.warm:], noise=noise_variances(run.dgp),
+                                              adam=self.adam_phase.adam)
         self.ids = {id(p) for p in run.guide.family.parameters()}
 
     def rest(self, frozen):
@@ -157,6 +158,8 @@ class NaturalGradientPhase:
                 self.adam_phase.start(run.guide)
             self.adam_phase.adam.hold = set(frozen) | self.ids
             self.adam_phase.adam.step(*run.args, **run.kw)
+        if self.guard is not None:
+            self.guard.adam = self.adam_phase.adam   # (a resumed guard gets the rebuilt optimiser)
         if self.guard is not None and self.guard.observe(s, loss):
             self.stopped = run.result.natural_gradient_stopped = s
             warnings.warn(self.guard.message(run.name, noise_variances(run.dgp)),
