@@ -72,6 +72,14 @@ _train_case("noise_step_distributed", "misuse", ("noise_step",), "train(noise_st
             noise_step=True, distributed=True)
 _train_case("noise_step_latent_inputs", "misuse", ("noise_step",), "train(noise_step=True) on a model with latent "
             "inputs, where no node's noise can be stepped", expect="either", latent_input=True, noise_step=True)
+_train_case("noise_step_auto_capitalised", "new inputs", ("noise_step",), "train(noise_step='Auto') (the default is "
+            "'auto')", quick=True, noise_step="Auto")
+_train_case("noise_step_auto_autonormal", "misuse", ("noise_step",), "train(model, AutoNormal(model), ..., "
+            "noise_step='auto'): the default where no step can run, off without a word", guide="autonormal",
+            noise_step="auto", quick=True, recipe="adam", expect="accept")
+_train_case("noise_step_auto_distributed_one_process", "misuse", ("noise_step", "distributed"),
+            "train(noise_step='auto', distributed=True) without a process group (the default is off there; the "
+            "missing group is what to name)", noise_step="auto", distributed=True, expect="either")
 _lamp_case("noise_step_lamp_recipe", ("noise_step",), "train(recipe='lamp', noise_step=True)", cls="misuse",
            noise_step=True)
 
