@@ -92,6 +92,16 @@ class DivergenceRollback:
                 self.snapshot = (step, capture_params(), _clone(adam.state_dict()))
         return False
 
+    def seed(self, step, params, adam_state, reference, adam):
+        """Take a known healthy state as the snapshot and its window's ``(mean, sd)`` as the reference (after the
+        natural-gradient guard restored its best state, so that an Adam step that diverges from there at once is
+        rolled back instead of running on until a window of its own is healthy)."""
+        self.buffer, self.recent = [], []
+        self.reference = (float(reference[0]), float(reference[1]))
+        self.snapshot = (step, params, _clone(adam_state))
+        if self.base_lrs is None and adam is not None and adam.optim is not None:
+            self.base_lrs = [group["lr"] for group in adam.optim.param_groups]
+
     def reset(self):
         """Forget the reference and the snapshot (the steps between are not Adam's: a natural-gradient phase moves
         the posterior to where the old snapshot would undo its work)."""

@@ -197,6 +197,11 @@ class TrainingRun:
         rb = self.rollback
         if natural_step:   # the natural-gradient phase has its own guard
             rb.reset()
+            guard = self.natural.guard
+            if self.natural.stopped == s and guard is not None and guard.best_adam is not None:
+                # the guard restored its best state: Adam goes on from there, and may diverge from there at once
+                rb.seed(guard.best_step if guard.best_step is not None else getattr(guard, "start_step", s),
+                        guard.best_params, guard.best_adam, (guard.best, guard.sd), self.adam_phase.adam)
             return
         if not rb.observe(s, loss, self.adam_phase.adam):
             return

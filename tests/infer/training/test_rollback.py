@@ -90,3 +90,27 @@ def test_tracker_tolerance_reset_and_state():
     assert again.events == [(13, 10, 0.5)] and again.lr_factor == 0.5
     rb.reset()
     assert rb.reference is None and rb.snapshot is None and not rb.observe(14, 1e9, adam)
+
+
+def test_a_seeded_state_is_rolled_back_to_at_once():
+    """After the natural-gradient guard restores its best state, the rollback takes that state as its snapshot: an
+    Adam step that diverges from there at once goes back to it with half the step, instead of running on until a
+    window of its own is healthy (the collider, data set 0, stream 0: loss 0.2 after the restore, 4558 two Adam
+    steps later, and the run ended at loss 96 instead of -54)."""
+    from pyro_dag.infer.training.adam import JointAdam
+
+    def model():
+        pyro.sample("obs", pyro.distributions.Normal(pyro.param("x", torch.zeros(2)), 1.0).to_event(1),
+                    obs=torch.ones(2))
+
+    pyro.clear_param_store()
+    adam = JointAdam(model, lambda: None, pyro.infer.Trace_ELBO(), {"lr": 0.1})
+    adam.step()
+    rb = DivergenceRollback(window=50, probe=3)
+    kept = capture_params()
+    rb.seed(40, kept, adam.state_dict(), (5.0, 0.5), adam)
+    pyro.param("x").data.fill_(7.0)                       # Adam's next steps diverge
+    assert [rb.observe(s, 5e3, adam) for s in (41, 42, 43)] == [False, False, True]
+    back, factor = rb.roll_back(43, adam)
+    assert (back, factor) == (40, 0.5) and torch.equal(pyro.param("x").detach(), kept["x"])
+    assert adam.optim.param_groups[0]["lr"] == pytest.approx(0.05)
