@@ -42,8 +42,7 @@ def _setup_done(guide):
 
 
 def _mark_unfinished(guide, what):
-    """Record on the guide that a fit writing it has started and not finished (``what``), or that it finished
-    (``None``); :func:`pyro_dag.infer.prediction.predict` refuses a guide with an unfinished fit."""
+    """Mark the guide's fit as started, unfinished (``what``) or finished (``None``); ``predict`` refuses the first."""
     if guide is not None:
         object.__setattr__(guide, "_pyro_dag_unfinished_fit", what)
 
@@ -178,8 +177,7 @@ class TrainingRun:
         self.pretrained = False
         self._no_freeze = {}
         self.noise_step = None   # built at its first use, once the model is set up
-        # "auto" steps the noise in the second half of the run only: the basin of a latent fit is decided in its
-        # first steps, where Adam's slow fall of the noise works as annealing (config.py, noise_step)
+        # "auto": the second half only (early on, Adam's slow fall of the noise anneals; config.py, noise_step)
         self.noise_step_after = max(self.warm, config.num_steps // 2) if config.noise_step == "auto" else self.warm
 
     # ------------------------------------------------------------------ one step
@@ -199,7 +197,7 @@ class TrainingRun:
             rb.reset()
             guard = self.natural.guard
             if self.natural.stopped == s and guard is not None and guard.best_adam is not None:
-                # the guard restored its best state: Adam goes on from there, and may diverge from there at once
+                # the guard restored its best state, from which Adam may diverge at once
                 rb.seed(guard.best_step if guard.best_step is not None else getattr(guard, "start_step", s),
                         guard.best_params, guard.best_adam, (guard.best, guard.sd), self.adam_phase.adam)
             return
@@ -339,8 +337,7 @@ class TrainingRun:
             check_record(state, self.record, self.path)
         r = self.result
         if state is None and self.collapse:
-            # an exact fit stopped half way (Ctrl-C in L-BFGS) leaves some nodes fitted and others at their start:
-            # predict refuses such a guide until a fit finishes (as LaMP and the emulator do)
+            # an exact fit stopped half way (Ctrl-C) leaves nodes at their start: predict refuses it until a fit ends
             _mark_unfinished(self.guide, "the exact fit of the nodes with observed inputs (train's collapse phase)")
             self._fit_collapsed()
             _mark_unfinished(self.guide, None)
