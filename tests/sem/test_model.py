@@ -133,6 +133,7 @@ def test_predictive_log_likelihood_matches_the_gaussian_marginal():
     np.testing.assert_allclose(est_mc, ref, atol=0.3)
 
 
+@pytest.mark.slow  # 12.5 s on two workers (over the suite's 10 s bound)
 def test_svi_with_subsampling_and_recovery():
     """Small synthetic problem (B = 2 A): posterior latent means track the truth, loadings are recovered."""
     df, a, b = frame(n=120, seed=1)
