@@ -21,20 +21,25 @@ def _features(n=25, seed=0):
     return K, a, y
 
 
+@pytest.mark.parametrize("latent", [False, True])
 @pytest.mark.parametrize("with_residual", [False, True])
-def test_the_factor_is_the_mean_squared_standardised_leave_one_out_residual(with_residual):
+def test_the_factor_is_the_mean_squared_standardised_leave_one_out_residual(with_residual, latent):
     K, a, y = _features()
     noise = 1e-4
     r = torch.linspace(0, 0.01, len(y), dtype=torch.float64) if with_residual else None
     C = K + noise * torch.eye(len(y), dtype=torch.float64) + (torch.diag(r) if with_residual else 0)
-    z2 = []
+    z2, amplification = [], 1.0
     for i in range(len(y)):
         keep = torch.arange(len(y)) != i
         Ck, k = C[keep][:, keep], C[i, keep]
         mu = k @ torch.linalg.solve(Ck, y[keep])
         var = C[i, i] - k @ torch.linalg.solve(Ck, k)
-        z2.append((y[i] - mu) ** 2 / var)
-    assert loo_amplitude_factor(a, y, noise, residual=r) == pytest.approx(float(torch.stack(z2).mean()), rel=1e-6)
+        # latent: the left-out case's f, whose variance is the observation's less the nugget
+        z2.append((y[i] - mu) ** 2 / (var - noise if latent else var))
+        if latent:   # subtracting the nugget magnifies both computations' rounding by var / (var - noise)
+            amplification = max(amplification, float(var / (var - noise)))
+    assert loo_amplitude_factor(a, y, noise, residual=r, latent=latent) == pytest.approx(
+        float(torch.stack(z2).mean()), rel=1e-6 * amplification)
 
 
 def test_the_factor_is_bounded_and_needs_enough_cases():
@@ -81,6 +86,22 @@ def test_a_deterministic_node_keeps_its_mean_and_scales_its_variances():
     assert torch.allclose(p_loo.loc, p_ml.loc, rtol=1e-5, atol=1e-7 * float(p_ml.loc.abs().max()))
     assert torch.allclose(p_loo.var, c * p_ml.var, rtol=1e-4, atol=1e-12)
     assert float(loo.likelihoods["y"].variance) == pytest.approx(c * float(ml.likelihoods["y"].variance), rel=1e-9)
+
+
+def test_a_node_with_children_calibrates_its_latent_function():
+    """A parent propagates its latent f to its children, so its factor compares the left-out errors with f's
+    variance (larger than a leaf's factor on the same data, whose variance holds the nugget too)."""
+    x = torch.rand(60, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y = torch.sin(3 * x)   # dense and smooth: between the cases f's variance is below the nugget
+    pyro.clear_param_store()
+    leaf = DAGDGP(nx.DiGraph([("x", "y")])).double()
+    train(leaf, AutoStructuredGuide(leaf), {"x": x}, {"y": y}, num_steps=10, progress=False)
+    pyro.clear_param_store()
+    chain = DAGDGP(nx.DiGraph([("x", "y"), ("y", "z")])).double()
+    train(chain, AutoStructuredGuide(chain), {"x": x}, {"y": y, "z": torch.cos(3 * y)}, num_steps=10, progress=False)
+    assert chain.noise_choices["y"].fixed and leaf.noise_choices["y"].fixed
+    assert chain.amplitude_factors["y"] > 3 * leaf.amplitude_factors["y"]   # measured: 0.070 against 0.010
+    assert "z" in chain.amplitude_factors   # the leaf of the chain is calibrated as an observation
 
 
 def test_a_learned_noise_is_not_calibrated():

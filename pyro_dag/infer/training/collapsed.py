@@ -208,7 +208,8 @@ def calibrate_amplitude(model, w, parent_values, y):
         return None
     a, r = model.node_conditional(w, parent_values)
     tau2 = float(lik.variance.reshape(-1)[0])
-    c = bounded_amplitude_factor(a, y, tau2, residual=r, seed=model.seed)
+    # a node with children propagates its latent f to them: calibrate f, not a new observation (gp.amplitude)
+    c = bounded_amplitude_factor(a, y, tau2, residual=r, latent=model.graph.out_degree(w) > 0, seed=model.seed)
     if c is None or not scale_amplitude(model.kernels[w], c):
         return None
     lik._buffers["variance"].mul_(c)
