@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import textwrap
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -1721,8 +1722,12 @@ def sec_mf_auto(R):
     rows, linked, shares, peer_band = [], [], [], {}
     peers = ("emukit_ar1", "emukit_nargp", "linked_gp")
     label = {"ours": "fit()", "emukit_ar1": "AR1", "emukit_nargp": "NARGP", "linked_gp": "linked GP"}
+    # the linked system re-measured alone (``--draws '' --linked 5 --out multifidelity_auto_linked``) replaces the
+    # streams that came with the named run, measured before the deterministic amplitude rule changed
+    linked_only = [d for n, d in zip(names, files) if n == "multifidelity_auto_linked.json"]
     for d in files:
-        linked += d.get("linked", [])
+        if not linked_only:
+            linked += d.get("linked", [])
         for r in d["rows"]:
             m = r["methods"]
             o = m["ours"]
@@ -1766,6 +1771,7 @@ def sec_mf_auto(R):
         {", ".join(f"{label[p]} {sum(v)}/{len(v)}" for p, v in peer_band.items())}. Measured at commit(s)
         {', '.join(c[:10] for c in commits)}, one thread.""")]
     notes += [para(d["note"]) for d in files if d.get("note")]
+    linked = linked_only[0]["linked"] if linked_only else linked
     if linked:
         def span(m, k, fmt):
             vals = [r["methods"][m][k] for r in linked if m in r["methods"]]
@@ -1779,10 +1785,12 @@ def sec_mf_auto(R):
             default path (`DAGDGP(graph)`, `train(num_steps=3000)`) RMSE {span("dagdgp_default", "rmse", "{:.2g}")},
             sd / RMSE {span("dagdgp_default", "sd_over_rmse", "{:.2f}")}, PICP95
             {span("dagdgp_default", "picp95", "{:.2f}")}, CPU s {span("dagdgp_default", "cpu_seconds", "{:.1f}")}.
-            The default path's nugget (1e-6 of the variance, the noise rule's floor) and maximum-likelihood
-            amplitude set its sd; the emulator holds a 1e-8 nugget and takes each fidelity's amplitude from
-            cross-validation with refitted hyperparameters."""))
-    cmd = ("`python benchmarks/multifidelity_auto.py --named --draws '' --linked 5`, `--draws 200-211 --out "
+            The default path scales each simulator's amplitude and nugget by a leave-one-out factor
+            (`pyro_dag.gp.amplitude`; s1 and s2, which feed children, calibrate their latent function); the emulator
+            holds a 1e-8 nugget and takes each fidelity's amplitude from cross-validation with refitted
+            hyperparameters."""))
+    cmd = ("`python benchmarks/multifidelity_auto.py --named --draws ''`, `--draws '' --linked 5 --out "
+           "multifidelity_auto_linked`, `--draws 200-211 --out "
            "multifidelity_auto_draws200` and `--named --seeds 2 --seed-start 1 --draws 300-311 --out "
            "multifidelity_auto_heldout`")
     return Section("Does the emulator's default pick a model as good as emukit's and a linked GP's?", cmd, tab, notes,
@@ -2930,12 +2938,18 @@ def sec_zoo_generated(R):
         if not r.get("error") and r.get("rmse") is not None:
             by.setdefault(r["problem"], {}).setdefault(r["method"], []).append(r)
     per_draw = []
+    draws_of = Counter(p.split("-")[1] for p in by if "default" in by[p])
+    long_lists = sorted(k for k, v in draws_of.items() if v > 30)
     for p in sorted(by, key=lambda n: (n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1]))):
         m = by[p]
         if "default" not in m:
             continue
         dm = mean([r["rmse"] for r in m["default"]])
         gp = mean([r["rmse"] for r in m["exact_gp"]]) if "exact_gp" in m else None
+        if draws_of[p.split("-")[1]] > 30:   # a long list: only the draws that miss a target on some stream
+            picps = [r.get("picp95") for r in m["default"] if r.get("picp95") is not None]
+            if (not gp or dm <= 1.2 * gp) and all(PICP_BAND[0] <= x <= PICP_BAND[1] for x in picps):
+                continue
         info = d["problems"].get(p, {})
         hidden = f" ({len(info.get('hidden', []))} hidden)" if p.split("-")[1] == "latent" else ""
         per_draw.append(f"{p.split('-', 1)[1]}{hidden}: {g(dm)}"
@@ -2948,11 +2962,21 @@ def sec_zoo_generated(R):
         if r["method"] == "default" and r["problem"].startswith("gen-"):
             _, generator, draw = r["problem"].split("-")
             ran.setdefault(generator, {}).setdefault(int(draw), set()).add(r["seed"])
-    what = "; ".join(f"`{k}`: draws {rng(sorted(v), 0)}, streams per draw "
-                     + ", ".join(f"{dr}: {'/'.join(map(str, sorted(st)))}" for dr, st in sorted(v.items()))
-                     for k, v in sorted(ran.items()))
+    def runs_of(v):   # consecutive draws with the same streams share one entry: "draws 100-109 on streams 0/1/2"
+        groups = []
+        for dr, st in sorted(v.items()):
+            if groups and groups[-1][2] == st and groups[-1][1] == dr - 1:
+                groups[-1][1] = dr
+            else:
+                groups.append([dr, dr, st])
+        return ", ".join(f"{a}{'' if a == b else f'-{b}'} on stream{'s' if len(st) > 1 else ''} "
+                         f"{'/'.join(map(str, sorted(st)))}" for a, b, st in groups)
+    what = "; ".join(f"`{k}`: draws {runs_of(v)}" for k, v in sorted(ran.items()))
     notes = [para(f"""Draws of each generator (seeds not looked at while the defaults were tuned) and the
-        optimisation streams that ran: {what}; the data of a draw are the same on every stream. `latent`: `pyro_dag.datasets.random_latent` (1-2 roots with 1-3 input
+        optimisation streams that ran: {what}; the data of a draw are the same on every stream, and on `smooth` /
+        `nonstationary` so is the default's exact fit. The rule for deterministic nodes' amplitude
+        (`pyro_dag.gp.amplitude`) was chosen on draws 100-199 and checked on draws 500-599, not looked at before.
+        `latent`: `pyro_dag.datasets.random_latent` (1-2 roots with 1-3 input
         columns, 1-3 inner nodes, mostly hidden, GP-drawn or composed mechanisms, observed nodes with noise of 2-20 %
         of their sd, n = 200 training and 1000 held-out cases, standardised); `smooth` / `nonstationary`:
         `pyro_dag.datasets.random_regression` on the graph `x -> y`, where the default path is an exact GP fitted
@@ -2962,7 +2986,9 @@ def sec_zoo_generated(R):
         not above the training mean's; at most {d.get('generated', {}).get('ratio_targets', {}).get('latent', 1.2)}×
         the exact GP's RMSE on the same stream; fitted noise variance within 10× the truth either way; PICP95 in
         [{PICP_BAND[0]}, {PICP_BAND[1]}]."""),
-             para("Per draw (default RMSE / exact GP RMSE, mean over streams; the default's PICP95): "
+             para("Per draw (default RMSE / exact GP RMSE, mean over streams; the default's PICP95"
+                  + (f"; for {', '.join(long_lists)}, with over 30 draws, only the draws missing a target"
+                     if long_lists else "") + "): "
                   + "; ".join(per_draw) + "." + (" Failed rows: " + "; ".join(errors) + "." if errors else ""))]
     return Section("Do the defaults hold on random problems drawn from a seed (generated zoo draws)?",
                    "`python benchmarks/zoo.py --generated latent smooth nonstationary --draws 100-109 --seeds 0-4`"
