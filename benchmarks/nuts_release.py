@@ -1,7 +1,7 @@
 """NUTS per iteration on the same model, this tree against the release before the data-driven defaults (issue 43,
 item 3: "NUTS per iteration at most the previous release's on the same model").
 
-Three models (``MODELS``), each sampler a fresh process, one chain, seed 0, one thread:
+Three models (``MODELS``), each sampler a fresh process, one chain, seed 0 (``--seeds K``: 0 to K - 1), one thread:
 
 * ``guide``: the user guide's NUTS example (``examples/guide/pyro_interop.py``): ``DAGDGP(x -> y, num_inducing=5,
   sample_f=True)`` on the guide's first 30 cases, 20 warm-up + 20 draws;
@@ -24,6 +24,11 @@ per iteration splits into gradients per iteration (the posterior's geometry: NUT
 turns) and CPU per gradient (the code).
 
     flock /tmp/pyro_dag_bench.lock python benchmarks/nuts_release.py
+
+With ``--warmup 200 --draws 300 --variants "release NUTS" NUTS --out nuts_release_ess`` it measures the cost per
+effective draw instead (the smallest bulk ESS over every scalar the chain samples, Pyro's
+``effective_sample_size``): a chain with fewer divergent transitions runs longer trajectories and costs more per
+iteration, so the cost per iteration alone does not say what a user pays.
 """
 import argparse
 import json
@@ -48,8 +53,8 @@ import pyro
 import pyro.ops.integrator as integrator
 import pyro.infer.mcmc.hmc as hmc, pyro.infer.mcmc.nuts as nuts
 from pyro.infer import MCMC, NUTS
-sampler, options, warmup, draws, which = (sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
-                                          sys.argv[5])
+sampler, options, warmup, draws, which, seed = (sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]),
+                                                int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
 cpu = time.process_time
 grads = {"n": 0, "s": 0.0}
 _potential_grad = integrator.potential_grad
@@ -80,7 +85,7 @@ else:                 # the user guide's x -> y on its first 30 cases (examples/
     if which == "guide_collapsed":   # examples/guide/mcmc_arviz.py's model
         options = dict(options, collapse="inducing", priors="weakly_informative")
 pyro.clear_param_store()
-pyro.set_rng_seed(0)
+pyro.set_rng_seed(seed)
 model = DAGDGP(graph, num_inducing=5, sample_f=True, **options)
 if sampler == "NUTS":
     kernel = NUTS(model)
@@ -100,7 +105,17 @@ try:
 except AssertionError:   # Pyro's diagnostics need at least 4 draws
     div = None
 iters = warmup + draws
+# effective draws (Pyro's bulk ESS of one chain) of every scalar the chain samples: the cost per effective draw is
+# what a user pays, and a healthier chain can cost more per iteration yet less per effective draw
+from pyro.ops.stats import effective_sample_size
+ess = []
+if draws >= 4:
+    for v in mcmc.get_samples(group_by_chain=True).values():
+        v = v.reshape(v.shape[0], v.shape[1], -1).double()
+        ess += [float(e) for e in effective_sample_size(v, chain_dim=0, sample_dim=1).reshape(-1)]
+ess = sorted(e for e in ess if e == e)
 print("RESULT " + json.dumps({
+    "ess_min": ess[0] if ess else None, "ess_median": ess[len(ess) // 2] if ess else None, "scalars": len(ess),
     "cpu_s": total, "iterations": iters, "cpu_per_iteration": total / iters,
     "compile_wall_s": compile_s, "gradients": grads["n"], "gradients_per_iteration": grads["n"] / iters,
     "ms_per_gradient": 1000 * grads["s"] / max(grads["n"], 1), "divergences": div,
@@ -124,11 +139,11 @@ VARIANTS = [
 ]
 
 
-def run_variant(path, sampler, options, warmup, draws, which, timeout):
+def run_variant(path, sampler, options, warmup, draws, which, timeout, seed=0):
     env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
     try:
         proc = subprocess.run([sys.executable, "-c", WORKER, sampler, json.dumps(options), str(warmup), str(draws),
-                               which],
+                               which, str(seed)],
                               env=env, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout} s"}
@@ -140,22 +155,33 @@ def main():
     ap.add_argument("--previous", default=PREVIOUS_RELEASE, help="the release's commit")
     ap.add_argument("--models", nargs="*", help="of guide, guide_collapsed, chain (default: all)")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--warmup", type=int, help="warm-up iterations of every model (default: each model's own)")
+    ap.add_argument("--draws", type=int, help="draws of every model (default: each model's own)")
+    ap.add_argument("--variants", nargs="*", help="labels of VARIANTS to run (default: all)")
+    ap.add_argument("--out", default="nuts_release", help="results/<out>.json")
+    ap.add_argument("--seeds", type=int, default=1, help="chains per variant, seeds 0, 1, ... (one process each)")
     args = ap.parse_args()
     release = previous_tree(args.previous)
     rows = []
     for which, description, warmup, draws in MODELS:
         if args.models and which not in args.models:
             continue
+        warmup, draws = args.warmup or warmup, args.draws or draws
         for label, tree, sampler, options in VARIANTS:
+            if args.variants and label not in args.variants:
+                continue
             path = release if tree == "release" else ROOT
-            r = run_variant(path, sampler, options, warmup, draws, which, args.timeout)
-            r.update(model=which, model_description=description, label=label, warmup=warmup, draws=draws,
-                     tree=args.previous if tree == "release" else "current", sampler=sampler, options=options)
-            print(r, flush=True)
-            rows.append(r)
+            for seed in range(args.seeds):
+                r = run_variant(path, sampler, options, warmup, draws, which, args.timeout, seed)
+                r.update(model=which, model_description=description, label=label, warmup=warmup, draws=draws,
+                         tree=args.previous if tree == "release" else "current", sampler=sampler, options=options,
+                         seed=seed)
+                print(r, flush=True)
+                rows.append(r)
     result = {"rows": rows, "previous_commit": args.previous,
               "code": code_state(), "load": os.getloadavg()}
-    write_json("nuts_release", result)   # the table: benchmarks/report.py (sec_nuts_release)
+    result["command"] = " ".join(sys.argv)
+    write_json(args.out, result)   # the tables: benchmarks/report.py (sec_nuts_release, sec_nuts_release_ess)
 
 
 if __name__ == "__main__":
