@@ -33,6 +33,7 @@ iteration, so the cost per iteration alone does not say what a user pays.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -180,7 +181,7 @@ def main():
                 rows.append(r)
     result = {"rows": rows, "previous_commit": args.previous,
               "code": code_state(), "load": os.getloadavg()}
-    result["command"] = " ".join(sys.argv)
+    result["command"] = "python " + shlex.join(sys.argv)
     write_json(args.out, result)   # the tables: benchmarks/report.py (sec_nuts_release, sec_nuts_release_ess)
 
 

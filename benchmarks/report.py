@@ -1493,6 +1493,46 @@ def sec_nuts_release(R):
                    "`python benchmarks/nuts_release.py` (under the shared lock)", tab, notes, ["nuts_release.json"])
 
 
+def sec_nuts_release_ess(R):
+    """Cost per effective draw of NUTS, this tree against the release (``nuts_release.py --out nuts_release_ess``)."""
+    if not os.path.exists(os.path.join(R.folder, "nuts_release_ess.json")):
+        return None
+    d = R("nuts_release_ess.json")
+    rows, by = [], {}
+    for r in d["rows"]:
+        if "error" in r:
+            rows.append([r["model"], r["label"], str(r.get("seed", 0)), r["error"][:60], "", "", "", "", ""])
+            continue
+        per_eff = r["cpu_s"] / r["ess_min"] if r.get("ess_min") else None
+        by.setdefault(r["model"], {}).setdefault(r["label"], []).append((r["cpu_per_iteration"], per_eff))
+        div = "–" if r["divergences"] is None else f"{r['divergences']} / {r['draws']}"
+        rows.append([r["model"], r["label"], str(r.get("seed", 0)), f"{r['cpu_per_iteration']:.3f}",
+                     f"{r['gradients_per_iteration']:.1f}", f"{r['ess_min']:.0f} / {r['ess_median']:.0f}",
+                     f(per_eff, 3), div, str(r.get("scalars", ""))])
+    tab = table(["model", "variant", "seed", "CPU s per iteration", "gradients per iteration",
+                 "bulk ESS: smallest / median", "CPU s per effective draw", "divergent draws", "scalars"], rows)
+    verdicts = []
+    for model, labels in by.items():
+        if "release NUTS" in labels and "NUTS" in labels:
+            a, b = labels["release NUTS"], labels["NUTS"]
+            it = mean([x[0] for x in b]) / mean([x[0] for x in a])
+            eff = [x[1] for x in a if x[1]], [x[1] for x in b if x[1]]
+            ratio = mean(eff[1]) / mean(eff[0]) if eff[0] and eff[1] else None
+            verdicts.append(f"`{model}`: per iteration {it:.2f}x the release's, per effective draw "
+                            f"{f(ratio, 2)}x ({yes(ratio is not None and ratio <= 1)}; mean over "
+                            f"{len(a)} / {len(b)} chains)")
+    notes = [para(f"""Each chain a fresh process, one thread, {d['rows'][0]['warmup']} warm-up iterations and
+        {d['rows'][0]['draws']} draws; the effective draws are Pyro's bulk ESS (`pyro.ops.stats.effective_sample_size`,
+        one chain) of every scalar the chain samples (the last column: `guide` samples the 5 inducing outputs,
+        `guide_collapsed` the length-scale, amplitude and noise), and a chain's cost per effective draw is its CPU seconds over the smallest of them. The release is
+        {d['previous_commit']}, `git archive`-d. A healthier chain (fewer divergent transitions, which stop a
+        trajectory early) costs more per iteration: per effective draw is what a user pays. {'; '.join(verdicts)}.
+        Load average {', '.join(f'{x:.1f}' for x in d['load'])} at the end, 2 cores, shared. {code_note([d])}""")]
+    return Section("Does NUTS cost more per effective draw than in the release?",
+                   f"`{d.get('command', 'python benchmarks/nuts_release.py --out nuts_release_ess')}` (under the "
+                   "shared lock)", tab, notes, ["nuts_release_ess.json"])
+
+
 def sec_sbc(R):
     d = R("sbc.json")
     res = d["results"]
@@ -3263,8 +3303,8 @@ PARTS = [
         sec_gpu, sec_distributed,
         sec_threads, sec_generic,
         sec_conformance]),
-    ("MCMC, calibration and the prior", [sec_nuts, sec_traced, sec_guide_mcmc, sec_nuts_release, sec_sbc,
-                                         sec_prior_collapse]),
+    ("MCMC, calibration and the prior", [sec_nuts, sec_traced, sec_guide_mcmc, sec_nuts_release,
+                                         sec_nuts_release_ess, sec_sbc, sec_prior_collapse]),
     ("Applications: the papers' studies and their peers", [
         sec_sachs_regression, sec_mf_published, sec_mf_hf_scarce, sec_mf_pooled, sec_mf_auto, sec_mf_calibration,
         sec_lamp, sec_sem_quadratic,
