@@ -33,7 +33,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import pyro  # noqa: E402
 import torch  # noqa: E402
-from pyro.infer import MCMC, SVI  # noqa: E402
+from pyro.infer import MCMC, SVI, Trace_ELBO  # noqa: E402
+from pyro.infer.autoguide import AutoDelta, init_to_value  # noqa: E402
 
 import pyro_dag  # noqa: E402
 from pyro_dag import DAGDGP  # noqa: E402
@@ -46,6 +47,7 @@ torch.set_num_threads(1)
 QUICK = os.environ.get("PYRO_DAG_QUICK") == "1"
 WARMUP, DRAWS, CHAINS, DEPTH = (10, 10, 2, 4) if QUICK else (300, 300, 2, 7)
 SVI_STEPS = 100 if QUICK else 2000
+MAP_STEPS = 20 if QUICK else 500
 OUT = os.environ.get("PYRO_DAG_TUTORIAL_OUT", "tutorial_out")
 os.makedirs(OUT, exist_ok=True)
 
@@ -59,16 +61,29 @@ graph = nx.DiGraph([("x", "a"), ("a", "b")])
 inputs, data = {"x": x}, {"b": y}
 
 # %%
-# NUTS: one chain at a time (one core), the per-draw statistics recorded by ``MCMCStats``. ``TracedNUTS`` is
-# Pyro's NUTS with the potential traced once per chain: the same draws at a lower cost per gradient.
+# A deep GP's posterior has mirror modes: flip the sign of the latent node ``a`` and reflect ``b``'s GP, and the
+# fit is the same. Chains started at random points settle in different ones, and R-hat then measures that rather
+# than the mixing, so every chain starts from one point: a MAP estimate (Pyro's ``AutoDelta``).
 pyro.clear_param_store()
 model = DAGDGP(graph, num_inducing=6, likelihoods={"b": Gaussian(0.05**2)}, sample_f=True,
                collapse="inducing", priors="weakly_informative").double()
 model.setup(inputs, data)
+pyro.set_rng_seed(0)
+map_guide = AutoDelta(model)
+map_svi = SVI(model, map_guide, pyro.optim.Adam({"lr": 0.02}), Trace_ELBO())
+for step in range(MAP_STEPS):
+    map_svi.step(inputs, data)
+start = {name: value.detach() for name, value in map_guide.median(inputs, data).items()}
+
+# %%
+# NUTS: one chain at a time (one core), from the MAP point, the per-draw statistics recorded by ``MCMCStats``.
+# ``TracedNUTS`` is Pyro's NUTS with the potential traced once per chain: the same draws at a lower cost per
+# gradient.
 stats, runs = MCMCStats(), []
 for chain in range(CHAINS):
     pyro.set_rng_seed(chain)
-    mcmc = MCMC(TracedNUTS(model, max_tree_depth=DEPTH), num_samples=DRAWS, warmup_steps=WARMUP, hook_fn=stats,
+    kernel = TracedNUTS(model, max_tree_depth=DEPTH, init_strategy=init_to_value(values=start))
+    mcmc = MCMC(kernel, num_samples=DRAWS, warmup_steps=WARMUP, hook_fn=stats,
                 disable_progbar=True)
     mcmc.run(inputs, data)
     runs.append(mcmc)
