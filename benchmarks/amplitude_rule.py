@@ -6,6 +6,8 @@ its exact fit. Two rules:
 
 * ``before``: the factor bounded below by 0.1, every node matching its left-out errors to the variance of a new
   observation (nugget included);
+* ``no floor, observation variance``: the floor of 1e-6 only, every node as in ``before`` (what the floor alone
+  does);
 * ``default``: this tree's rule (a floor of 1e-6 only; a node with children matches them to its latent ``f``'s
   variance, the nugget left out, since its children take ``f``).
 
@@ -28,8 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import one_thread, write_json  # noqa: E402
 
-#: ``{rule: (floor, a node with children calibrates its latent f)}``.
-RULES = {"before": (0.1, False), "default": (None, True)}
+#: ``{rule: (floor, a node with children calibrates its latent f)}``; ``None``: the library's floor.
+RULES = {"before": (0.1, False), "no floor, observation variance": (None, False), "default": (None, True)}
 
 
 #: The library's own floor and factor function, read once (``apply_rule`` patches the module constants).

@@ -3005,9 +3005,10 @@ def sec_amplitude_rule(R):
     notes = [para(f"""A node that the noise rule holds deterministic (a fixed nugget, the default kernel) has its
         kernel amplitude and nugget scaled by a leave-one-out factor after its exact fit (`pyro_dag.gp.amplitude`).
         `before`: the factor bounded below by {rules['before']['floor']}, every node matching its left-out errors to
-        the variance of a new observation; `default`: the floor {rules['default']['floor']:g} only, and a node with
-        children matching them to its latent function's variance (the nugget left out), since its children take
-        that function. Same problems, same process, the rule switched between fits. Random regression draws:
+        the variance of a new observation; `no floor, observation variance`: the same with the floor
+        {rules['default']['floor']:g} only; `default`: that floor, and a node with children matching the errors to
+        its latent function's variance (the nugget left out), since its children take that function (on a leaf the
+        last two rules are the same). Same problems, same process, the rule switched between fits. Random regression draws:
         `random_regression` on `x -> y`, the zoo's default path; only their noise-free draws are counted here (the
         rule does not touch a node with learned noise). Linked simulators: `x -> s1 -> s2 -> s3` of
         `benchmarks/multifidelity_auto.py`, 200 runs each, s3 predicted from x (target: sd / RMSE at most 2). The
