@@ -200,6 +200,13 @@ def measurement_states(data):
     return [(None, None, False)]
 
 
+def same_code(measured, tree):
+    """Whether library tree ``measured`` runs the same code as ``tree``, the current one on disk
+    (``tree_state.same_code``); ``False`` when ``tree`` is not the library on disk (a test's made-up tree) or git
+    does not have ``measured``."""
+    return tree == current_tree() and bool(_tree_state().same_code(measured))
+
+
 def short(h):
     return h[:10] if h else "?"
 
@@ -207,7 +214,9 @@ def short(h):
 def staleness(states, tree):
     """``(status, line)`` of a section from its files' ``measurement_states``: ``"current"`` (every run recorded
     the current tree), ``"stale"`` (a run recorded, or its commit had, another library tree), ``"not recorded"``."""
-    recorded = sorted({t for t, _, exact in states if t and exact})
+    # a tree that differs from the current one in docstrings and comments only measured the same code
+    same = sorted({t for t, _, exact in states if t and exact and t != tree and same_code(t, tree)})
+    recorded = sorted({tree if t in same else t for t, _, exact in states if t and exact})
     approx = sorted({(t, c) for t, c, exact in states if t and not exact})
     missing = [s for s in states if s[0] is None]
     other = [t for t in recorded if t != tree] + [t for t, _ in approx if t != tree]
@@ -232,6 +241,9 @@ def staleness(states, tree):
             if commits else ""
         return "not recorded", para(f"**Tree not recorded{part}:** the JSON do not record which library tree these "
                                 f"numbers were measured on{at}; the library may have changed since.")
+    if same:
+        return "current", (f"*Measured on library tree {', '.join(f'`{short(t)}`' for t in same)}, which differs "
+                           f"from the current one (`{short(tree)}`) in docstrings and comments only: the same code.*")
     return "current", f"*Measured on the current library tree `{short(tree)}`.*"
 
 

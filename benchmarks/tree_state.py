@@ -117,3 +117,57 @@ def tree_of_commit(commit, root=ROOT, folder=LIBRARY):
     """``git rev-parse COMMIT:pyro_dag`` or ``None`` (unknown commit, no git)."""
     out = _git("rev-parse", "--verify", "--quiet", f"{commit}:{folder}", cwd=root)
     return out.decode().strip() if out else None
+
+
+def code_of(source):
+    """``ast.dump`` of Python ``source`` without its docstrings (module, class and function ones) and, as any AST,
+    without comments and layout: two sources with the same value run the same code. ``None`` if it does not
+    parse."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+_SAME_CODE = {}
+
+
+def same_code(tree, root=ROOT, folder=LIBRARY):
+    """Whether the library tree ``tree`` (a git tree id, as results JSON record it) differs from the library on disk
+    in docstrings, comments and layout only: the same files, each either byte-equal or a Python file with the same
+    :func:`code_of`. ``None`` when git does not have ``tree`` (e.g. a shallow clone). A number measured on such a
+    tree is true for the code on disk."""
+    key = (tree, root, folder)
+    if key in _SAME_CODE:
+        return _SAME_CODE[key]
+    listing = _git("ls-tree", "-r", "-z", tree, cwd=root)
+    if listing is None:
+        _SAME_CODE[key] = None
+        return None
+    measured = {}
+    for entry in listing.decode().split("\0"):
+        if entry:
+            meta, path = entry.split("\t", 1)
+            measured[f"{folder}/{path}"] = meta.split()[2]
+    on_disk = {path: full for path, full in _files(root, folder) if os.path.isfile(full)}
+    result = set(measured) == set(on_disk)
+    for path in sorted(measured) if result else ():
+        with open(on_disk[path], "rb") as fh:
+            body = fh.read()
+        if _object("blob", body).hex() == measured[path]:
+            continue
+        old = _git("cat-file", "blob", measured[path], cwd=root)
+        if not path.endswith(".py") or old is None or code_of(old) is None or code_of(old) != code_of(body):
+            result = False
+            break
+    _SAME_CODE[key] = result
+    return result

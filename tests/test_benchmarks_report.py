@@ -274,3 +274,42 @@ def test_generated_zoo_section_reports_the_share_of_draws(report, tmp_path):
     assert "| latent | RMSE <= 1.2x the exact GP | 2/4 (50%) | 1/2 (50%) |" in sec
     assert "| latent | PICP95 in [0.88, 0.99] | 2/4 (50%) | 1/2 (50%) |" in sec
     assert "*Measured on the current library tree `3333333333`.*" in sec
+
+
+def test_a_tree_that_differs_in_docstrings_and_comments_only_measured_the_same_code(report, tmp_path):
+    """``tree_state.same_code``: a tree whose Python files differ from the folder on disk only in docstrings,
+    comments and layout ran the same code (the report then calls its numbers current); any other change (code, a
+    file added, a non-Python file) is a different library."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    ts = report._tree_state()
+    assert ts.code_of('"""doc"""\ndef f(x):  # why\n    """what"""\n    return x\n') == ts.code_of(
+        "def f(x):\n\n    return x\n")
+    assert ts.code_of("def f(x):\n    return x\n") != ts.code_of("def f(x):\n    return x + 1\n")
+    assert ts.code_of("def f(x):\n    return 'a'\n") != ts.code_of("def f(x):\n    return 'b'\n")  # not a docstring
+    repo = tmp_path / "repo"
+    (repo / "pyro_dag").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.org")
+    _git(repo, "config", "user.name", "t")
+    (repo / "pyro_dag" / "a.py").write_text('"""A module."""\ndef f(x):\n    return 2 * x  # double\n')
+    (repo / "pyro_dag" / "data.txt").write_text("1\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    measured = _git(repo, "rev-parse", "HEAD:pyro_dag")
+    assert ts.same_code(measured, root=str(repo)) is True
+    (repo / "pyro_dag" / "a.py").write_text('"""The module, reworded."""\ndef f(x):\n\n    return 2 * x\n')
+    ts._SAME_CODE.clear()
+    assert ts.same_code(measured, root=str(repo)) is True
+    (repo / "pyro_dag" / "a.py").write_text('"""A module."""\ndef f(x):\n    return 3 * x\n')
+    ts._SAME_CODE.clear()
+    assert ts.same_code(measured, root=str(repo)) is False
+    (repo / "pyro_dag" / "a.py").write_text('"""A module."""\ndef f(x):\n    return 2 * x  # double\n')
+    (repo / "pyro_dag" / "data.txt").write_text("2\n")
+    ts._SAME_CODE.clear()
+    assert ts.same_code(measured, root=str(repo)) is False
+    (repo / "pyro_dag" / "data.txt").write_text("1\n")
+    (repo / "pyro_dag" / "new.py").write_text("n = 1\n")
+    ts._SAME_CODE.clear()
+    assert ts.same_code(measured, root=str(repo)) is False
+    assert ts.same_code("0" * 40, root=str(repo)) is None   # a tree git does not have

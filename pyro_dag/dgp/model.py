@@ -152,10 +152,9 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
     :param str deterministic_amplitude: ``"loo"`` (the default): a node that the noise rule holds deterministic
         (a fixed nugget) and that has the default kernel gets its amplitude and nugget scaled by the leave-one-out
         factor of :mod:`pyro_dag.gp.amplitude` after its exact fit in :func:`~pyro_dag.infer.train` (same mean,
-        variances scaled so that left-out cases' residuals have unit variance: against the latent ``f``'s variance
-        for a node with children, which take ``f``, against a new observation's for a leaf; the factors kept in
-        :attr:`amplitude_factors`); ``"ml"``: keep the type-II maximum-likelihood amplitude (intervals of noise-free
-        simulators then cover nearly every point).
+        left-out residuals scaled to unit variance, that of the latent ``f`` for a node with children, of a new
+        observation for a leaf; factors in :attr:`amplitude_factors`); ``"ml"``: keep the type-II
+        maximum-likelihood amplitude (intervals of noise-free simulators then cover nearly every point).
     :param str kernel_init: ``"pilot"`` (the default) or ``"default"`` (length-scales and variances of 1). With
         ``"pilot"`` the default kernel of
         each observed node whose parents are all observed starts at the hyperparameters of the pilot exact GP that
