@@ -93,7 +93,8 @@ def linked_row(seed, rule):
     rmse = float(np.sqrt(np.mean(err ** 2)))
     return {"problem": "linked3", "seed": seed, "rule": rule, "deterministic": True, "rmse": rmse,
             "picp95": float(np.mean(np.abs(err) <= 1.959964 * s_)), "mean_sd": float(s_.mean()),
-            "sd_over_rmse": float(s_.mean() / rmse), "factors": {k: float(v) for k, v in model.amplitude_factors.items()},
+            "sd_over_rmse": float(s_.mean() / rmse),
+            "factors": {k: float(v) for k, v in model.amplitude_factors.items()},
             "cpu_seconds": time.process_time() - c}
 
 
