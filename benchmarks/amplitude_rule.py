@@ -2,7 +2,7 @@
 default, side by side on the same problems.
 
 ``pyro_dag.gp.amplitude`` scales a deterministic node's kernel amplitude and nugget by a leave-one-out factor after
-its exact fit. Two rules:
+its exact fit. Three rules:
 
 * ``before``: the factor bounded below by 0.1, every node matching its left-out errors to the variance of a new
   observation (nugget included);
@@ -23,8 +23,6 @@ import argparse
 import os
 import shlex
 import sys
-import time
-import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -63,39 +61,13 @@ def regression_row(kind, draw, rule):
 
 
 def linked_row(seed, rule):
-    import networkx as nx
-    import numpy as np
-    import pyro
-    import torch
+    from multifidelity_auto import fit_linked_dagdgp, linked_data, linked_scores
 
-    from multifidelity_auto import linked_simulators
-    from pyro_dag import DAGDGP
-    from pyro_dag.infer import train
-    from pyro_dag.infer.autoguide import AutoStructuredGuide
-
-    rng = np.random.default_rng(seed)
-    X, Xt = rng.random((200, 2)), rng.random((1000, 2))
-    S, St = linked_simulators(X), linked_simulators(Xt)
-    mu, sd = [float(s.mean()) for s in S], [float(s.std()) for s in S]
-    t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
-    c = time.process_time()
-    pyro.clear_param_store()
-    pyro.set_rng_seed(seed)
-    model = DAGDGP(nx.DiGraph([("x", "s1"), ("s1", "s2"), ("s2", "s3")])).double()
-    guide = AutoStructuredGuide(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        train(model, guide, {"x": t(X)}, {f"s{k + 1}": t((S[k] - mu[k]) / sd[k])[:, None] for k in range(3)},
-              num_steps=3000, progress=False)
-        q = model.predict(guide, {"x": t(Xt)}, nodes=["s3"], num_samples=200)["s3"]
-    err = q.mean[:, 0].numpy() - (St[2] - mu[2]) / sd[2]
-    s_ = np.sqrt(np.maximum(q.y_variance[:, 0].numpy(), 0))
-    rmse = float(np.sqrt(np.mean(err ** 2)))
-    return {"problem": "linked3", "seed": seed, "rule": rule, "deterministic": True, "rmse": rmse,
-            "picp95": float(np.mean(np.abs(err) <= 1.959964 * s_)), "mean_sd": float(s_.mean()),
-            "sd_over_rmse": float(s_.mean() / rmse),
-            "factors": {k: float(v) for k, v in model.amplitude_factors.items()},
-            "cpu_seconds": time.process_time() - c}
+    X, Xt, S, St = linked_data(seed)
+    mean, var, cpu, model = fit_linked_dagdgp(seed, X, Xt, S)
+    return {"problem": "linked3", "seed": seed, "rule": rule, "deterministic": True,
+            **linked_scores(mean, var, St, S),
+            "factors": {k: float(v) for k, v in model.amplitude_factors.items()}, "cpu_seconds": cpu}
 
 
 def main(argv=None):

@@ -157,30 +157,26 @@ def linked_simulators(X):
     return s1, s2, np.sin(3 * s2) + s2 ** 2
 
 
-def run_linked(seed, n=200, n_test=1000):
-    """The linked system with ``n`` runs of every simulator: the emulator (``connect_input=["s1"]``) and the DAG-DGP's
-    default path (``DAGDGP(graph).double()``, ``AutoStructuredGuide``, ``train(num_steps=3000)``), both predicting s3
-    from x; RMSE, mean predictive sd (of a new run), their ratio and PICP95 in s3's standardised units."""
+def linked_data(seed, n=200, n_test=1000):
+    """``(X, Xt, S, St)``: ``n`` design and ``n_test`` test inputs on [0, 1]² drawn from ``seed``, and the three
+    linked simulators' outputs at each (:func:`linked_simulators`)."""
+    rng = np.random.default_rng(seed)
+    X, Xt = rng.random((n, 2)), rng.random((n_test, 2))
+    return X, Xt, linked_simulators(X), linked_simulators(Xt)
+
+
+def fit_linked_dagdgp(seed, X, Xt, S):
+    """The DAG-DGP's default path on the linked system (``DAGDGP(x -> s1 -> s2 -> s3).double()``,
+    ``AutoStructuredGuide``, ``train(num_steps=3000)``, each simulator standardised): ``(mean, variance, cpu
+    seconds, model)`` of s3 at ``Xt`` predicted from x, in s3's own units (the variance of a new run)."""
     import networkx as nx
     import pyro
 
     from pyro_dag import DAGDGP
-    from pyro_dag.emulation import MultiFidelityEmulator
     from pyro_dag.infer import train
     from pyro_dag.infer.autoguide import AutoStructuredGuide
 
-    rng = np.random.default_rng(seed)
-    X, Xt = rng.random((n, 2)), rng.random((n_test, 2))
-    S, St = linked_simulators(X), linked_simulators(Xt)
     mu, sd = [float(s.mean()) for s in S], [float(s.std()) for s in S]
-    out = {}
-    c = time.process_time()
-    pyro.clear_param_store()
-    em = MultiFidelityEmulator({f"s{k + 1}": (X, S[k]) for k in range(3)}, parents={"s2": ["s1"], "s3": ["s2"]},
-                               connect_input=["s1"], seed=seed, bounds=np.array([[0.0, 1.0], [0.0, 1.0]]))
-    em.fit()
-    p = em.predict(Xt, fidelities=["s3"])["s3"]
-    out["emulator"] = (p.mean, p.variance, time.process_time() - c)
     c = time.process_time()
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
@@ -193,15 +189,40 @@ def run_linked(seed, n=200, n_test=1000):
         warnings.simplefilter("ignore")
         train(model, guide, {"x": t(X)}, data, num_steps=3000, progress=False)
         q = model.predict(guide, {"x": t(Xt)}, nodes=["s3"], num_samples=200)["s3"]
-    out["dagdgp_default"] = (q.mean[:, 0].numpy() * sd[2] + mu[2], q.y_variance[:, 0].numpy() * sd[2] ** 2,
-                             time.process_time() - c)
+    return (q.mean[:, 0].numpy() * sd[2] + mu[2], q.y_variance[:, 0].numpy() * sd[2] ** 2, time.process_time() - c,
+            model)
+
+
+def linked_scores(mean, var, St, S):
+    """RMSE, mean predictive sd, their ratio and PICP95 of s3's prediction, in s3's standardised units."""
+    sd = float(S[2].std())
+    err = (np.asarray(mean) - St[2]) / sd
+    s_ = np.sqrt(np.maximum(np.asarray(var), 0)) / sd
+    rmse = float(np.sqrt(np.mean(err ** 2)))
+    return {"rmse": rmse, "mean_sd": float(s_.mean()), "sd_over_rmse": float(s_.mean() / rmse),
+            "picp95": float(np.mean(np.abs(err) <= 1.959964 * s_))}
+
+
+def run_linked(seed, n=200, n_test=1000):
+    """The linked system with ``n`` runs of every simulator: the emulator (``connect_input=["s1"]``) and the DAG-DGP's
+    default path (:func:`fit_linked_dagdgp`), both predicting s3 from x; :func:`linked_scores` and CPU seconds."""
+    import pyro
+
+    from pyro_dag.emulation import MultiFidelityEmulator
+
+    X, Xt, S, St = linked_data(seed, n, n_test)
+    out = {}
+    c = time.process_time()
+    pyro.clear_param_store()
+    em = MultiFidelityEmulator({f"s{k + 1}": (X, S[k]) for k in range(3)}, parents={"s2": ["s1"], "s3": ["s2"]},
+                               connect_input=["s1"], seed=seed, bounds=np.array([[0.0, 1.0], [0.0, 1.0]]))
+    em.fit()
+    p = em.predict(Xt, fidelities=["s3"])["s3"]
+    out["emulator"] = (p.mean, p.variance, time.process_time() - c)
+    out["dagdgp_default"] = fit_linked_dagdgp(seed, X, Xt, S)[:3]
     rows = {}
     for m, (mean, var, cpu) in out.items():
-        err = (np.asarray(mean) - St[2]) / sd[2]
-        s_ = np.sqrt(np.maximum(np.asarray(var), 0)) / sd[2]
-        rmse = float(np.sqrt(np.mean(err ** 2)))
-        rows[m] = {"rmse": rmse, "mean_sd": float(s_.mean()), "sd_over_rmse": float(s_.mean() / rmse),
-                   "picp95": float(np.mean(np.abs(err) <= 1.959964 * s_)), "cpu_seconds": cpu}
+        rows[m] = dict(linked_scores(mean, var, St, S), cpu_seconds=cpu)
         print(f"  linked seed {seed} {m}: {rows[m]}", flush=True)
     return {"problem": "linked3", "seed": seed, "n": n, "methods": rows}
 

@@ -204,7 +204,12 @@ def same_code(measured, tree):
     """Whether library tree ``measured`` runs the same code as ``tree``, the current one on disk
     (``tree_state.same_code``); ``False`` when ``tree`` is not the library on disk (a test's made-up tree) or git
     does not have ``measured``."""
-    return tree == current_tree() and bool(_tree_state().same_code(measured))
+    if "disk" not in _DISK_TREE:   # hashing the library's files once per report, not once per section
+        _DISK_TREE["disk"] = current_tree()
+    return tree == _DISK_TREE["disk"] and bool(_tree_state().same_code(measured))
+
+
+_DISK_TREE = {}
 
 
 def short(h):

@@ -166,7 +166,8 @@ def same_code(tree, root=ROOT, folder=LIBRARY):
         if _object("blob", body).hex() == measured[path]:
             continue
         old = _git("cat-file", "blob", measured[path], cwd=root)
-        if not path.endswith(".py") or old is None or code_of(old) is None or code_of(old) != code_of(body):
+        old_code = code_of(old) if path.endswith(".py") and old is not None else None
+        if old_code is None or old_code != code_of(body):
             result = False
             break
     _SAME_CODE[key] = result
