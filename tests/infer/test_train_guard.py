@@ -138,3 +138,41 @@ def test_the_guard_restores_adams_moments_with_the_parameters():
     assert torch.equal(pyro.param("x").detach(), kept_x)
     now = flat(adam.state_dict())
     assert len(now) == len(kept) and len(kept) >= 2 and all(torch.equal(a, b) for a, b in zip(now, kept))
+
+
+def test_the_guards_start_step_is_part_of_its_state():
+    guard = NaturalGradientGuard([1.0, 2.0], window=2, start_step=19)
+    assert guard.restored_step == 19
+    again = NaturalGradientGuard.from_state(guard.state())
+    assert again.start_step == 19 and again.restored_step == 19
+    old = dict(guard.state())
+    del old["start_step"]                                   # a checkpoint written before the field existed
+    assert NaturalGradientGuard.from_state(old).start_step is None
+
+
+def test_a_run_resumed_inside_the_natural_gradient_phase_restores_the_phases_start(tmp_path):
+    """Interrupted at step 47 of the natural-gradient phase that starts after step 20 and resumed from the
+    checkpoint of step 45: the guard still knows the phase began after step 20 (it used to take the step of the
+    resume), fires at step 70 as the uninterrupted run does, and the run ends with the same losses."""
+    from pyro_dag.infer.training.checkpoint import load_checkpoint
+
+    whole, _ = _early_natural_gradients(natural_gradient_max_kl=math.inf)
+    path = tmp_path / "ckpt.pt"
+
+    class Stop(Exception):
+        pass
+
+    def stop(step, loss):
+        if step == 47:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _early_natural_gradients(natural_gradient_max_kl=math.inf, callbacks=[stop], checkpoint=path,
+                                 checkpoint_every=5)
+    saved = load_checkpoint(str(path))
+    assert saved["step"] == 45 and saved["guard"]["start_step"] == 20
+    resumed, caught = _early_natural_gradients(natural_gradient_max_kl=math.inf, checkpoint=path,
+                                               checkpoint_every=5, resume=True)
+    assert resumed.resumed_from == 45 and resumed.natural_gradient_stopped == 70
+    assert "Restored the parameters of the phase's start" in str(caught[0].message)
+    assert resumed.losses == whole.losses

@@ -75,11 +75,14 @@ class NaturalGradientGuard:
 
     :param int window: steps per window (default 50). :param float relative: relative tolerance (default 0.05).
     :param dict noise: ``{node: noise variance}`` at the start of the phase (for the warning).
+    :param int start_step: the step after which the parameters the guard holds first were taken (the phase's first
+        step minus one); the phase sets it on its first step when not given. It is part of :meth:`state`, so a run
+        resumed from a checkpoint names, and rolls back to, the same step as the uninterrupted run.
 
     :ivar int stopped_at: the step at which the guard fired (``None`` while it has not).
     """
 
-    def __init__(self, reference_losses, *, window=50, relative=0.05, noise=None, adam=None):
+    def __init__(self, reference_losses, *, window=50, relative=0.05, noise=None, adam=None, start_step=None):
         if not (isinstance(window, int) and window >= 2):
             raise ValueError(f"window must be an integer >= 2, got {window!r}")
         ref = [float(x) for x in reference_losses][-window:]
@@ -87,12 +90,18 @@ class NaturalGradientGuard:
         self.best = sum(ref) / len(ref) if ref else math.inf
         self.sd = _sd(ref)
         self.best_step = None
+        self.start_step = start_step
         self.best_params = capture_params()
         self.adam = adam
         self.best_adam = _adam_state(adam)
         self.noise = dict(noise or {})
         self.buffer = []
         self.stopped_at = None
+
+    @property
+    def restored_step(self):
+        """The step whose parameters a firing restores: the best window's last step, else :attr:`start_step`."""
+        return self.best_step if self.best_step is not None else self.start_step
 
     @property
     def tolerance(self):
@@ -142,7 +151,7 @@ class NaturalGradientGuard:
         """A picklable state for checkpoints."""
         return {"window": self.window, "relative": self.relative, "best": self.best, "sd": self.sd,
                 "best_step": self.best_step, "best_params": self.best_params, "best_adam": self.best_adam,
-                "noise": self.noise,
+                "noise": self.noise, "start_step": self.start_step,
                 "buffer": list(self.buffer), "stopped_at": self.stopped_at, "mean": getattr(self, "_mean", None)}
 
     @classmethod
@@ -152,6 +161,7 @@ class NaturalGradientGuard:
         guard.window, guard.relative, guard.best, guard.sd = (state["window"], state["relative"], state["best"],
                                                               state["sd"])
         guard.best_step, guard.best_params, guard.noise = state["best_step"], state["best_params"], state["noise"]
+        guard.start_step = state.get("start_step")   # (checkpoints before it was recorded: set again on resume)
         guard.adam, guard.best_adam = None, state.get("best_adam")   # the phase sets .adam before each observe
         guard.buffer, guard.stopped_at = list(state["buffer"]), state["stopped_at"]
         if state["mean"] is not None:

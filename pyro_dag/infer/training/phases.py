@@ -152,7 +152,7 @@ class NaturalGradientPhase:
         run = self.run
         if self.gauss is None:
             self.make()
-            if self.guard is not None and getattr(self.guard, "start_step", None) is None:
+            if self.guard is not None and self.guard.start_step is None:
                 self.guard.start_step = s - 1   # the state the guard holds first is the one after step s - 1
         loss = self.gauss.step(*run.args, **run.kw)
         if self.rest(frozen):

@@ -198,7 +198,7 @@ class TrainingRun:
             guard = self.natural.guard
             if self.natural.stopped == s and guard is not None and guard.best_adam is not None:
                 # the guard restored its best state, from which Adam may diverge at once
-                rb.seed(guard.best_step if guard.best_step is not None else getattr(guard, "start_step", s),
+                rb.seed(guard.restored_step if guard.restored_step is not None else s,
                         guard.best_params, guard.best_adam, (guard.best, guard.sd), self.adam_phase.adam)
             return
         if not rb.observe(s, loss, self.adam_phase.adam):
