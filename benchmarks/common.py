@@ -23,6 +23,7 @@ def _load_tree_state():
 
 
 tree_state = _load_tree_state()
+tree_state.watch_processes()   # so that library_used knows when a run's numbers may come from another process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -57,11 +58,15 @@ CODE_AT_START = code_state()
 
 def write_json(name, payload):
     """Write ``results/NAME.json`` with ``environment`` and ``code`` (``CODE_AT_START``, unless the payload records
-    its own ``code``) added."""
+    its own ``code``) added; ``code`` gets ``used``, the library modules this process loaded and whether it started
+    other processes (``tree_state.library_used``), so that a later change to modules it did not run leaves its
+    numbers current."""
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"{name}.json")
     payload = dict(payload, environment=environment())
     payload.setdefault("code", CODE_AT_START)
+    if isinstance(payload["code"], dict) and "used" not in payload["code"]:
+        payload["code"] = dict(payload["code"], used=tree_state.library_used())
     with open(path, "w") as f:
         json.dump(payload, f, indent=2)
     return path

@@ -152,24 +152,29 @@ def commit_tree(commit):
 
 
 def _from_code(code):
-    """``(tree, commit, exact)`` from a ``code`` record (``common.code_state``): its ``tree``; for records older
-    than the tree field, the commit's library tree when no library file differed from the commit (exact), else the
-    commit's tree as a lower bound on what changed (not exact)."""
+    """``(tree, commit, exact, modules)`` from a ``code`` record (``common.code_state``): its ``tree``; for records
+    older than the tree field, the commit's library tree when no library file differed from the commit (exact), else
+    the commit's tree as a lower bound on what changed (not exact). ``modules``: the library files the measuring
+    process ran (``code["used"]``, ``common.write_json``) as a sorted tuple, ``None`` where not recorded or where the
+    process started others (whose modules it could not see)."""
     commit = code.get("commit") or None
+    used = code.get("used")
+    modules = tuple(sorted(used["modules"])) if isinstance(used, dict) and not used.get("spawned", True) \
+        and isinstance(used.get("modules"), list) and used["modules"] else None
     if code.get("tree"):
-        return code["tree"], commit, True
+        return code["tree"], commit, True, modules
     if commit:
-        return commit_tree(commit), commit, not code.get("modified")
-    return None, None, False
+        return commit_tree(commit), commit, not code.get("modified"), None
+    return None, None, False, None
 
 
 def measurement_states(data):
-    """What a results file records about the library it measured: a list of ``(tree, commit, exact)``, one per
-    run or row that records it differently (``tree`` None: not recorded). Read in order: per-row ``code_tree`` /
+    """What a results file records about the library it measured: a list of ``(tree, commit, exact, modules)``, one
+    per run or row that records it differently (``tree`` None: not recorded; ``modules``: :func:`_from_code`). Read in order: per-row ``code_tree`` /
     ``code`` (files whose rows or runs come from several runs), the file's ``code``, a bare ``commit`` / ``git_commit``
     (uncommitted edits not recorded: not exact)."""
     if not isinstance(data, dict):
-        return [(None, None, False)]
+        return [(None, None, False, None)]
     if data.get("reference_commit"):
         # a deliberate "before" reference, measured on an exact archive of that commit and labelled with it where
         # it is shown: it does not make the section that compares against it stale
@@ -185,28 +190,29 @@ def measurement_states(data):
             if not isinstance(r, dict):
                 continue
             if r.get("code_tree"):
-                out.append((r["code_tree"], None, True))
+                out.append((r["code_tree"], None, True, None))
             elif isinstance(r.get("code"), dict):
                 out.append(_from_code(r["code"]))
             else:
-                out.append((None, None, False))
+                out.append((None, None, False, None))
         return sorted(set(out), key=str)
     if isinstance(data.get("code"), dict):
         return [_from_code(data["code"])]
     commit = data.get("git_commit") or data.get("commit")
     if isinstance(commit, str) and commit:
         commit = commit.split("+")[0]
-        return [(commit_tree(commit), commit, False)]
-    return [(None, None, False)]
+        return [(commit_tree(commit), commit, False, None)]
+    return [(None, None, False, None)]
 
 
-def same_code(measured, tree):
+def same_code(measured, tree, modules=None):
     """Whether library tree ``measured`` runs the same code as ``tree``, the current one on disk
-    (``tree_state.same_code``); ``False`` when ``tree`` is not the library on disk (a test's made-up tree) or git
-    does not have ``measured``."""
+    (``tree_state.same_code``), in every file or, given ``modules``, in the files the measurement ran and the
+    library's data files; ``False`` when ``tree`` is not the library on disk (a test's made-up tree) or git does not
+    have ``measured``."""
     if "disk" not in _DISK_TREE:   # hashing the library's files once per report, not once per section
         _DISK_TREE["disk"] = current_tree()
-    return tree == _DISK_TREE["disk"] and bool(_tree_state().same_code(measured))
+    return tree == _DISK_TREE["disk"] and bool(_tree_state().same_code(measured, modules=modules))
 
 
 _DISK_TREE = {}
@@ -219,10 +225,14 @@ def short(h):
 def staleness(states, tree):
     """``(status, line)`` of a section from its files' ``measurement_states``: ``"current"`` (every run recorded
     the current tree), ``"stale"`` (a run recorded, or its commit had, another library tree), ``"not recorded"``."""
-    # a tree that differs from the current one in docstrings and comments only measured the same code
-    same = sorted({t for t, _, exact in states if t and exact and t != tree and same_code(t, tree)})
-    recorded = sorted({tree if t in same else t for t, _, exact in states if t and exact})
-    approx = sorted({(t, c) for t, c, exact in states if t and not exact})
+    states = [tuple(s) + (None,) * (4 - len(s)) for s in states]   # (tree, commit, exact[, modules])
+    # a tree that differs from the current one in docstrings and comments only, or only in modules the measurement
+    # did not run, measured the same code
+    same_states = [s for s in states if s[0] and s[2] and s[0] != tree and same_code(s[0], tree, s[3])]
+    same = sorted({s[0] for s in same_states})
+    partial = sorted({s[0] for s in same_states if s[3] is not None})
+    recorded = sorted({tree if s in same_states else s[0] for s in states if s[0] and s[2]})
+    approx = sorted({(t, c) for t, c, exact, _ in states if t and not exact})
     missing = [s for s in states if s[0] is None]
     other = [t for t in recorded if t != tree] + [t for t, _ in approx if t != tree]
     if other:
@@ -247,8 +257,10 @@ def staleness(states, tree):
         return "not recorded", para(f"**Tree not recorded{part}:** the JSON do not record which library tree these "
                                 f"numbers were measured on{at}; the library may have changed since.")
     if same:
+        which = "in docstrings and comments only" if not partial else \
+            "only in docstrings, comments and modules the measurement did not load"
         return "current", (f"*Measured on library tree {', '.join(f'`{short(t)}`' for t in same)}, which differs "
-                           f"from the current one (`{short(tree)}`) in docstrings and comments only: the same code.*")
+                           f"from the current one (`{short(tree)}`) {which}: the same code.*")
     return "current", f"*Measured on the current library tree `{short(tree)}`.*"
 
 
@@ -3453,8 +3465,11 @@ def staleness_summary(parts, tree):
     out = [para(f"""**Staleness.** Generated for the library tree `{tree}` (the git tree hash of `pyro_dag/` on
         disk: `git rev-parse HEAD:pyro_dag` when it has no uncommitted changes; `benchmarks/tree_state.py`). Every
         results JSON records the tree it was measured on (`code`); a section measured on another tree says so under
-        its title. {len(current)} of {len(secs)} sections were measured on the current tree, {len(stale)} are stale
-        and {len(unknown)} do not record their tree.""")]
+        its title. A tree that differs from the current one only in docstrings and comments ran the same code; so
+        does one that differs only in library modules the measuring process did not load, where the JSON records
+        them (`code.used`, written since this record existed, and not for a run that started other processes).
+        {len(current)} of {len(secs)} sections were measured on the current tree or the same code, {len(stale)} are
+        stale and {len(unknown)} do not record their tree.""")]
     if stale:
         out += ["", "Stale (measured on another library tree): " + "; ".join(link(s) for s in stale) + "."]
     if unknown:

@@ -141,12 +141,17 @@ def code_of(source):
 _SAME_CODE = {}
 
 
-def same_code(tree, root=ROOT, folder=LIBRARY):
+def same_code(tree, root=ROOT, folder=LIBRARY, modules=None):
     """Whether the library tree ``tree`` (a git tree id, as results JSON record it) differs from the library on disk
     in docstrings, comments and layout only: the same files, each either byte-equal or a Python file with the same
     :func:`code_of`. ``None`` when git does not have ``tree`` (e.g. a shallow clone). A number measured on such a
-    tree is true for the code on disk."""
-    key = (tree, root, folder)
+    tree is true for the code on disk.
+
+    ``modules``: the library's Python files the measuring process had loaded (:func:`library_used`); only those, and
+    every file that is not Python (data the library reads), are compared. A module the measurement did not load
+    cannot have run; one it would load now can only be reached through a loaded module, whose code would then
+    differ."""
+    key = (tree, root, folder, None if modules is None else tuple(sorted(modules)))
     if key in _SAME_CODE:
         return _SAME_CODE[key]
     listing = _git("ls-tree", "-r", "-z", tree, cwd=root)
@@ -159,7 +164,13 @@ def same_code(tree, root=ROOT, folder=LIBRARY):
             meta, path = entry.split("\t", 1)
             measured[f"{folder}/{path}"] = meta.split()[2]
     on_disk = {path: full for path, full in _files(root, folder) if os.path.isfile(full)}
-    result = set(measured) == set(on_disk)
+    if modules is not None:
+        wanted = set(modules)
+        measured = {p: h for p, h in measured.items() if p in wanted or not p.endswith(".py")}
+        on_disk = {p: f for p, f in on_disk.items() if p in wanted or not p.endswith(".py")}
+        result = set(measured) == set(on_disk) and wanted <= set(measured)
+    else:
+        result = set(measured) == set(on_disk)
     for path in sorted(measured) if result else ():
         with open(on_disk[path], "rb") as fh:
             body = fh.read()
@@ -172,3 +183,80 @@ def same_code(tree, root=ROOT, folder=LIBRARY):
             break
     _SAME_CODE[key] = result
     return result
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Which of the library's modules a measurement ran
+# ----------------------------------------------------------------------------------------------------------------
+_SPAWNED = {"any": False}
+_NOT_PYTHON = {"git", "tar"}   # what the benchmarks' helpers run that cannot import the library
+
+
+def _note_spawn(args=None):
+    if args is not None:
+        first = args if isinstance(args, (str, bytes, os.PathLike)) else (list(args)[:1] or [""])[0]
+        first = os.fsdecode(first).split()[0] if os.fsdecode(first).strip() else ""
+        if os.path.basename(first) in _NOT_PYTHON:
+            return
+    _SPAWNED["any"] = True
+
+
+def watch_processes():
+    """Record whether this process starts other processes (which may import and run the library where
+    :func:`library_used` cannot see it): ``subprocess`` (but git and tar), ``fork`` (``multiprocessing``'s default,
+    ``os.spawn*``), ``multiprocessing``'s spawn and forkserver starts, ``os.system`` and ``os.posix_spawn``.
+    Idempotent."""
+    import subprocess as sp
+
+    if getattr(sp.Popen._execute_child, "_watched", False):
+        return
+    real_child = sp.Popen._execute_child
+
+    def execute_child(self, args, *rest, **kw):
+        _note_spawn(args)
+        return real_child(self, args, *rest, **kw)
+    execute_child._watched = True
+    sp.Popen._execute_child = execute_child
+    os.register_at_fork(before=_note_spawn)
+    for name in ("system", "posix_spawn", "posix_spawnp"):
+        real = getattr(os, name, None)
+        if real is not None:
+            def wrapped(*a, _real=real, **k):
+                _note_spawn()
+                return _real(*a, **k)
+            setattr(os, name, wrapped)
+    try:
+        import multiprocessing.util as mp_util
+    except ImportError:   # pragma: no cover
+        return
+    real_spawn = mp_util.spawnv_passfds
+
+    def spawnv_passfds(*a, **k):
+        _note_spawn()
+        return real_spawn(*a, **k)
+    mp_util.spawnv_passfds = spawnv_passfds
+
+
+def library_used(folder=LIBRARY):
+    """What this process ran of the library: ``{"modules": [paths], "spawned": bool}``, the library's Python files
+    loaded so far (``folder/...``, relative to the package's parent, wherever it was imported from) and whether the
+    process started others since :func:`watch_processes`. Taken when a benchmark writes its results, after every
+    number in them was computed: ``report.py`` then compares only these files with the library on disk
+    (:func:`same_code`), unless ``spawned``."""
+    import sys
+
+    package = sys.modules.get(folder)
+    base = getattr(package, "__file__", None)
+    if base is None:
+        return {"modules": [], "spawned": _SPAWNED["any"]}
+    base = os.path.dirname(os.path.dirname(os.path.realpath(base)))
+    paths = set()
+    for name, module in list(sys.modules.items()):
+        if name != folder and not name.startswith(folder + "."):
+            continue
+        path = getattr(module, "__file__", None)
+        if path:
+            rel = os.path.relpath(os.path.realpath(path), base).replace(os.sep, "/")
+            if rel.startswith(folder + "/"):
+                paths.add(rel)
+    return {"modules": sorted(paths), "spawned": _SPAWNED["any"]}

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import sys
 
 import pytest
 
@@ -131,10 +132,18 @@ def test_staleness_of_a_section(report):
 
 def test_measurement_states_read_every_record(report):
     cur = "a" * 40
-    assert report.measurement_states({"code": {"tree": cur, "commit": "c", "modified": []}}) == [(cur, "c", True)]
-    assert report.measurement_states({"rows": [{"x": 1}]}) == [(None, None, False)]
+    assert report.measurement_states({"code": {"tree": cur, "commit": "c", "modified": []}}) == [
+        (cur, "c", True, None)]
+    assert report.measurement_states({"rows": [{"x": 1}]}) == [(None, None, False, None)]
     rows = {"rows": [{"code_tree": cur}, {"code_tree": cur}, {"rmse": 1.0}]}
-    assert report.measurement_states(rows) == sorted({(cur, None, True), (None, None, False)}, key=str)
+    assert report.measurement_states(rows) == sorted({(cur, None, True, None), (None, None, False, None)}, key=str)
+    # the modules the measuring process ran; none usable when it started other processes
+    used = {"modules": ["pyro_dag/b.py", "pyro_dag/__init__.py"], "spawned": False}
+    assert report.measurement_states({"code": {"tree": cur, "commit": "c", "used": used}}) == [
+        (cur, "c", True, ("pyro_dag/__init__.py", "pyro_dag/b.py"))]
+    used["spawned"] = True
+    assert report.measurement_states({"code": {"tree": cur, "commit": "c", "used": used}}) == [
+        (cur, "c", True, None)]
 
 
 def test_sections_are_marked_stale_or_current_from_their_json(report, tmp_path):
@@ -313,3 +322,59 @@ def test_a_tree_that_differs_in_docstrings_and_comments_only_measured_the_same_c
     ts._SAME_CODE.clear()
     assert ts.same_code(measured, root=str(repo)) is False
     assert ts.same_code("0" * 40, root=str(repo)) is None   # a tree git does not have
+    # a measurement that loaded only some modules: a change elsewhere leaves it current, in them it does not
+    (repo / "pyro_dag" / "new.py").unlink()
+    (repo / "pyro_dag" / "b.py").write_text("b = 1\n")
+    ts._SAME_CODE.clear()
+    assert ts.same_code(measured, root=str(repo)) is False
+    assert ts.same_code(measured, root=str(repo), modules=["pyro_dag/a.py"]) is True
+    assert ts.same_code(measured, root=str(repo), modules=["pyro_dag/a.py", "pyro_dag/b.py"]) is False
+    (repo / "pyro_dag" / "data.txt").write_text("2\n")       # data files count whatever was loaded
+    ts._SAME_CODE.clear()
+    assert ts.same_code(measured, root=str(repo), modules=["pyro_dag/a.py"]) is False
+    (repo / "pyro_dag" / "data.txt").write_text("1\n")
+    (repo / "pyro_dag" / "a.py").unlink()                      # a module it ran that is gone
+    ts._SAME_CODE.clear()
+    assert ts.same_code(measured, root=str(repo), modules=["pyro_dag/a.py"]) is False
+
+
+def test_library_used_lists_the_loaded_modules_and_notices_other_processes(report):
+    """``tree_state.library_used``: the library's files this process loaded, relative to the package's parent, and
+    whether it started another process since ``watch_processes`` (git and tar do not count: the benchmarks' own
+    helpers run them). ``common.write_json`` records it."""
+    import subprocess
+
+    ts = report._tree_state()
+    ts.watch_processes()
+    ts.watch_processes()                                      # idempotent
+    import pyro_dag.gp.amplitude  # noqa: F401
+
+    used = ts.library_used()
+    assert "pyro_dag/__init__.py" in used["modules"] and "pyro_dag/gp/amplitude.py" in used["modules"]
+    assert all(m.startswith("pyro_dag/") and m.endswith(".py") for m in used["modules"])
+    was = ts._SPAWNED["any"]
+    try:
+        ts._SPAWNED["any"] = False
+        subprocess.run(["git", "--version"], capture_output=True)
+        assert ts.library_used()["spawned"] is False
+        subprocess.run([sys.executable, "-c", "pass"], capture_output=True)
+        assert ts.library_used()["spawned"] is True
+        ts._SPAWNED["any"] = False
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert ts.library_used()["spawned"] is True
+    finally:
+        ts._SPAWNED["any"] = was
+
+
+def test_a_section_measured_before_a_change_to_modules_it_did_not_load_stays_current(report, monkeypatch):
+    cur, old = "a" * 40, "b" * 40
+    mods = ("pyro_dag/a.py",)
+    monkeypatch.setattr(report, "same_code", lambda measured, tree, modules=None: modules == mods)
+    status, line = report.staleness([(old, None, True, mods)], cur)
+    assert status == "current" and "modules the measurement did not load" in line
+    assert report.staleness([(old, None, True, None)], cur)[0] == "stale"
+    # the same tree recorded once with its modules and once without: the record without decides
+    assert report.staleness([(old, None, True, mods), (old, None, True, None)], cur)[0] == "stale"
