@@ -10,6 +10,11 @@ MAP start and seed: the traced potential is the eager one bit for bit, so those 
 bookkeeping included. The compiled potential differs from the eager one by rounding (about 1e-11), enough for a
 trajectory to part from the eager one after some transitions; its chain CPU seconds include the compilation.
 
+Issue 43 asks for a potential gradient within 3x one ``DAGELBO`` gradient on the same model: in the same interleaved
+rounds, one ``DAGELBO().loss_and_grads`` of the variational counterpart (the same graph, data, inducing points and
+likelihoods, ``sample_f=False``, no hyperpriors, ``AutoStructuredGuide(model)``, the guide's parameters after one
+call), in a parameter store of its own (``ParamStoreDict.scope``).
+
 Usage::
 
     python benchmarks/traced_nuts.py              # the three models, 5 rounds x 100 gradients, chains 1 x (60 + 30)
@@ -29,9 +34,9 @@ from common import one_thread, write_json, write_readme_section  # noqa: E402
 from nuts_mixing import chain_model, chain_problem, collider_model, collider_problem, run_nuts  # noqa: E402
 
 MODELS = {
-    "chain (a, b)": lambda: _chain(observe_hidden=True),
-    "chain (b)": lambda: _chain(observe_hidden=False),
-    "collider (w1, w2, w3)": lambda: _collider(),
+    "chain (a, b)": lambda sample_f=True: _chain(observe_hidden=True, sample_f=sample_f),
+    "chain (b)": lambda sample_f=True: _chain(observe_hidden=False, sample_f=sample_f),
+    "collider (w1, w2, w3)": lambda sample_f=True: _collider(sample_f=sample_f),
 }
 
 
@@ -46,21 +51,47 @@ def _samplers():
 SAMPLERS = _samplers()
 
 
-def _chain(observe_hidden):
+def _chain(observe_hidden, sample_f=True):
     graph, inputs, data = chain_problem(observe_hidden=observe_hidden)
-    model = chain_model(graph, {"a": 10, "b": 8}, "weakly_informative", collapse="inducing",
-                        observe_hidden=observe_hidden)
+    model = chain_model(graph, {"a": 10, "b": 8}, "weakly_informative" if sample_f else None,
+                        collapse="inducing" if sample_f else "values", observe_hidden=observe_hidden,
+                        sample_f=sample_f)
     return model, inputs, data
 
 
-def _collider():
+def _collider(sample_f=True):
     graph, inputs, data, _ = collider_problem(observe_hidden=True)
-    model = collider_model(graph, {"w1": 7, "w2": 6, "w3": 8}, "weakly_informative", collapse="inducing",
-                           observe_hidden=True)
+    model = collider_model(graph, {"w1": 7, "w2": 6, "w3": 8}, "weakly_informative" if sample_f else None,
+                           collapse="inducing", observe_hidden=True, sample_f=sample_f)
     return model, inputs, data
 
 
-def gradient_seconds(model, inputs, data, rounds, calls):
+def elbo_gradient(make):
+    """``(step, scope)``: one ``DAGELBO`` loss and gradient of the variational counterpart of ``make``'s model
+    (``make(sample_f=False)``, ``AutoStructuredGuide``), its parameters in the store state ``scope`` (enter it with
+    ``pyro.get_param_store().scope(scope)`` around each call)."""
+    from pyro_dag.infer import DAGELBO
+    from pyro_dag.infer.autoguide import AutoStructuredGuide
+
+    with pyro.get_param_store().scope() as scope:
+        model, inputs, data = make(sample_f=False)
+        model.setup(inputs, data)
+        guide = AutoStructuredGuide(model)
+        elbo = DAGELBO()
+        pyro.set_rng_seed(0)
+        elbo.loss_and_grads(model, guide, inputs, data)   # creates the guide's parameters
+        params = [p for _, p in pyro.get_param_store().named_parameters()]
+
+    def step():
+        elbo.loss_and_grads(model, guide, inputs, data)
+        for p in params:
+            p.grad = None
+    return step, scope
+
+
+def gradient_seconds(model, inputs, data, rounds, calls, elbo_step=None):
+    """Seconds per potential gradient of each sampler (and per ``DAGELBO`` gradient, ``elbo_step`` from
+    :func:`elbo_gradient`), the minimum over interleaved rounds of the mean over ``calls`` calls."""
     from pyro.ops.integrator import potential_grad
 
     kernels = {}
@@ -83,6 +114,13 @@ def gradient_seconds(model, inputs, data, rounds, calls):
                 for _ in range(calls):
                     grads[name], _ = potential_grad(kernel.potential_fn, args[name])
                 best[name] = min(best[name], (time.process_time() - t) / calls)
+        if elbo_step is not None:
+            step, scope = elbo_step
+            with pyro.get_param_store().scope(scope):
+                t = time.process_time()
+                for _ in range(calls):
+                    step()
+                best["dagelbo"] = min(best.get("dagelbo", float("inf")), (time.process_time() - t) / calls)
     grads["compiled"] = layout.to_sites(grads["compiled"])
     diff = {name: max(float((grads["eager"][k] - grads[name][k]).abs().max()) for k in z) for name in grads}
     return best, diff, compile_s
@@ -103,7 +141,8 @@ def main():
     for label, make in MODELS.items():
         model, inputs, data = make()
         model.setup(inputs, data)
-        sec, diff, compile_s = gradient_seconds(model, inputs, data, args.rounds, args.calls)
+        sec, diff, compile_s = gradient_seconds(model, inputs, data, args.rounds, args.calls,
+                                                elbo_step=elbo_gradient(make))
         chain = {}
         for name in SAMPLERS:
             model, inputs, data = make()  # a fresh model: every chain starts from the same MAP
