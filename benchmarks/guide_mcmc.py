@@ -5,8 +5,8 @@ Two parts, each a fresh process, one thread:
 
 * ``guide``: the user guide's examples (``examples/guide/*.py``, which continue one another) run in order up to
   ``mcmc_arviz.py``; timed: the NUTS block of ``pyro_interop.py`` (Pyro's ``NUTS``, 20 + 20) and the whole of
-  ``mcmc_arviz.py`` (``TracedNUTS``, 30 + 30, ``collapse="inducing"``, hyperpriors, then ``to_inference_data``,
-  ``az.summary``, PSIS-LOO and the DAG plot);
+  ``mcmc_arviz.py`` (``TracedNUTS``, 2 chains x (200 + 200), ``collapse="inducing"``, hyperpriors, then
+  ``to_inference_data``, ``az.summary``, PSIS-LOO and the DAG plot);
 * ``tutorial``: ``tutorials/mcmc_arviz.py`` (the MCMC tutorial of the documentation: ``x -> a -> b`` on 30 cases,
   ``TracedNUTS`` 2 chains x (300 + 300), tree depth up to 7), cell by cell; the NUTS cell's R-hat and bulk ESS
   (ArviZ's rank-normalised split R-hat, Vehtari et al. 2021, *Bayesian Analysis* 16(2)) over every sampled
@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from common import subprocess_result, write_json, write_readme_section  # noqa: E402
+from common import CODE_AT_START, subprocess_result, write_json, write_readme_section  # noqa: E402
 
 GUIDE_ORDER = ["dgp", "inference", "natural_gradients", "training", "latent_inputs", "pyro_interop", "mcmc_arviz"]
 
@@ -84,10 +84,11 @@ if part == "guide":
     cut = interop.index("pyro.clear_param_store()", interop.index("print(draws"))
     run_cell("pyro_interop: SVI and Predictive", interop[:cut])
     run_cell("pyro_interop: NUTS 20 + 20", interop[cut:])
-    run_cell("mcmc_arviz: TracedNUTS 30 + 30, InferenceData, LOO, plot", src["mcmc_arviz"])
+    run_cell("mcmc_arviz: TracedNUTS, InferenceData, LOO, plot", src["mcmc_arviz"])
     out["diagnostics"] = diagnostics(g["idata"])
     out["divergences"] = int(sum(r["diverging"] for r in g["stats"].records))
-    out["draws"] = {"chains": 1, "warmup": 30, "samples": 30}
+    runs = g.get("runs") or [g["mcmc"]]   # the example's chains, one MCMC run each
+    out["draws"] = {"chains": len(runs), "warmup": runs[0].warmup_steps, "samples": runs[0].num_samples}
 else:
     os.environ["PYRO_DAG_TUTORIAL_OUT"] = os.getcwd()
     text = open(os.path.join(root, "tutorials", "mcmc_arviz.py")).read()
@@ -141,19 +142,25 @@ def main():
     parts = {}
     if os.path.exists(path):
         with open(path) as f:
-            parts = json.load(f).get("parts", {})
+            old = json.load(f)
+        parts = old.get("parts", {})
+        for kept in parts.values():   # a part not re-run keeps the library tree it was measured on
+            kept.setdefault("code", old.get("code"))
     for part in args.parts:
         res = run_part(part, args.timeout, args.quick)
         res["load"] = list(os.getloadavg())
         if args.quick:
             print(part, json.dumps(res, indent=1))
             continue
+        res["code"] = CODE_AT_START
         parts[part] = res
         print(part, json.dumps({k: v for k, v in res.items() if k != "cells"}), flush=True)
         for c in res.get("cells", []):
             print(f"  {c['cell']}: {c['cpu_s']:.1f} CPU s, {c['gradients']} gradients ({c['gradient_cpu_s']:.1f} s)",
                   flush=True)
-        write_json("guide_mcmc", {"parts": parts})
+        # each part's tree in "runs", which report.py reads before the file's own "code"
+        runs = [{"part": k, "code": v.get("code")} for k, v in parts.items()]
+        write_json("guide_mcmc", {"parts": parts, "runs": runs})
     if not args.quick:
         write_readme_section("guide_mcmc", None)
 

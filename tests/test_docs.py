@@ -148,7 +148,8 @@ def test_guide_examples_run_as_written(tmp_path):
     assert "torch.Size([1, 20])" in lines  # median(): constrained and site-shaped
     assert "torch.Size([10, 400, 1])" in lines  # Predictive through Pyro's AutoNormal
     assert "(1, 20, 1, 5)" in lines  # NUTS -> ArviZ
-    assert "(1, 5)" in lines  # az.summary of the NUTS hyperparameter
+    groups = lines.index("['log_likelihood', 'observed_data', 'posterior', 'posterior_predictive', 'sample_stats']")
+    assert float(lines[groups + 1]) <= 1.05  # the two chains' largest R-hat (1.01 with these seeds)
 
 
 # ------------------------------------------------------------------------------------ references users can follow
