@@ -51,6 +51,18 @@ def code_state(library_path=None):
     return tree_state.code_state()
 
 
+def code_state_after():
+    """:func:`code_state` with ``used`` (``tree_state.library_used``): the library modules this process has loaded
+    and whether it started other processes. Call it only after the numbers it labels were computed (a row's record,
+    taken when the row is done): a module loaded later cannot have produced them, one loaded earlier is listed."""
+    return dict(code_state(), used=tree_state.library_used())
+
+
+def library_used():
+    """``tree_state.library_used()`` (see :func:`code_state_after` for when to take it)."""
+    return tree_state.library_used()
+
+
 #: The library's state when this benchmark process started (it imports the library about then): what
 #: ``write_json`` records, so that edits made to the tree while a long run goes on are not attributed to it.
 CODE_AT_START = code_state()

@@ -42,7 +42,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import RESULTS, code_state, environment, one_thread  # noqa: E402
+from common import RESULTS, code_state, environment, library_used, one_thread  # noqa: E402
 
 METHODS = ("exact_gp", "chain_default", "deep", "deep_svi", "lamp_default", "lamp_deep")
 STOCHASTIC = {"chain_default", "deep", "deep_svi", "lamp_default", "lamp_deep"}
@@ -283,6 +283,7 @@ def main(argv=None):
               f"{row.get('info', {}).get('choice', '')} ({row['cpu_seconds']:.1f} s)"), flush=True)
         res["tuning_seeds"], res["report_seeds"] = TUNING_SEEDS, REPORT_SEEDS
         res["summary"] = summary(res["rows"], REPORT_SEEDS)
+        res["runs"][-1]["code"]["used"] = library_used()   # this run's rows so far ran only these modules
         tmp = args.out + ".tmp"
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(tmp, "w") as f:

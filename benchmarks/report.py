@@ -152,6 +152,15 @@ def commit_tree(commit):
     return _COMMIT_TREES[commit]
 
 
+def _modules(used):
+    """The sorted tuple of library files of a ``used`` record (``tree_state.library_used``), or ``None`` when there
+    is none, it is empty, or its process started others."""
+    if isinstance(used, dict) and not used.get("spawned", True) and isinstance(used.get("modules"), list) \
+            and used["modules"]:
+        return tuple(sorted(used["modules"]))
+    return None
+
+
 def _from_code(code):
     """``(tree, commit, exact, modules)`` from a ``code`` record (``common.code_state``): its ``tree``; for records
     older than the tree field, the commit's library tree when no library file differed from the commit (exact), else
@@ -159,9 +168,7 @@ def _from_code(code):
     process ran (``code["used"]``, ``common.write_json``) as a sorted tuple, ``None`` where not recorded or where the
     process started others (whose modules it could not see)."""
     commit = code.get("commit") or None
-    used = code.get("used")
-    modules = tuple(sorted(used["modules"])) if isinstance(used, dict) and not used.get("spawned", True) \
-        and isinstance(used.get("modules"), list) and used["modules"] else None
+    modules = _modules(code.get("used"))
     if code.get("tree"):
         return code["tree"], commit, True, modules
     if commit:
@@ -171,9 +178,9 @@ def _from_code(code):
 
 def measurement_states(data):
     """What a results file records about the library it measured: a list of ``(tree, commit, exact, modules)``, one
-    per run or row that records it differently (``tree`` None: not recorded; ``modules``: :func:`_from_code`). Read in order: per-row ``code_tree`` /
-    ``code`` (files whose rows or runs come from several runs), the file's ``code``, a bare ``commit`` / ``git_commit``
-    (uncommitted edits not recorded: not exact)."""
+    per run or row that records it differently (``tree`` None: not recorded; ``modules``: :func:`_from_code`). Read
+    in order: per-row ``code_tree`` (with ``code_used``) / ``code`` (files whose rows or runs come from several
+    runs), the file's ``code``, a bare ``commit`` / ``git_commit`` (uncommitted edits not recorded: not exact)."""
     if not isinstance(data, dict):
         return [(None, None, False, None)]
     if data.get("reference_commit"):
@@ -190,8 +197,8 @@ def measurement_states(data):
         for r in rows:
             if not isinstance(r, dict):
                 continue
-            if r.get("code_tree"):
-                out.append((r["code_tree"], None, True, None))
+            if r.get("code_tree"):   # zoo.py's rows: the tree and (since it was recorded) the modules run
+                out.append((r["code_tree"], None, True, _modules(r.get("code_used"))))
             elif isinstance(r.get("code"), dict):
                 out.append(_from_code(r["code"]))
             else:

@@ -22,7 +22,7 @@ import pyro
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import code_state, one_thread, write_json, write_readme_section  # noqa: E402
+from common import code_state_after, one_thread, write_json, write_readme_section  # noqa: E402
 from tree_scaling import make_problem  # noqa: E402
 
 from pyro_dag import DAGDGP  # noqa: E402
@@ -79,7 +79,7 @@ def measure(depth, samples, repeats):
         row[f"{k}_cpu_s"] = sorted(cpus[k])[len(cpus[k]) // 2]
     row["picked_over_mean_field"] = row[f"{picked}_cpu_s"] / row["mean_field_cpu_s"]
     row["load"] = list(os.getloadavg())
-    row["code"] = code_state()
+    row["code"] = code_state_after()   # with the modules this process ran
     return row
 
 

@@ -26,7 +26,7 @@ import time
 
 import pyro
 import torch
-from common import RESULTS, code_state, one_thread, write_json, write_readme_section
+from common import RESULTS, code_state_after, one_thread, write_json, write_readme_section
 from pyro.infer import SVI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -147,7 +147,7 @@ def measure(name, kind, size, make, init_scale, stages, args):
         row["work_ratio"] = (row["var_joint"] * row["cpu_s_joint"]) / (row["var_conditional"] *
                                                                         row["cpu_s_conditional"])
         row["load"] = os.getloadavg()[0]
-        row["code"] = code_state()
+        row["code"] = code_state_after()   # with the modules this process ran
         rows.append(row)
         print(row, flush=True)
     return rows

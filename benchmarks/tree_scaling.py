@@ -24,7 +24,7 @@ import time
 import networkx as nx
 import pyro
 import torch
-from common import RESULTS, code_state, one_thread, write_json, write_readme_section
+from common import RESULTS, code_state_after, one_thread, write_json, write_readme_section
 
 from pyro_dag import DAGDGP
 from pyro_dag.infer import DAGELBO
@@ -279,7 +279,7 @@ def main():
             methods["chordal_dense_joint_s"] = call(st, "joint", backend="dense")
         time_methods(row, methods, args.repeats)
         row["load"] = os.getloadavg()[0]
-        row["code"] = code_state()
+        row["code"] = code_state_after()   # with the modules this process ran
         rows.append(row)
         rows.sort(key=lambda r: r["depth"])
         print(row, flush=True)

@@ -1390,7 +1390,7 @@ def main(argv=None):
                                      "process_cpu_seconds", "code")}]
     import pyro_dag
 
-    from common import code_state
+    from common import code_state, library_used
 
     results["pyro_dag_path"] = os.path.dirname(pyro_dag.__file__)
     # the library this process measures (report.py marks rows measured on another tree than the current one stale)
@@ -1426,6 +1426,7 @@ def main(argv=None):
                     continue
                 row = run_method(p, case, seed, m, args.quick)
                 row["code_tree"] = results["code"]["tree"]
+                row["code_used"] = library_used()   # the modules this process has run, this row included
                 results["rows"].append(row)
                 msg = row.get("error") or (f"rmse {row['rmse']:.4g} picp95 {row['picp95']:.3f} nlpd {row['nlpd']:.4g} "
                                            f"crps {row['crps']:.4g}"

@@ -144,6 +144,10 @@ def test_measurement_states_read_every_record(report):
     used["spawned"] = True
     assert report.measurement_states({"code": {"tree": cur, "commit": "c", "used": used}}) == [
         (cur, "c", True, None)]
+    rows = {"rows": [{"code_tree": cur, "code_used": {"modules": ["pyro_dag/a.py"], "spawned": False}},
+                     {"code_tree": cur}]}
+    assert report.measurement_states(rows) == sorted({(cur, None, True, ("pyro_dag/a.py",)),
+                                                      (cur, None, True, None)}, key=str)
 
 
 def test_sections_are_marked_stale_or_current_from_their_json(report, tmp_path):
