@@ -5,9 +5,10 @@ For each model, (1) the potential energy and its gradient at the chain's initial
 (``NUTS(model).potential_fn``), traced (``TracedNUTS``) and compiled (``CompiledNUTS``), timed in interleaved rounds
 (minimum over rounds of the mean over calls), with the largest difference of each gradient from the eager one, and
 the seconds CompiledNUTS took to record, compile and check the potential; (2) one short chain of each from the same
-MAP start and seed: the traced potential is the eager one bit for bit, so those two chains take the same trajectory
-(same number of gradients), and the ratio of their CPU seconds is the speed-up NUTS sees, its own Python
-bookkeeping included. The compiled potential differs from the eager one by rounding (about 1e-11), enough for a
+MAP start and seed: the traced potential is the eager one bit for bit and its gradient equal to rounding (the trace
+replays the plain composition of the library's fused operations), so the two chains take the same trajectory until
+rounding parts them, and the ratio of their CPU seconds is the speed-up NUTS sees, its own Python bookkeeping
+included. The compiled potential differs from the eager one by rounding (about 1e-11), enough for a
 trajectory to part from the eager one after some transitions; its chain CPU seconds include the compilation.
 
 Issue 43 asks for a potential gradient within 3x one ``DAGELBO`` gradient on the same model: in the same interleaved

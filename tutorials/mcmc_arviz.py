@@ -78,7 +78,7 @@ start = {name: value.detach() for name, value in map_guide.median(inputs, data).
 
 # %%
 # NUTS: one chain at a time (one core), from the MAP point, the per-draw statistics recorded by ``MCMCStats``.
-# ``TracedNUTS`` is Pyro's NUTS with the potential traced once per chain: the same draws at a lower cost per
+# ``TracedNUTS`` is Pyro's NUTS with the potential traced once per chain: the same posterior at a lower cost per
 # gradient.
 stats, runs = MCMCStats(), []
 for chain in range(CHAINS):

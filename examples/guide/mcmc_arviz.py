@@ -11,7 +11,7 @@ stats, runs = MCMCStats(), []                                        # divergenc
 for chain in range(2):                                               # two chains, one after the other (one core)
     pyro.set_rng_seed(chain)
     mcmc = MCMC(TracedNUTS(small), num_samples=200, warmup_steps=200,  # NUTS, its potential traced once:
-                hook_fn=stats, disable_progbar=True)                 # the same draws, cheaper gradients
+                hook_fn=stats, disable_progbar=True)                 # the same potential, cheaper gradients
     mcmc.run({"x": x[:30]}, {"y": y[1:31]})
     runs.append(mcmc)
 idata = pyro_dag.to_inference_data(mcmc=runs, sample_stats=stats)   # one chain per run

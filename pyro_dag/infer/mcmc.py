@@ -30,8 +30,10 @@ class TracedNUTS(NUTS):
 
     A drop-in replacement for ``NUTS(model, ...)``: the same keyword arguments (``jit_compile`` is always on and
     TorchScript's tracer warnings are off by default), the same step-size and mass-matrix adaptation, and the same
-    draws as far as the traced potential equals the eager one (bit for bit on the models of
-    ``benchmarks/traced_nuts.py``). Use it only on models whose structure and control flow do not depend on the
+    potential: its value bit for bit, its gradient to rounding (the trace replays the plain composition of the fused
+    operations of :mod:`pyro_dag.ops`, whose hand-written backward passes eager mode runs; about 1e-13 relative), so
+    a chain follows the eager one's draws for a while and then parts from it, sampling the same posterior. Use it
+    only on models whose structure and control flow do not depend on the
     sampled values (a ``DAGDGP`` with fixed data, as in ``MCMC(TracedNUTS(model), ...).run(inputs, data)``):
 
     * the trace is taken at the first potential evaluation and replayed with new values of the sample sites,
