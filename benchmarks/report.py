@@ -520,10 +520,11 @@ def sec_collider_explaining_away(R):
         / {cell('sum', 'chordal', 'mean_abs_corr')}, mean field {cell('sum', 'mean_field', 'parent_var')} /
         {cell('sum', 'mean_field', 'mean_abs_corr')}. Targets: variance >= 0.05, |corr| >= 0.3, at least 3x mean
         field's. """ + d.get("note", ""))]
-    return Section("Does the chordal guide keep the collider's explaining-away with learned kernels?",
-                   "`python benchmarks/collider_default_streams.py --name collider_explaining_away --child-kernel sum "
-                   "--data-seeds 0-1 --streams 0-1` (and `--precision mean_field`)", tab, notes,
-                   ["collider_explaining_away.json"])
+    command = (f"`{d['command']}`" if d.get("command") else
+               "`python benchmarks/collider_default_streams.py --name collider_explaining_away --child-kernel sum "
+               "--data-seeds 0-1 --streams 0-1` (and `--precision mean_field`)")
+    return Section("Does the chordal guide keep the collider's explaining-away with learned kernels?", command, tab,
+                   notes, ["collider_explaining_away.json"])
 
 
 def para(text):
