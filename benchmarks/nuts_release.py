@@ -17,7 +17,9 @@ Variants (``VARIANTS``):
   (:mod:`pyro_dag.infer.mcmc`); CompiledNUTS's CPU is this process's (compilation included, its worker processes
   not), and the wall seconds of recording and compiling are reported apart;
 * ``NUTS, release noise and kernel start``: this tree with ``noise="learned", kernel_init="default"``, the release's
-  start for the noise and the kernels, which isolates what the data-driven defaults change.
+  start for the noise and the kernels, which isolates what the data-driven defaults change;
+* ``NUTS, collapse="inducing"``: this tree with ``DAGDGP(..., collapse="inducing")`` (the chain only: ``h`` sampled
+  in posterior-whitened coordinates, ``y``'s inducing outputs integrated out).
 
 Every potential gradient goes through ``pyro.ops.integrator.potential_grad``, wrapped to count them, so the cost
 per iteration splits into gradients per iteration (the posterior's geometry: NUTS doubles its trajectory until it
@@ -137,6 +139,9 @@ VARIANTS = [
     ("NUTS, release noise and kernel start", "current", "NUTS", {"noise": "learned", "kernel_init": "default"}),
     ("TracedNUTS", "current", "TracedNUTS", {}),
     ("CompiledNUTS", "current", "CompiledNUTS", {}),
+    # the observed node with children in posterior-whitened coordinates and the leaf's inducing outputs integrated
+    # out (DAGDGP's collapse="inducing"; on the chain only: the guide's x -> y would have nothing left to sample)
+    ("NUTS, collapse=\"inducing\"", "current", "NUTS", {"collapse": "inducing"}),
 ]
 
 
