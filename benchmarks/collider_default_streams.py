@@ -53,7 +53,7 @@ def _score(model, guide, ds, num_samples=300):
             "mean_abs_corr": m["mean_abs_corr"], "picp95": cal["picp"], "crps": cal["crps"], "nlpd": cal["nlpd"]}
 
 
-def run_one(data_seed, stream, steps, at, precision, child_kernel="default", noise_step=None):
+def run_one(data_seed, stream, steps, at, precision, child_kernel="default", noise_step=None, refine=0):
     import pyro
     import torch
 
@@ -86,7 +86,23 @@ def run_one(data_seed, stream, steps, at, precision, child_kernel="default", noi
                        **extra)
     cpu = time.process_time() - t
     final = _score(model, guide, ds)
-    return {"data_seed": data_seed, "stream": stream, "steps": steps, "precision": precision,
+    refined = None
+    if refine:
+        # the posterior refined with every kernel hyperparameter and noise held at the fit's values (docs/guide/
+        # training.rst, "Explaining-away with learned kernels"): a second train call, whose natural-gradient phase
+        # no longer moves with the hyperparameters; no candidates or hidden-node start (the fit is the start)
+        from pyro_dag.utils import freeze
+        freeze(model.kernels)
+        freeze(model.likelihoods)
+        t2 = time.process_time()
+        with warnings.catch_warnings(record=True) as caught2:
+            warnings.simplefilter("always")
+            second = train(model, guide, ds.inputs, ds.data, num_steps=refine, progress=False, candidate_starts=1,
+                           start_hidden=False)
+        refined = {"steps": refine, "cpu_s": time.process_time() - t2, "final": _score(model, guide, ds),
+                   "final_loss": second.losses[-1], "natural_gradient_stopped": second.natural_gradient_stopped,
+                   "restored_step": second.restored_step, "warnings": sorted({w.category.__name__ for w in caught2})}
+    return {"data_seed": data_seed, "stream": stream, "steps": steps, "precision": precision, "refined": refined,
             "child_kernel": child_kernel, "noise_step": result.settings.get("noise_step"),
             "noise_step_option": "default" if noise_step is None else noise_step, "cpu_s": cpu,
             "final": final, "along": {str(k): v for k, v in along.items()}, "restored_step": result.restored_step,
@@ -136,6 +152,9 @@ def main(argv=None):
                         "(the explaining-away comparison)")
     p.add_argument("--noise-step", choices=["default", "auto", "on", "off"], default="default",
                    help="train(noise_step=...): the library's default, 'auto', True or False")
+    p.add_argument("--refine", type=int, default=0,
+                   help="then hold every kernel hyperparameter and noise and train this many more steps (the "
+                        "explaining-away recipe of docs/guide/training.rst); the run's 'refined' record")
     p.add_argument("--name", default="collider_default_streams")
     p.add_argument("--append", action="store_true", help="add the runs to the JSON's existing ones")
     p.add_argument("--baseline", action="store_true",
@@ -157,7 +176,7 @@ def main(argv=None):
     for d in _span(args.data_seeds):
         for s in _span(args.streams):
             row = run_one(d, s, args.steps, set(args.at), args.precision, args.child_kernel,
-                          {"default": None, "auto": "auto", "on": True, "off": False}[args.noise_step])
+                          {"default": None, "auto": "auto", "on": True, "off": False}[args.noise_step], args.refine)
             runs.append(row)
             f = row["final"]
             print(f"data {d} stream {s} {args.precision} {args.steps}: held-out {f['rmse_test']:.3f} "
@@ -168,6 +187,11 @@ def main(argv=None):
                   f"noise steps {row['noise_steps']} rollbacks {len(row['rollbacks'])} "
                   f"fallback {None if row['fallback'] is None else row['fallback'].get('kept')} "
                   f"candidates {row['candidates']}", flush=True)
+            if row["refined"]:
+                g = row["refined"]["final"]
+                print(f"  refined {args.refine}: held-out {g['rmse_test']:.3f} noise x{g['noise_factor']:.1f} var "
+                      f"{g['parent_var']:.3f} |corr| {g['mean_abs_corr']:.2f} PICP {g['picp95']:.2f} ng_stopped "
+                      f"{row['refined']['natural_gradient_stopped']}", flush=True)
             write_json(args.name, {"runs": runs, "targets": {"rmse_test": 0.1, "noise_factor": 10,
                                                              "parent_var": 0.05, "mean_abs_corr": 0.3}})
     print("wrote", path)
