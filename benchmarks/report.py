@@ -1569,7 +1569,8 @@ def sec_nuts_release(R):
         seconds are this process's, compilation included; the compiler's worker processes are not counted, so its
         wall seconds of recording and compiling are given apart. A chain whose draws are mostly divergent has not adapted
         (20 warm-up iterations are few), and its cost per iteration says little; a divergent trajectory also stops
-        early, so a chain with fewer divergences can cost more per iteration at the same cost per gradient. Issue 43's
+        early, so a chain with fewer divergences can cost more per iteration at the same cost per gradient. The next
+        section runs adapted chains (200 warm-up iterations) and counts effective draws, which is what a user pays. Issue 43's
         target, NUTS per
         iteration at most the release's on the same model: {'; '.join(verdicts)}. Load average
         {', '.join(f'{x:.1f}' for x in d['load'])} at the end, 2 cores, shared. {code_note([d])}""")]
