@@ -1610,7 +1610,8 @@ def sec_nuts_release_ess(R):
         {d['rows'][0]['draws']} draws; the effective draws are Pyro's bulk ESS (`pyro.ops.stats.effective_sample_size`,
         one chain) of every scalar the chain samples (the last column counts them: `guide` samples the 5 inducing
         outputs, `guide_collapsed` the length-scale, amplitude and noise, `chain` the 5 + 5 inducing outputs of `h` and `y` and
-        the 24 whitened draws of `h`'s function values, `h.eps`), and a chain's cost per effective draw is its CPU
+        the 24 whitened draws of `h`'s function values, `h.eps`; with `collapse="inducing"` 29, `h.z` and `h.eps` in
+        posterior-whitened coordinates, `y`'s inducing outputs integrated out), and a chain's cost per effective draw is its CPU
         seconds over the smallest of them. The release is
         {d['previous_commit']}, `git archive`-d. A healthier chain (fewer divergent transitions, which stop a
         trajectory early) costs more per iteration: per effective draw is what a user pays. {'; '.join(verdicts)}.
