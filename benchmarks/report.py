@@ -1598,8 +1598,13 @@ def sec_nuts_release(R):
         rows.append([r["model"], r["label"], r["tree"], per_it, f(ratio, 2), f"{r['gradients_per_iteration']:.1f}",
                      f"{r['ms_per_gradient']:.2f}", f(r.get("compile_wall_s"), 1), div])
         if base and r["label"] == "NUTS":
+            # a chain whose draws are mostly divergent has not adapted: its trajectories stop early, and a ratio of
+            # such chains says nothing about what an adapted one costs (the per-effective-draw section does)
+            unadapted = [x for x in (base, r) if x["divergences"] is not None and 2 * x["divergences"] > x["draws"]]
+            said = " and ".join(f"{x['label']} {x['divergences']} / {x['draws']}" for x in unadapted)
+            verdict = f"not judged, draws divergent: {said}; the next section" if unadapted else yes(ratio <= 1)
             verdicts.append(f"{r['model']}: NUTS {r['cpu_per_iteration']:.3f} against {base['cpu_per_iteration']:.3f} "
-                            f"CPU s per iteration ({ratio:.2f}x, {yes(ratio <= 1)})")
+                            f"CPU s per iteration ({ratio:.2f}x; {verdict})")
     tab = table(["model", "variant", "tree", "CPU s per iteration", "/ release", "gradients per iteration",
                  "ms per gradient", "compile s (wall)", "divergent draws"], rows)
     descriptions = {}
