@@ -135,11 +135,7 @@ class DAGDGP(InputChecks, NodeConditionals, CollapsedParameterisation, Predictio
         NUTS does not meet the stiff directions that its own observations put on ``U_w``;
         :meth:`full_model_draws` converts the draws to the full model's sites, drawing the leaves' ``"{w}.u"``
         exactly given each draw (:func:`~pyro_dag.diagnostics.to_inference_data` does it itself);
-        ``None``: nothing (the leaves' values are sample sites like any other node's). Pass ``"inducing"`` for NUTS
-        whenever an observed node has children: on a 24-case ``x → h → y`` (``h`` and ``y`` observed) the default
-        took 173-193 gradients per NUTS iteration and 45x the CPU per effective draw of ``"inducing"``
-        (``benchmarks/README.md``, "Does NUTS cost more per effective draw than in the release?"). It is not the
-        default because ``Predictive`` on its raw draws would be wrong: convert them first.
+        ``None``: nothing (the leaves' values are sample sites like any other node's). Prefer ``"inducing"`` for NUTS.
     :param priors: ``None`` (default: kernel and likelihood hyperparameters are learnable ``PyroParam`` s) or
         ``"weakly_informative"`` (or a dict, see :func:`pyro_dag.priors.set_hyperpriors`): LogNormal
         hyperpriors on the kernel variances and length-scales and the observed nodes' noise, applied at set-up,
