@@ -88,9 +88,9 @@ def run_one(data_seed, stream, steps, at, precision, child_kernel="default", noi
     final = _score(model, guide, ds)
     refined = None
     if refine:
-        # the posterior refined with every kernel hyperparameter and noise held at the fit's values (docs/guide/
-        # training.rst, "Explaining-away with learned kernels"): a second train call, whose natural-gradient phase
-        # no longer moves with the hyperparameters; no candidates or hidden-node start (the fit is the start)
+        # the posterior refined with every kernel hyperparameter and noise held at the fit's values (the recipe of
+        # docs/guide/natural_gradients.rst): a second train call, whose natural-gradient phase no longer moves with
+        # the hyperparameters; no candidates or hidden-node start (the fit is the start)
         from pyro_dag.utils import freeze
         freeze(model.kernels)
         freeze(model.likelihoods)
@@ -154,7 +154,7 @@ def main(argv=None):
                    help="train(noise_step=...): the library's default, 'auto', True or False")
     p.add_argument("--refine", type=int, default=0,
                    help="then hold every kernel hyperparameter and noise and train this many more steps (the "
-                        "explaining-away recipe of docs/guide/training.rst); the run's 'refined' record")
+                        "explaining-away recipe of docs/guide/natural_gradients.rst); the run's 'refined' record")
     p.add_argument("--name", default="collider_default_streams")
     p.add_argument("--append", action="store_true", help="add the runs to the JSON's existing ones")
     p.add_argument("--baseline", action="store_true",

@@ -543,7 +543,7 @@ def sec_collider_explaining_away_refine(R):
                      f"{f(a['parent_var'], 3)} → {f(b['parent_var'], 3)}",
                      f"{f(a['mean_abs_corr'], 2)} → {f(b['mean_abs_corr'], 2)}",
                      f"{f(a['rmse_test'])} → {f(b['rmse_test'])}", f"{f(a['picp95'], 2)} → {f(b['picp95'], 2)}",
-                     str(b.get("natural_gradient_stopped") or r["refined"].get("natural_gradient_stopped") or "–"),
+                     str(r["refined"]["natural_gradient_stopped"] or "–"),
                      f"{r['cpu_s']:.0f} + {r['refined']['cpu_s']:.0f}"])
     tab = table(["child kernel", "data", "stream", "steps (fit + refine)", "fit's natural-gradient phase stopped at",
                  "parents' var: fit → refined", "mean abs corr", "held-out RMSE", "PICP95", "refine's phase stopped",
@@ -566,7 +566,6 @@ def sec_collider_explaining_away_refine(R):
         explaining-away direction. {'; '.join(verdicts)}. Target (issue 41): variance >= 0.05 and |corr| >= 0.3, at
         least 3x mean field's (mean field: the section above). One process, the runs one after another, one
         thread. {code_note([R(n) for n in names])}""")]
-    command = " and ".join(f"`{R(n)['command']}`" if R(n).get("command") else n for n in names)
     return Section("Does refining the posterior with the kernels held keep the collider's explaining-away?",
                    "`python benchmarks/collider_default_streams.py --data-seeds 0 --streams 0-4 --steps 3000 --at "
                    "--child-kernel sum --refine 2000 --name collider_explaining_away_refine` (and without "
